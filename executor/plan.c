@@ -1,6 +1,9 @@
 /* Plans: shape inference, constant folding, lifetimes, arena offsets, and the run loop. */
 #include "executor/plan.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +45,7 @@ void ox_plan_free(struct ox_plan *p) {
     for (int i = 0; i < p->n_steps; i++) {
         free(p->steps[i].in);
         free(p->steps[i].out);
+        free(p->steps[i].prepared);
     }
     free(p->steps);
     free(p->vals);
@@ -205,9 +209,24 @@ ox_status ox_kernel_copy(struct ox_kernel_ctx *ctx, ox_tensor *dst, const ox_ten
     return OX_OK;
 }
 
+void *ox_kernel_prepared(struct ox_kernel_ctx *ctx, void (*fill)(void *dst, void *arg), void *arg) {
+    static pthread_mutex_t fill_lock = PTHREAD_MUTEX_INITIALIZER;
+    if (!ctx->prepared) return NULL;
+    atomic_int *ready = ctx->prepared;
+    void *data = (char *)ctx->prepared + OX_PREPARED_HEADER;
+    if (atomic_load_explicit(ready, memory_order_acquire)) return data;
+    pthread_mutex_lock(&fill_lock);
+    if (!atomic_load_explicit(ready, memory_order_relaxed)) {
+        fill(data, arg);
+        atomic_store_explicit(ready, 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&fill_lock);
+    return data;
+}
+
 /* Run one node's kernel outside the arena (plan-time folding, dynamic nodes at run time). */
 static ox_status run_owned(struct ox_plan *p, const struct ox_node *n, const ox_tensor **in,
-                           ox_tensor **out, size_t scratch_bytes, int n_threads,
+                           ox_tensor **out, size_t scratch_bytes, struct ox_pool *pool,
                            const struct ox_scope *scope) {
     if (!(n->op->flags & OX_OP_ALLOCATES))
         for (int k = 0; k < n->n_outputs; k++)
@@ -216,7 +235,7 @@ static ox_status run_owned(struct ox_plan *p, const struct ox_node *n, const ox_
                 if (st) return ox_node_err(n, st, "%s", ox_errmsg());
             }
     struct ox_kernel_ctx kc = {.scratch_bytes = scratch_bytes,
-                               .n_threads = n_threads,
+                               .pool = pool,
                                .strings = &p->strings,
                                .plan = p,
                                .scope = scope};
@@ -320,9 +339,18 @@ static ox_status assign_offsets(struct ox_plan *p, const int *first, const int *
     return OX_OK;
 }
 
+static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *inputs,
+                            const struct ox_scope *scope, struct ox_pool *pool,
+                            struct ox_plan **out);
+
 ox_status ox_plan_build(const struct ox_graph *g, const ox_tensor *const *inputs,
-                        struct ox_plan **out) {
-    return ox_plan_build_scoped(g, inputs, NULL, out);
+                        struct ox_pool *pool, struct ox_plan **out) {
+    return plan_build(g, inputs, NULL, pool, out);
+}
+
+ox_status ox_plan_build_scoped(const struct ox_graph *g, const ox_tensor *const *inputs,
+                               const struct ox_scope *scope, struct ox_plan **out) {
+    return plan_build(g, inputs, scope, scope && scope->plan ? scope->plan->pool : NULL, out);
 }
 
 /* The value whose memory a view shows (itself when it is no view). */
@@ -377,14 +405,16 @@ static ox_status bind_outer(struct ox_plan *p, const struct ox_scope *scope,
     return p->sig ? OX_OK : ox_err(OX_E_NOMEM, "out of memory");
 }
 
-ox_status ox_plan_build_scoped(const struct ox_graph *g, const ox_tensor *const *inputs,
-                               const struct ox_scope *scope, struct ox_plan **out) {
+static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *inputs,
+                            const struct ox_scope *scope, struct ox_pool *pool,
+                            struct ox_plan **out) {
     ox_status st = OX_OK;
     struct ox_plan *p = calloc(1, sizeof *p);
     int nv = g->n_values ? g->n_values : 1;
     int *first = NULL, *last = NULL;
     if (!p) return ox_err(OX_E_NOMEM, "out of memory");
     p->graph = g;
+    p->pool = pool;
     p->vals = calloc((size_t)nv, sizeof *p->vals);
     p->slot = calloc((size_t)nv, 1);
     p->offset = calloc((size_t)nv, sizeof *p->offset);
@@ -456,7 +486,11 @@ ox_status ox_plan_build_scoped(const struct ox_graph *g, const ox_tensor *const 
         }
         for (int k = 0; k < n->n_outputs; k++)
             if (n->outputs[k] >= 0) s->out[k] = &p->vals[n->outputs[k]];
-        struct ox_infer_ctx ic = {.graph = g};
+        struct ox_infer_ctx ic = {.graph = g, .n_threads = ox_pool_size(pool)};
+        for (int k = 0; k < n->n_inputs && k < 32; k++)
+            if (n->inputs[k] >= 0 &&
+                (p->slot[n->inputs[k]] == OX_SLOT_CONST || p->slot[n->inputs[k]] == OX_SLOT_FOLDED))
+                ic.const_inputs |= 1u << k;
         if (n->op->flags & OX_OP_ALLOCATES) dyn = true;
         if (!dyn) {
             (void)ox_attr_check(n); /* forget mismatches read outside an infer function */
@@ -490,7 +524,7 @@ ox_status ox_plan_build_scoped(const struct ox_graph *g, const ox_tensor *const 
         bool foldable = all_const || (n->op->flags & OX_OP_SHAPE_ONLY);
         if (foldable && !(n->op->flags & OX_OP_NONDETERMINISTIC) &&
             out_bytes <= OX_FOLD_MAX_BYTES) {
-            if ((st = run_owned(p, n, s->in, s->out, ic.scratch_bytes, 1, scope))) goto fail;
+            if ((st = run_owned(p, n, s->in, s->out, ic.scratch_bytes, pool, scope))) goto fail;
             for (int k = 0; k < n->n_outputs; k++)
                 if (n->outputs[k] >= 0) p->slot[n->outputs[k]] = OX_SLOT_FOLDED;
             free(s->in), free(s->out);
@@ -512,6 +546,15 @@ ox_status ox_plan_build_scoped(const struct ox_graph *g, const ox_tensor *const 
         for (int k = 0; k < n->n_outputs; k++)
             if (n->outputs[k] >= 0) p->slot[n->outputs[k]] = OX_SLOT_ARENA;
         if (ic.scratch_bytes > p->scratch_bytes) p->scratch_bytes = ic.scratch_bytes;
+        if (ic.prepared_bytes) {
+            size_t b = ic.prepared_bytes + OX_PREPARED_HEADER;
+            if (b < ic.prepared_bytes || !(s->prepared = aligned_alloc_bytes(b))) {
+                st = ox_node_err(n, OX_E_NOMEM, "out of memory for %zu prepared bytes",
+                                 ic.prepared_bytes);
+                goto fail;
+            }
+            memset(s->prepared, 0, OX_PREPARED_HEADER);
+        }
     }
     for (int k = 0; k < g->n_outputs; k++)
         if (p->slot[g->outputs[k]] == OX_SLOT_NONE) {
@@ -580,11 +623,11 @@ static void bind_value(ox_tensor *slot, const ox_tensor *t) {
     slot->items = t->items;
 }
 
-ox_status ox_plan_run(struct ox_plan *p, const ox_tensor *const *inputs, int n_threads) {
-    return ox_plan_run_scoped(p, inputs, n_threads, NULL);
+ox_status ox_plan_run(struct ox_plan *p, const ox_tensor *const *inputs) {
+    return ox_plan_run_scoped(p, inputs, NULL);
 }
 
-ox_status ox_plan_run_scoped(struct ox_plan *p, const ox_tensor *const *inputs, int n_threads,
+ox_status ox_plan_run_scoped(struct ox_plan *p, const ox_tensor *const *inputs,
                              const struct ox_scope *scope) {
     const struct ox_graph *g = p->graph;
     if (p->has_dynamic) free_dynamic(p);
@@ -600,7 +643,7 @@ ox_status ox_plan_run_scoped(struct ox_plan *p, const ox_tensor *const *inputs, 
     if (p->n_views) bind_views(p);
     struct ox_kernel_ctx kc = {.scratch = p->scratch,
                                .scratch_bytes = p->scratch_bytes,
-                               .n_threads = n_threads,
+                               .pool = p->pool,
                                .strings = &p->strings,
                                .plan = p,
                                .scope = scope};
@@ -609,7 +652,7 @@ ox_status ox_plan_run_scoped(struct ox_plan *p, const ox_tensor *const *inputs, 
         const struct ox_node *n = &g->nodes[st->node];
         ox_status rc;
         if (st->is_dynamic) {
-            struct ox_infer_ctx ic = {.graph = g};
+            struct ox_infer_ctx ic = {.graph = g, .n_threads = ox_pool_size(p->pool)};
             bool seq_in = false;
             for (int k = 0; k < n->n_inputs; k++)
                 if (st->in[k] && st->in[k]->kind != OX_IO_TENSOR) seq_in = true;
@@ -630,8 +673,9 @@ ox_status ox_plan_run_scoped(struct ox_plan *p, const ox_tensor *const *inputs, 
                                      "shape still unknown with all inputs present");
                 if (rc) return rc;
             }
-            rc = run_owned(p, n, st->in, st->out, ic.scratch_bytes, n_threads, scope);
+            rc = run_owned(p, n, st->in, st->out, ic.scratch_bytes, p->pool, scope);
         } else {
+            kc.prepared = st->prepared;
             rc = n->op->cpu(&kc, n, st->in, st->out);
         }
         if (rc) return rc;

@@ -1,8 +1,8 @@
 /* A plan: one graph made concrete for one input-shape signature.
  *
  *     struct ox_plan *p;
- *     ox_plan_build(graph, inputs, n_inputs, &p);  // shape inference, folding, memory plan
- *     ox_plan_run(p, inputs, &ctx);                // no allocation when all shapes are static
+ *     ox_plan_build(graph, inputs, pool, &p);  // shape inference, folding, memory plan
+ *     ox_plan_run(p, inputs);                  // no allocation when all shapes are static
  *     p->vals[graph->outputs[0]]                    // outputs, valid until the next run
  *     ox_plan_free(p);
  *
@@ -53,6 +53,7 @@ struct ox_step {
     bool is_dynamic;
     const ox_tensor **in; /* node->n_inputs pointers into plan->vals (NULL if omitted) */
     ox_tensor **out;      /* node->n_outputs pointers (NULL if omitted) */
+    void *prepared;       /* the kernel's prepared memory (ox_kernel_prepared), or NULL */
 };
 
 struct ox_plan {
@@ -79,13 +80,15 @@ struct ox_plan {
     int *outer;               /* value ids read from enclosing scopes (subgraphs) */
     struct ox_plan *subplans; /* plans of the subgraphs of this plan's nodes (a cache) */
     bool has_dynamic;
+    struct ox_pool *pool; /* borrowed: the session's threads (NULL: serial) */
 };
 
 /* Build a plan for these inputs (bound in graph-input order; descriptors only, the data is
- * not read). A subgraph's plan takes the scope its outer names come from (NULL for a
- * model's main graph). Errors name the node or input at fault. */
+ * not read), to run on `pool` (borrowed; kernels size per-thread scratch for it). A
+ * subgraph's plan runs on its enclosing plan's pool; it takes the scope its outer names come from
+ * (NULL for a model's main graph). Errors name the node or input at fault. */
 ox_status ox_plan_build(const struct ox_graph *g, const ox_tensor *const *inputs,
-                        struct ox_plan **out);
+                        struct ox_pool *pool, struct ox_plan **out);
 ox_status ox_plan_build_scoped(const struct ox_graph *g, const ox_tensor *const *inputs,
                                const struct ox_scope *scope, struct ox_plan **out);
 /* True when the plan was built for inputs (and outer values) of exactly these dtypes and
@@ -94,8 +97,8 @@ bool ox_plan_matches(const struct ox_plan *p, const ox_tensor *const *inputs);
 bool ox_plan_matches_scoped(const struct ox_plan *p, const ox_tensor *const *inputs,
                             const struct ox_scope *scope);
 /* Run: inputs in graph-input order (NULL where the input has an initializer default). */
-ox_status ox_plan_run(struct ox_plan *p, const ox_tensor *const *inputs, int n_threads);
-ox_status ox_plan_run_scoped(struct ox_plan *p, const ox_tensor *const *inputs, int n_threads,
+ox_status ox_plan_run(struct ox_plan *p, const ox_tensor *const *inputs);
+ox_status ox_plan_run_scoped(struct ox_plan *p, const ox_tensor *const *inputs,
                              const struct ox_scope *scope);
 void ox_plan_free(struct ox_plan *p);
 

@@ -15,6 +15,7 @@ struct ox_model {
 struct ox_session {
     ox_model *model;
     int n_threads;
+    struct ox_pool *pool;
     struct ox_plan *plans; /* cache, most recently used first */
     const ox_tensor **bound;
 };
@@ -144,7 +145,14 @@ ox_status ox_session_create(ox_model *m, const ox_session_options *opt, ox_sessi
         free(s);
         return ox_err(OX_E_NOMEM, "out of memory");
     }
-    openblas_set_num_threads(s->n_threads);
+    /* our pool splits the work; OpenBLAS runs one thread inside each piece */
+    openblas_set_num_threads(1);
+    ox_status st = ox_pool_create(s->n_threads, &s->pool);
+    if (st) {
+        free(s->bound);
+        free(s);
+        return st;
+    }
     *out = s;
     return OX_OK;
 }
@@ -156,6 +164,7 @@ void ox_session_free(ox_session *s) {
         s->plans = p->next;
         ox_plan_free(p);
     }
+    ox_pool_free(s->pool);
     free(s->bound);
     free(s);
 }
@@ -204,7 +213,7 @@ ox_status ox_session_plan(ox_session *s, struct ox_plan **out) {
     struct ox_plan *p = s->plans, *prev = NULL;
     while (p && !ox_plan_matches(p, s->bound)) prev = p, p = p->next;
     if (!p) {
-        ox_status st = ox_plan_build(s->model->graph, s->bound, &p);
+        ox_status st = ox_plan_build(s->model->graph, s->bound, s->pool, &p);
         if (st) return st;
     } else if (prev) {
         prev->next = p->next;
@@ -224,7 +233,7 @@ ox_status ox_session_run(ox_session *s, const ox_tensor *inputs, int n_inputs,
     if (st) return st;
     struct ox_plan *p;
     if ((st = ox_session_plan(s, &p))) return st;
-    if ((st = ox_plan_run(p, s->bound, s->n_threads))) return st;
+    if ((st = ox_plan_run(p, s->bound))) return st;
     const struct ox_graph *g = s->model->graph;
     for (int k = 0; k < g->n_outputs; k++) outputs[k] = &p->vals[g->outputs[k]];
     return OX_OK;

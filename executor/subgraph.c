@@ -21,7 +21,7 @@ ox_status ox_subgraph_run(struct ox_kernel_ctx *ctx, const struct ox_graph *g,
         p->next = parent->subplans;
         parent->subplans = p;
     }
-    ox_status st = ox_plan_run_scoped(p, inputs, ctx->n_threads, &scope);
+    ox_status st = ox_plan_run_scoped(p, inputs, &scope);
     if (st) return st;
     for (int k = 0; k < g->n_outputs; k++) outputs[k] = &p->vals[g->outputs[k]];
     return OX_OK;

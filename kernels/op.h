@@ -54,8 +54,59 @@ enum {
 
 struct ox_infer_ctx {
     const struct ox_graph *graph;
-    size_t scratch_bytes; /* set by infer when the kernel needs scratch memory */
+    size_t scratch_bytes;  /* set by infer when the kernel needs scratch memory */
+    int n_threads;         /* threads the kernel may split over (per-thread scratch) */
+    unsigned const_inputs; /* bit k: input k is constant for the plan's life (weights) */
+    size_t prepared_bytes; /* set by infer: memory prepared once from constant inputs */
 };
+
+/* The CPU thread pool (executor/pool.c). ox_parallel_for splits [0, n) into at most one
+ * contiguous piece per thread and calls fn(arg, begin, end, tid) for each, tid in
+ * [0, ox_pool_size(pool)) naming the thread (for per-thread scratch); it returns when all
+ * pieces are done. A NULL pool, a nested call or a busy pool run fn(arg, 0, n, 0) inline. */
+struct ox_pool;
+typedef void (*ox_range_fn)(void *arg, int64_t begin, int64_t end, int tid);
+ox_status ox_pool_create(int n_threads, struct ox_pool **out);
+void ox_pool_free(struct ox_pool *p);
+int ox_pool_size(const struct ox_pool *p);
+void ox_parallel_for(struct ox_pool *p, int64_t n, ox_range_fn fn, void *arg);
+/* C = alpha * op(A) op(B) + beta * C for row-major float matrices (cblas_sgemm's contract),
+ * split over the pool (kernels/cpu/gemm.c). */
+void ox_sgemm(struct ox_pool *pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+              const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+              int64_t ldc);
+
+/* Packed-operand float GEMM with a fused epilogue (kernels/cpu/sgemm.c, where the layout
+ * is described). Fast on CPUs with AVX-512 (ox_sgemm_is_fast), else use ox_sgemm. */
+#define OX_GEMM_MR 8   /* rows of a packed A panel */
+#define OX_GEMM_NR 32  /* columns of a packed B block */
+#define OX_GEMM_KC 256 /* rows of a packed B block */
+struct ox_epilogue {
+    const float *bias_row; /* + bias_row[i], or NULL */
+    const float *bias_col; /* + bias_col[j], or NULL */
+    const float *residual; /* + residual[i * ld_residual + j], or NULL */
+    int64_t ld_residual;
+    float lo, hi; /* then clamp to [lo, hi] (-INFINITY, INFINITY: none) */
+};
+/* A source of B: pack rows [k0, k1) and columns [j0, j1) (at most OX_GEMM_NR) into dst,
+ * k-major with row stride OX_GEMM_NR, columns past j1 zero. */
+struct ox_gemm_b {
+    void (*pack)(const struct ox_gemm_b *b, int64_t k0, int64_t k1, int64_t j0, int64_t j1,
+                 float *dst);
+    const float *data; /* a matrix: element (k, j) at data[k * ld + j] (trans: [j * ld + k]) */
+    int64_t ld;
+    bool trans;
+    const void *ctx; /* other packers' state */
+};
+void ox_gemm_b_pack_matrix(const struct ox_gemm_b *b, int64_t k0, int64_t k1, int64_t j0,
+                           int64_t j1, float *dst);
+bool ox_sgemm_is_fast(void);
+int64_t ox_sgemm_packed_a_floats(int64_t M, int64_t K);
+void ox_sgemm_pack_a(const float *A, int64_t lda, bool ta, int64_t M, int64_t K, float *dst);
+/* C = epilogue(A B) (load_c: C + A B), A packed by ox_sgemm_pack_a, split over the pool. */
+void ox_sgemm_packed(struct ox_pool *pool, const float *ap, int64_t M, int64_t N, int64_t K,
+                     const struct ox_gemm_b *b, float *C, int64_t ldc, const struct ox_epilogue *ep,
+                     bool load_c);
 
 struct ox_plan;
 struct ox_scope;
@@ -63,7 +114,8 @@ struct ox_scope;
 struct ox_kernel_ctx {
     void *scratch; /* scratch_bytes as infer asked, 64-byte aligned */
     size_t scratch_bytes;
-    int n_threads;
+    struct ox_pool *pool; /* NULL: run serially */
+    void *prepared;       /* prepared_bytes as infer asked (see ox_kernel_prepared) */
     /* String tensors hold borrowed `char *`: kernels that move strings copy the pointers;
      * a kernel that makes new strings allocates them here (ox_arena_strdup). They live as
      * long as the plan. The executor never frees string elements. */
@@ -86,6 +138,12 @@ struct ox_op {
     unsigned flags;
 };
 
+/* Memory a kernel prepares once from its constant inputs (packed weights): infer asks for
+ * it with ctx->prepared_bytes (only when the inputs it reads are in const_inputs); the
+ * first run calls fill(dst, arg) to fill it, under a lock; every run gets the same data
+ * back. NULL when the plan gave none (a dynamic node, or folding at plan time). */
+#define OX_PREPARED_HEADER 64
+void *ox_kernel_prepared(struct ox_kernel_ctx *ctx, void (*fill)(void *dst, void *arg), void *arg);
 /* For OX_OP_ALLOCATES kernels: allocate t's data (zeroed) for the dtype and shape set in t;
  * the executor frees it. */
 ox_status ox_kernel_alloc(struct ox_kernel_ctx *ctx, ox_tensor *t);

@@ -229,7 +229,7 @@ static inline ox_status run_node(const char *domain, const char *op, int opset,
     }
     memset(desc, 0, sizeof desc);
     for (int j = 0; j < n_out; j++) outs[j] = out[j] ? &desc[j] : NULL;
-    struct ox_infer_ctx ictx = {0};
+    struct ox_infer_ctx ictx = {.n_threads = 1};
     (void)ox_attr_check(&node); /* forget mismatches read outside an infer function */
     ox_status st = o->infer(&ictx, &node, sp, outs);
     if (asked) *asked = st == OX_NEED_DATA;
@@ -254,7 +254,6 @@ static inline ox_status run_node(const char *domain, const char *op, int opset,
     }
     struct ox_kernel_ctx kctx = {.scratch = scratch,
                                  .scratch_bytes = ictx.scratch_bytes,
-                                 .n_threads = 1,
                                  .strings = &harness_strings};
     st = o->cpu(&kctx, &node, in, outs);
     free(scratch);

@@ -147,6 +147,18 @@ static bool conv_is_pointwise(const struct geom *g) {
     return true;
 }
 
+/* Whether a float convolution goes through the packed GEMM (not depthwise ones). */
+static bool conv_is_fast(int64_t cg, int64_t mg) {
+    return ox_sgemm_is_fast() && !(cg == 1 && mg == 1);
+}
+
+/* Scratch floats per thread for a float convolution (OpenBLAS path). */
+static int64_t conv_slot(const struct geom *g, int64_t cg, int64_t mg) {
+    if (conv_is_pointwise(g) || (cg == 1 && mg == 1)) return 0;
+    /* whole rows of 64 bytes per thread, so that threads never share a cache line */
+    return (cg * g->k_size * g->out_size + 15) / 16 * 16;
+}
+
 ox_status ox_nn_infer_conv(struct ox_infer_ctx *ctx, const struct ox_node *n,
                            const ox_tensor *const *in, ox_tensor *const *out) {
     const ox_tensor *x = ox_in(n, in, 0), *w = ox_in(n, in, 1), *b = ox_in(n, in, 2);
@@ -168,11 +180,21 @@ ox_status ox_nn_infer_conv(struct ox_infer_ctx *ctx, const struct ox_node *n,
     for (int i = 0; i < g.nsp; i++) dims[i + 2] = g.out[i];
     ox_set_shape(out[0], x->dtype, x->rank, dims);
     /* scratch: one group's columns (float or double), plus float copies of float16 data */
-    int64_t cg = x->dims[1] / group;
-    size_t esz = x->dtype == OX_DOUBLE ? 8 : 4, cols = 0, conv16 = 0;
-    bool depthwise = cg == 1 && w->dims[0] / group == 1;
-    if (!(conv_is_pointwise(&g) || depthwise) || x->dtype == OX_FLOAT16)
-        cols = (size_t)(cg * g.k_size * g.out_size) * esz;
+    int64_t cg = x->dims[1] / group, mg = w->dims[0] / group;
+    size_t cols = 0, conv16 = 0;
+    if (x->dtype == OX_DOUBLE) {
+        if (!conv_is_pointwise(&g) && !(cg == 1 && mg == 1))
+            cols = (size_t)(cg * g.k_size * g.out_size) * 8;
+    } else if (x->dtype == OX_FLOAT && conv_is_fast(cg, mg)) {
+        size_t packed = (size_t)(group * ox_sgemm_packed_a_floats(mg, cg * g.k_size)) * 4;
+        if (ctx->const_inputs & 2)
+            ctx->prepared_bytes = packed;
+        else
+            cols = packed;
+    } else {
+        cols =
+            (size_t)conv_slot(&g, cg, mg) * 4 * (size_t)(ctx->n_threads > 1 ? ctx->n_threads : 1);
+    }
     if (x->dtype == OX_FLOAT16)
         conv16 = (size_t)(ox_tensor_numel(x) + ox_tensor_numel(w) + ox_tensor_numel(out[0]) +
                           w->dims[0]) *
@@ -181,56 +203,59 @@ ox_status ox_nn_infer_conv(struct ox_infer_ctx *ctx, const struct ox_node *n,
     return OX_OK;
 }
 
-/* Columns of one group: rows (c, kernel offset), columns output positions. */
+/* Rows [r0, r1) and columns [p0, p1) of one group's patch matrix (rows: input channel and
+ * kernel offset; columns: output positions), stored with row stride ld. */
 #define DEF_IM2COL(T)                                                                              \
-    OX_HOT static void im2col_##T(const T *x, const struct geom *g, int64_t cg, T *col) {          \
-        int64_t row = 0;                                                                           \
-        for (int64_t c = 0; c < cg; c++) {                                                         \
-            const T *xc = x + c * g->in_size;                                                      \
-            for (int64_t kk = 0; kk < g->k_size; kk++, row++) {                                    \
-                int64_t ko[MAX_SP] = {0}, r = kk;                                                  \
+    OX_HOT static void im2col_##T(const T *x, const struct geom *g, int64_t r0, int64_t r1,        \
+                                  int64_t p0, int64_t p1, int64_t ld, T *col) {                    \
+        for (int64_t row = r0; row < r1; row++) {                                                  \
+            const T *xc = x + row / g->k_size * g->in_size;                                        \
+            {                                                                                      \
+                int64_t ko[MAX_SP] = {0}, r = row % g->k_size;                                     \
                 for (int i = g->nsp - 1; i >= 0; i--) ko[i] = r % g->k[i], r /= g->k[i];           \
-                T *dst = col + row * g->out_size;                                                  \
+                T *dst = col + (row - r0) * ld - p0; /* dst[p]: column p */                        \
                 if (g->nsp == 2) {                                                                 \
-                    for (int64_t oh = 0; oh < g->out[0]; oh++) {                                   \
+                    int64_t OW = g->out[1], sw = g->s[1], off = ko[1] * g->d[1] - g->pb[1];        \
+                    /* the outputs whose tap lies inside the row: [lo, hi) */                      \
+                    int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;                              \
+                    int64_t hi = g->in[1] - off <= 0 ? 0 : (g->in[1] - off - 1) / sw + 1;          \
+                    if (hi > OW) hi = OW;                                                          \
+                    for (int64_t oh = p0 / OW; oh * OW < p1; oh++) {                               \
+                        int64_t a = oh * OW < p0 ? p0 - oh * OW : 0;                               \
+                        int64_t b = (oh + 1) * OW > p1 ? p1 - oh * OW : OW;                        \
                         int64_t ih = oh * g->s[0] - g->pb[0] + ko[0] * g->d[0];                    \
-                        T *d = dst + oh * g->out[1];                                               \
+                        T *d = dst + oh * OW;                                                      \
                         if (ih < 0 || ih >= g->in[0]) {                                            \
-                            for (int64_t ow = 0; ow < g->out[1]; ow++) d[ow] = 0;                  \
+                            for (int64_t ow = a; ow < b; ow++) d[ow] = 0;                          \
                             continue;                                                              \
                         }                                                                          \
                         const T *xr = xc + ih * g->in[1];                                          \
-                        int64_t off = ko[1] * g->d[1] - g->pb[1], sw = g->s[1], ow_n = g->out[1];  \
-                        /* the outputs whose tap lies inside the row: [lo, hi) */                  \
-                        int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;                          \
-                        int64_t hi = g->in[1] - off <= 0 ? 0 : (g->in[1] - off - 1) / sw + 1;      \
-                        if (hi > ow_n) hi = ow_n;                                                  \
-                        if (lo > hi) lo = hi;                                                      \
-                        for (int64_t ow = 0; ow < lo; ow++) d[ow] = 0;                             \
+                        int64_t l = lo < a   ? a                                                   \
+                                    : lo > b ? b                                                   \
+                                             : lo,                                                 \
+                                h = hi > b   ? b                                                   \
+                                    : hi < l ? l                                                   \
+                                             : hi;                                                 \
+                        for (int64_t ow = a; ow < l; ow++) d[ow] = 0;                              \
                         if (sw == 1) {                                                             \
-                            if (hi > lo)                                                           \
-                                memcpy(d + lo, xr + lo + off, sizeof(T) * (size_t)(hi - lo));      \
+                            if (h > l) memcpy(d + l, xr + l + off, sizeof(T) * (size_t)(h - l));   \
                         } else {                                                                   \
-                            for (int64_t ow = lo; ow < hi; ow++) d[ow] = xr[ow * sw + off];        \
+                            for (int64_t ow = l; ow < h; ow++) d[ow] = xr[ow * sw + off];          \
                         }                                                                          \
-                        for (int64_t ow = hi; ow < ow_n; ow++) d[ow] = 0;                          \
+                        for (int64_t ow = h; ow < b; ow++) d[ow] = 0;                              \
                     }                                                                              \
                     continue;                                                                      \
                 }                                                                                  \
-                int64_t o[MAX_SP] = {0};                                                           \
-                for (int64_t p = 0; p < g->out_size; p++) {                                        \
-                    int64_t idx = 0;                                                               \
+                for (int64_t p = p0; p < p1; p++) {                                                \
+                    int64_t idx = 0, q = p, o[MAX_SP];                                             \
                     bool inside = true;                                                            \
+                    for (int i = g->nsp - 1; i >= 0; i--) o[i] = q % g->out[i], q /= g->out[i];    \
                     for (int i = 0; i < g->nsp; i++) {                                             \
                         int64_t v = o[i] * g->s[i] - g->pb[i] + ko[i] * g->d[i];                   \
                         if (v < 0 || v >= g->in[i]) inside = false;                                \
                         idx = idx * g->in[i] + v;                                                  \
                     }                                                                              \
                     dst[p] = inside ? xc[idx] : 0;                                                 \
-                    for (int i = g->nsp - 1; i >= 0; i--) {                                        \
-                        if (++o[i] < g->out[i]) break;                                             \
-                        o[i] = 0;                                                                  \
-                    }                                                                              \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
@@ -365,45 +390,217 @@ static void depthwise_float(const float *x, const float *w, float *y, const stru
         depthwise_nd_float(x, w, y, g);
 }
 
-static void gemm_float(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *c) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, a, (int)K,
-                b, (int)N, 0.0f, c, (int)N);
-}
-
 static void gemm_double(int64_t M, int64_t N, int64_t K, const double *a, const double *b,
                         double *c) {
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0, a, (int)K,
                 b, (int)N, 0.0, c, (int)N);
 }
 
-#define DEF_CONV(T)                                                                                \
-    static void conv_##T(const T *x, const T *w, const T *b, T *y, const struct geom *g,           \
-                         int64_t N, int64_t C, int64_t M, int64_t group, T *col) {                 \
-        int64_t cg = C / group, mg = M / group, kdim = cg * g->k_size;                             \
-        bool pointwise = conv_is_pointwise(g), depthwise = cg == 1 && mg == 1;                     \
-        for (int64_t nn = 0; nn < N; nn++)                                                         \
-            for (int64_t gr = 0; gr < group; gr++) {                                               \
-                const T *xg = x + (nn * C + gr * cg) * g->in_size;                                 \
-                const T *wg = w + gr * mg * kdim;                                                  \
-                T *yg = y + (nn * M + gr * mg) * g->out_size;                                      \
-                if (depthwise) {                                                                   \
-                    depthwise_##T(xg, wg, yg, g);                                                  \
-                } else if (pointwise) {                                                            \
-                    gemm_##T(mg, g->out_size, kdim, wg, xg, yg);                                   \
-                } else {                                                                           \
-                    im2col_##T(xg, g, cg, col);                                                    \
-                    gemm_##T(mg, g->out_size, kdim, wg, col, yg);                                  \
-                }                                                                                  \
-            }                                                                                      \
-        if (b)                                                                                     \
-            for (int64_t nn = 0; nn < N; nn++)                                                     \
-                for (int64_t m = 0; m < M; m++) {                                                  \
-                    T *ym = y + (nn * M + m) * g->out_size, bv = b[m];                             \
-                    for (int64_t p = 0; p < g->out_size; p++) ym[p] += bv;                         \
-                }                                                                                  \
+static void conv_double(const double *x, const double *w, const double *b, double *y,
+                        const struct geom *g, int64_t N, int64_t C, int64_t M, int64_t group,
+                        double *col) {
+    int64_t cg = C / group, mg = M / group, kdim = cg * g->k_size;
+    bool pointwise = conv_is_pointwise(g), depthwise = cg == 1 && mg == 1;
+    for (int64_t nn = 0; nn < N; nn++)
+        for (int64_t gr = 0; gr < group; gr++) {
+            const double *xg = x + (nn * C + gr * cg) * g->in_size;
+            const double *wg = w + gr * mg * kdim;
+            double *yg = y + (nn * M + gr * mg) * g->out_size;
+            if (depthwise) {
+                depthwise_double(xg, wg, yg, g);
+            } else if (pointwise) {
+                gemm_double(mg, g->out_size, kdim, wg, xg, yg);
+            } else {
+                im2col_double(xg, g, 0, cg * g->k_size, 0, g->out_size, g->out_size, col);
+                gemm_double(mg, g->out_size, kdim, wg, col, yg);
+            }
+        }
+    if (b)
+        for (int64_t nn = 0; nn < N; nn++)
+            for (int64_t m = 0; m < M; m++) {
+                double *ym = y + (nn * M + m) * g->out_size, bv = b[m];
+                for (int64_t p = 0; p < g->out_size; p++) ym[p] += bv;
+            }
+}
+
+/* float convolution over the thread pool. The work is cut into (image, group) units; a
+ * unit is one GEMM of its filters [mg, kdim] by its patch columns [kdim, out_size]. Units
+ * go to threads whole when there are enough of them (batches, groups); a single unit is
+ * cut into column blocks, each thread building only its own columns' patches, or, when the
+ * output is too small for that, into row blocks of one shared patch matrix. The bias is
+ * added to each block while it is still in cache. */
+#define CONV_COL_BLOCK 16 /* columns: a multiple of sgemm's tile width */
+
+struct conv_job {
+    const float *x, *w, *b;
+    float *y;
+    const struct geom *g;
+    int64_t C, M, group, cg, mg, kdim;
+    bool pointwise;
+    float *scratch;
+    int64_t slot;          /* floats of scratch per thread */
+    int64_t unit;          /* the unit being cut into column blocks */
+    const float *packed_w; /* packed GEMM: group panels, ox_sgemm_packed_a_floats(mg, kdim) */
+};
+
+static struct conv_job conv_job_make(const float *x, const float *w, const float *b, float *y,
+                                     const struct geom *g, int64_t C, int64_t M, int64_t group) {
+    struct conv_job j = {.x = x, .w = w, .b = b, .y = y, .g = g, .C = C, .M = M, .group = group};
+    j.cg = C / group;
+    j.mg = M / group;
+    j.kdim = j.cg * g->k_size;
+    j.pointwise = conv_is_pointwise(g);
+    return j;
+}
+
+/* Rows [0, mg) of a unit's output block y (row stride ld), columns [p0, p1): += bias. */
+static void conv_bias(float *y, int64_t ld, int64_t rows, int64_t p0, int64_t p1,
+                      const float *bias) {
+    if (!bias) return;
+    for (int64_t m = 0; m < rows; m++) {
+        float *r = y + m * ld, bv = bias[m];
+        for (int64_t p = p0; p < p1; p++) r[p] += bv;
     }
-DEF_CONV(float)
-DEF_CONV(double)
+}
+
+static void conv_unit(const struct conv_job *j, int64_t u, int64_t p0, int64_t p1, float *col) {
+    const struct geom *g = j->g;
+    int64_t nn = u / j->group, gr = u % j->group, os = g->out_size;
+    const float *xg = j->x + (nn * j->C + gr * j->cg) * g->in_size;
+    const float *wg = j->w + gr * j->mg * j->kdim, *bg = j->b ? j->b + gr * j->mg : NULL;
+    float *yg = j->y + (nn * j->M + gr * j->mg) * os;
+    const float *B = xg + p0;
+    int64_t ldb = os;
+    if (!j->pointwise) {
+        im2col_float(xg, g, 0, j->kdim, p0, p1, p1 - p0, col);
+        B = col;
+        ldb = p1 - p0;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)j->mg, (int)(p1 - p0), (int)j->kdim,
+                1.0f, wg, (int)j->kdim, B, (int)ldb, 0.0f, yg + p0, (int)os);
+    conv_bias(yg, os, j->mg, p0, p1, bg);
+}
+
+static void conv_units_piece(void *arg, int64_t b, int64_t e, int tid) {
+    const struct conv_job *j = arg;
+    for (int64_t u = b; u < e; u++) conv_unit(j, u, 0, j->g->out_size, j->scratch + tid * j->slot);
+}
+
+static void conv_cols_piece(void *arg, int64_t b, int64_t e, int tid) {
+    const struct conv_job *j = arg;
+    int64_t p0 = b * CONV_COL_BLOCK, p1 = e * CONV_COL_BLOCK;
+    if (p1 > j->g->out_size) p1 = j->g->out_size;
+    if (p1 > p0) conv_unit(j, j->unit, p0, p1, j->scratch + tid * j->slot);
+}
+
+static void depthwise_piece(void *arg, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const struct conv_job *j = arg;
+    const struct geom *g = j->g;
+    for (int64_t ch = b; ch < e; ch++) { /* ch = image * C + channel */
+        int64_t c = ch % j->C;
+        float *y = j->y + ch * g->out_size;
+        depthwise_float(j->x + ch * g->in_size, j->w + c * g->k_size, y, g);
+        conv_bias(y, 0, 1, 0, g->out_size, j->b ? j->b + c : NULL);
+    }
+}
+
+static void conv_float(struct ox_pool *pool, const float *x, const float *w, const float *b,
+                       float *y, const struct geom *g, int64_t N, int64_t C, int64_t M,
+                       int64_t group, float *scratch) {
+    struct conv_job j = conv_job_make(x, w, b, y, g, C, M, group);
+    j.scratch = scratch;
+    j.slot = conv_slot(g, j.cg, j.mg);
+    int T = ox_pool_size(pool);
+    int64_t units = N * group, os = g->out_size;
+    if (j.cg == 1 && j.mg == 1) {
+        ox_parallel_for(pool, N * C, depthwise_piece, &j);
+        return;
+    }
+    if (T == 1 || units % T == 0 || units >= 4 * T) {
+        ox_parallel_for(pool, units, conv_units_piece, &j);
+        return;
+    }
+    for (j.unit = 0; j.unit < units; j.unit++) {
+        if (os >= 64 * T) {
+            ox_parallel_for(pool, (os + CONV_COL_BLOCK - 1) / CONV_COL_BLOCK, conv_cols_piece, &j);
+            continue;
+        }
+        /* a narrow output: one patch matrix, its GEMM cut into row blocks */
+        int64_t nn = j.unit / group, gr = j.unit % group;
+        const float *xg = x + (nn * C + gr * j.cg) * g->in_size, *B = xg;
+        float *yg = y + (nn * M + gr * j.mg) * os;
+        if (!j.pointwise) {
+            im2col_float(xg, g, 0, j.kdim, 0, os, os, scratch);
+            B = scratch;
+        }
+        ox_sgemm(pool, false, false, j.mg, os, j.kdim, 1.0f, w + gr * j.mg * j.kdim, j.kdim, B, os,
+                 0.0f, yg, os);
+        conv_bias(yg, os, j.mg, 0, os, b ? b + gr * j.mg : NULL);
+    }
+}
+
+/* ---- float convolution through the packed GEMM (AVX-512) ----------------------------- */
+
+/* B of a convolution: its patches, read straight from the input (one group of one image). */
+struct patch_src {
+    const float *x;
+    const struct geom *g;
+};
+
+static void pack_patches(const struct ox_gemm_b *b, int64_t k0, int64_t k1, int64_t j0, int64_t j1,
+                         float *dst) {
+    const struct patch_src *ps = b->ctx;
+    im2col_float(ps->x, ps->g, k0, k1, j0, j1, OX_GEMM_NR, dst);
+    if (j1 - j0 < OX_GEMM_NR)
+        for (int64_t k = 0; k < k1 - k0; k++)
+            memset(dst + k * OX_GEMM_NR + (j1 - j0), 0,
+                   sizeof(float) * (size_t)(OX_GEMM_NR - (j1 - j0)));
+}
+
+static void pack_conv_weights(void *dst, void *arg) {
+    const struct conv_job *f = arg;
+    int64_t per = ox_sgemm_packed_a_floats(f->mg, f->kdim);
+    for (int64_t gr = 0; gr < f->group; gr++)
+        ox_sgemm_pack_a(f->w + gr * f->mg * f->kdim, f->kdim, false, f->mg, f->kdim,
+                        (float *)dst + gr * per);
+}
+
+static void fast_conv_unit(const struct conv_job *f, int64_t u, struct ox_pool *pool) {
+    const struct geom *g = f->g;
+    int64_t nn = u / f->group, gr = u % f->group, os = g->out_size;
+    const float *xg = f->x + (nn * f->C + gr * f->cg) * g->in_size;
+    struct patch_src ps = {xg, g};
+    struct ox_gemm_b b = {.pack = pack_patches, .ctx = &ps};
+    if (f->pointwise) b = (struct ox_gemm_b){.pack = ox_gemm_b_pack_matrix, .data = xg, .ld = os};
+    struct ox_epilogue ep = {
+        .bias_row = f->b ? f->b + gr * f->mg : NULL, .lo = -INFINITY, .hi = INFINITY};
+    ox_sgemm_packed(pool, f->packed_w + gr * ox_sgemm_packed_a_floats(f->mg, f->kdim), f->mg, os,
+                    f->kdim, &b, f->y + (nn * f->M + gr * f->mg) * os, os, &ep, false);
+}
+
+static void fast_conv_units(void *arg, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    for (int64_t u = b; u < e; u++) fast_conv_unit(arg, u, NULL);
+}
+
+/* Packed weights: prepared once when W is constant, else packed into scratch. */
+static void conv_float_fast(struct ox_kernel_ctx *ctx, const float *x, const float *w,
+                            const float *b, float *y, const struct geom *g, int64_t N, int64_t C,
+                            int64_t M, int64_t group) {
+    struct conv_job f = conv_job_make(x, w, b, y, g, C, M, group);
+    if (!(f.packed_w = ox_kernel_prepared(ctx, pack_conv_weights, &f))) {
+        pack_conv_weights(ctx->scratch, &f);
+        f.packed_w = ctx->scratch;
+    }
+    int T = ox_pool_size(ctx->pool);
+    int64_t units = N * group;
+    if (T > 1 && (units % T == 0 || units >= 4 * T)) {
+        ox_parallel_for(ctx->pool, units, fast_conv_units, &f);
+        return;
+    }
+    for (int64_t u = 0; u < units; u++) fast_conv_unit(&f, u, ctx->pool);
+}
 
 static void to_float(const ox_tensor *t, float *dst) {
     const uint16_t *s = t->data;
@@ -419,21 +616,24 @@ ox_status ox_nn_cpu_conv(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     ox_status st = conv_setup(n, x, w, &g, &group);
     if (st) return st;
     int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0];
-    if (x->dtype == OX_FLOAT) {
-        conv_float(x->data, w->data, b ? b->data : NULL, out[0]->data, &g, N, C, M, group,
-                   ctx->scratch);
+    if (x->dtype == OX_FLOAT && conv_is_fast(C / group, M / group)) {
+        conv_float_fast(ctx, x->data, w->data, b ? b->data : NULL, out[0]->data, &g, N, C, M,
+                        group);
+    } else if (x->dtype == OX_FLOAT) {
+        conv_float(ctx->pool, x->data, w->data, b ? b->data : NULL, out[0]->data, &g, N, C, M,
+                   group, ctx->scratch);
     } else if (x->dtype == OX_DOUBLE) {
         conv_double(x->data, w->data, b ? b->data : NULL, out[0]->data, &g, N, C, M, group,
                     ctx->scratch);
     } else { /* float16: compute in float, round on store */
         int64_t nx = ox_tensor_numel(x), nw = ox_tensor_numel(w), ny = ox_tensor_numel(out[0]);
-        int64_t cg = C / group;
         float *col = ctx->scratch;
-        float *fx = col + cg * g.k_size * g.out_size, *fw = fx + nx, *fy = fw + nw, *fb = fy + ny;
+        float *fx = col + conv_slot(&g, C / group, M / group) * ox_pool_size(ctx->pool);
+        float *fw = fx + nx, *fy = fw + nw, *fb = fy + ny;
         to_float(x, fx);
         to_float(w, fw);
         if (b) to_float(b, fb);
-        conv_float(fx, fw, b ? fb : NULL, fy, &g, N, C, M, group, col);
+        conv_float(ctx->pool, fx, fw, b ? fb : NULL, fy, &g, N, C, M, group, col);
         uint16_t *y = out[0]->data;
         for (int64_t i = 0; i < ny; i++) y[i] = ox_float_to_half(fy[i]);
     }

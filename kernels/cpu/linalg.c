@@ -36,9 +36,26 @@ ox_status ox_nn_infer_matmul(struct ox_infer_ctx *ctx, const struct ox_node *n,
     return OX_OK;
 }
 
+struct mm_batch_job {
+    const struct ox_matmul_shape *m;
+    const float *a, *b;
+    float *y;
+};
+
+static void mm_batch_piece(void *arg, int64_t begin, int64_t end, int tid) {
+    (void)tid;
+    const struct mm_batch_job *j = arg;
+    int64_t M = j->m->M, N = j->m->N, K = j->m->K;
+    for (int64_t i = begin; i < end; i++) {
+        int64_t ao, bo;
+        ox_matmul_offsets(j->m, i, &ao, &bo);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
+                    j->a + ao, (int)K, j->b + bo, (int)N, 0.0f, j->y + i * M * N, (int)N);
+    }
+}
+
 ox_status ox_nn_cpu_matmul(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                            const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
     const ox_tensor *a = in[0], *b = in[1];
     ox_tensor *y = out[0];
     struct ox_matmul_shape m;
@@ -58,15 +75,20 @@ ox_status ox_nn_cpu_matmul(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     }
     int64_t rows = M, batch = m.batch;
     if (b_shared && a_contig) rows = M * m.batch, batch = 1;
+    if (a->dtype == OX_FLOAT && batch > 1 && ox_pool_size(ctx->pool) > 1) {
+        /* many GEMMs (attention heads): one thread per group of batch items */
+        struct mm_batch_job j = {&m, a->data, b->data, y->data};
+        ox_parallel_for(ctx->pool, batch, mm_batch_piece, &j);
+        return OX_OK;
+    }
     for (int64_t i = 0; i < batch; i++) {
         int64_t ao, bo;
         ox_matmul_offsets(&m, i, &ao, &bo);
         if (batch == 1) ao = bo = 0;
         int64_t yo = i * M * N;
         if (a->dtype == OX_FLOAT) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)N, (int)K, 1.0f,
-                        (const float *)a->data + ao, (int)K, (const float *)b->data + bo, (int)N,
-                        0.0f, (float *)y->data + yo, (int)N);
+            ox_sgemm(ctx->pool, false, false, rows, N, K, 1.0f, (const float *)a->data + ao, K,
+                     (const float *)b->data + bo, N, 0.0f, (float *)y->data + yo, N);
         } else if (a->dtype == OX_DOUBLE) {
             cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)N, (int)K, 1.0,
                         (const double *)a->data + ao, (int)K, (const double *)b->data + bo, (int)N,
@@ -154,7 +176,6 @@ static void gemm_fill_c(const ox_tensor *c, ox_tensor *y, int64_t M, int64_t N, 
 
 ox_status ox_nn_cpu_gemm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                          const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
     const ox_tensor *a = in[0], *b = in[1], *c = ox_in(n, in, 2);
     ox_tensor *y = out[0];
     int64_t M, N, K;
@@ -169,9 +190,8 @@ ox_status ox_nn_cpu_gemm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
         if (!has_c) memset(y->data, 0, (size_t)(M * N) * ox_dtype_size(y->dtype));
         if (K == 0) return OX_OK;
         if (a->dtype == OX_FLOAT)
-            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                        tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, (float)alpha,
-                        a->data, (int)a->dims[1], b->data, (int)b->dims[1], 1.0f, y->data, (int)N);
+            ox_sgemm(ctx->pool, ta, tb, M, N, K, (float)alpha, a->data, a->dims[1], b->data,
+                     b->dims[1], 1.0f, y->data, N);
         else
             cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
                         tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, alpha, a->data,

@@ -1,0 +1,178 @@
+/* The CPU thread pool: one per session, shared by every kernel, with OpenBLAS kept to one
+ * thread so that the two never oversubscribe the cores (DESIGN.md, "Execution").
+ *
+ *     struct ox_pool *pool;
+ *     ox_pool_create(4, &pool);            // the caller plus 3 workers
+ *     ox_parallel_for(pool, n, fn, arg);   // fn(arg, begin, end, tid) over [0, n) in pieces
+ *     ox_pool_free(pool);
+ *
+ * A job is split into at most one contiguous piece per thread, piece k for thread k; the
+ * calling thread is thread 0 and returns when every piece is done. Workers spin briefly between
+ * jobs (the next node's job usually follows within microseconds) and then sleep on a condition
+ * variable. A job started from inside a piece, or while another thread holds the pool (a
+ * session run from several threads at once), runs serially on the calling thread: the
+ * result is the same, only slower.
+ */
+#include "kernels/op.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+#define SPIN_ROUNDS 20000 /* about 0.1-1 ms of polling before a worker sleeps */
+
+struct ox_pool {
+    int n_threads; /* including the caller */
+    pthread_t *workers;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    pthread_mutex_t use; /* held by the thread running a job */
+    atomic_uint gen;     /* bumped for each job (and to stop) */
+    atomic_int done;     /* pieces finished */
+    atomic_int sleepers;
+    bool stop;
+    /* the job */
+    ox_range_fn fn;
+    void *arg;
+    int64_t n;
+    int n_pieces;
+};
+
+static _Thread_local bool in_piece;
+
+static void piece_bounds(const struct ox_pool *p, int k, int64_t *b, int64_t *e) {
+    *b = p->n * k / p->n_pieces;
+    *e = p->n * (k + 1) / p->n_pieces;
+}
+
+/* Run piece `k` (thread k runs piece k: a fixed split, so that a thread that starts first
+ * never takes a second piece while the one it was meant for waits). */
+static void run_piece(struct ox_pool *p, int k) {
+    if (k >= p->n_pieces) return;
+    int64_t b, e;
+    piece_bounds(p, k, &b, &e);
+    in_piece = true;
+    p->fn(p->arg, b, e, k);
+    in_piece = false;
+    atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+}
+
+struct worker_arg {
+    struct ox_pool *pool;
+    int tid;
+};
+
+static void *worker_main(void *v) {
+    struct worker_arg wa = *(struct worker_arg *)v;
+    free(v);
+    struct ox_pool *p = wa.pool;
+    unsigned seen = 0; /* the generation at creation: a job posted before this thread got
+                          here is still seen as new */
+    for (;;) {
+        unsigned g;
+        int spins = 0;
+        while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
+               spins < SPIN_ROUNDS) {
+            CPU_RELAX();
+            spins++;
+        }
+        if (g == seen) {
+            pthread_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->sleepers, 1);
+            while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && !p->stop)
+                pthread_cond_wait(&p->wake, &p->mu);
+            atomic_fetch_sub(&p->sleepers, 1);
+            pthread_mutex_unlock(&p->mu);
+        }
+        seen = g;
+        pthread_mutex_lock(&p->mu);
+        bool stop = p->stop;
+        pthread_mutex_unlock(&p->mu);
+        if (stop) return NULL;
+        run_piece(p, wa.tid);
+    }
+}
+
+ox_status ox_pool_create(int n_threads, struct ox_pool **out) {
+    *out = NULL;
+    if (n_threads < 1) n_threads = 1;
+    struct ox_pool *p = calloc(1, sizeof *p);
+    if (!p) return ox_err(OX_E_NOMEM, "out of memory for the thread pool");
+    p->n_threads = n_threads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_init(&p->use, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    if (n_threads > 1 && !(p->workers = calloc((size_t)n_threads - 1, sizeof *p->workers)))
+        goto fail_free_pool;
+    for (int i = 1; i < n_threads; i++) {
+        struct worker_arg *wa = malloc(sizeof *wa);
+        if (!wa) goto fail_stop;
+        wa->pool = p;
+        wa->tid = i;
+        if (pthread_create(&p->workers[i - 1], NULL, worker_main, wa)) {
+            free(wa);
+            goto fail_stop;
+        }
+        p->n_threads = i + 1; /* the threads started so far, for ox_pool_free */
+    }
+    p->n_threads = n_threads;
+    *out = p;
+    return OX_OK;
+fail_stop:
+    ox_pool_free(p);
+    return ox_err(OX_E_NOMEM, "cannot start %d threads", n_threads);
+fail_free_pool:
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->use);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+    return ox_err(OX_E_NOMEM, "out of memory for the thread pool");
+}
+
+void ox_pool_free(struct ox_pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 1; i < p->n_threads; i++) pthread_join(p->workers[i - 1], NULL);
+    free(p->workers);
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->use);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
+int ox_pool_size(const struct ox_pool *p) {
+    return p ? p->n_threads : 1;
+}
+
+void ox_parallel_for(struct ox_pool *p, int64_t n, ox_range_fn fn, void *arg) {
+    if (n <= 0) return;
+    if (!p || p->n_threads == 1 || n == 1 || in_piece || pthread_mutex_trylock(&p->use)) {
+        fn(arg, 0, n, 0);
+        return;
+    }
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    p->fn = fn;
+    p->arg = arg;
+    p->n = n;
+    p->n_pieces = n < p->n_threads ? (int)n : p->n_threads;
+    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+    if (atomic_load(&p->sleepers)) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+    }
+    run_piece(p, 0); /* the caller is thread 0 */
+    while (atomic_load_explicit(&p->done, memory_order_acquire) < p->n_pieces) CPU_RELAX();
+    pthread_mutex_unlock(&p->use);
+}

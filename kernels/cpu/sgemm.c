@@ -1,0 +1,236 @@
+/* Float GEMM with packed operands and a fused epilogue, for CPUs with AVX-512.
+ *
+ *     float *ap = ...ox_sgemm_packed_a_floats(M, K) floats, 64-byte aligned...;
+ *     ox_sgemm_pack_a(A, lda, false, M, K, ap);              // once, for constant weights
+ *     struct ox_gemm_b b = OX_GEMM_B_MATRIX(B, ldb, false);  // or a packer of conv patches
+ *     struct ox_epilogue ep = {.bias_row = bias, .lo = 0, .hi = INFINITY};   // + bias, Relu
+ *     ox_sgemm_packed(pool, ap, M, N, K, &b, C, ldc, &ep, false);
+ *
+ * C (M x N, row stride ldc) = A (M x K) B (K x N), then, per element: + bias_row[i] +
+ * bias_col[j] + residual[i, j], clamped to [lo, hi]. A is packed once into panels of
+ * OX_GEMM_MR rows (k-major: the MR values of column k side by side, rows past M zero),
+ * so that constant weights are packed at the first run and then only read. B is packed
+ * during the product, one block of OX_GEMM_KC rows by OX_GEMM_NR columns at a time, by a
+ * callback: a plain matrix, or the patches of a convolution taken straight from its input
+ * (no im2col matrix is ever built). The micro-kernel keeps an 8 x 32 block of C in 16
+ * AVX-512 registers; the epilogue runs on that block while it is still in registers. The
+ * threads of the pool take column blocks (or row panels, when C is narrow); each element
+ * of C is summed over k in one fixed order whatever the thread count.
+ *
+ * ox_sgemm_is_fast() says whether this CPU has AVX-512; callers use OpenBLAS otherwise.
+ */
+#include "kernels/op.h"
+
+#include <math.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX512_PATH 1
+#endif
+
+#define MR OX_GEMM_MR
+#define NR OX_GEMM_NR
+#define KC OX_GEMM_KC
+
+bool ox_sgemm_is_fast(void) {
+#ifdef HAVE_AVX512_PATH
+    static int fast = -1;
+    if (fast < 0) {
+        __builtin_cpu_init();
+        fast = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    }
+    return fast == 1;
+#else
+    return false;
+#endif
+}
+
+int64_t ox_sgemm_packed_a_floats(int64_t M, int64_t K) {
+    return (M + MR - 1) / MR * MR * K;
+}
+
+void ox_sgemm_pack_a(const float *A, int64_t lda, bool ta, int64_t M, int64_t K, float *dst) {
+    for (int64_t p = 0; p < M; p += MR) {
+        float *d = dst + p * K;
+        int64_t mr = M - p < MR ? M - p : MR;
+        if (!ta) {
+            for (int64_t k = 0; k < K; k++) {
+                for (int64_t i = 0; i < mr; i++) d[k * MR + i] = A[(p + i) * lda + k];
+                for (int64_t i = mr; i < MR; i++) d[k * MR + i] = 0;
+            }
+        } else {
+            for (int64_t k = 0; k < K; k++) {
+                const float *a = A + k * lda + p;
+                for (int64_t i = 0; i < mr; i++) d[k * MR + i] = a[i];
+                for (int64_t i = mr; i < MR; i++) d[k * MR + i] = 0;
+            }
+        }
+    }
+}
+
+void ox_gemm_b_pack_matrix(const struct ox_gemm_b *b, int64_t k0, int64_t k1, int64_t j0,
+                           int64_t j1, float *dst) {
+    int64_t nr = j1 - j0;
+    for (int64_t k = k0; k < k1; k++, dst += NR) {
+        if (!b->trans) {
+            memcpy(dst, b->data + k * b->ld + j0, sizeof(float) * (size_t)nr);
+        } else {
+            const float *s = b->data + j0 * b->ld + k;
+            for (int64_t j = 0; j < nr; j++) dst[j] = s[j * b->ld];
+        }
+        for (int64_t j = nr; j < NR; j++) dst[j] = 0;
+    }
+}
+
+#ifdef HAVE_AVX512_PATH
+
+/* One 8 x 32 block: C[0..mr, 0..nr) (+)= a (kc x MR) b (kc x NR), then the epilogue on
+ * rows row0.. and columns col0.. of the whole product when ep is not NULL. */
+__attribute__((target("avx512f"))) static void
+kernel_8x32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr,
+            bool load_c, const struct ox_epilogue *ep, int64_t row0, int64_t col0) {
+    __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+    __mmask16 m1 = nr >= 32 ? 0xFFFF : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
+    __m512 c0[MR], c1[MR];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+        if (load_c && i < mr) {
+            c0[i] = _mm512_maskz_loadu_ps(m0, c + i * ldc);
+            c1[i] = _mm512_maskz_loadu_ps(m1, c + i * ldc + 16);
+        } else {
+            c0[i] = _mm512_setzero_ps();
+            c1[i] = _mm512_setzero_ps();
+        }
+    }
+#pragma GCC unroll 2
+    for (int64_t k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            __m512 av = _mm512_set1_ps(a[i]);
+            c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
+            c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+        }
+        a += MR;
+        b += NR;
+    }
+    if (ep) {
+        __m512 bc0 = _mm512_setzero_ps(), bc1 = _mm512_setzero_ps();
+        if (ep->bias_col) {
+            bc0 = _mm512_maskz_loadu_ps(m0, ep->bias_col + col0);
+            bc1 = _mm512_maskz_loadu_ps(m1, ep->bias_col + col0 + 16);
+        }
+        __m512 lo = _mm512_set1_ps(ep->lo), hi = _mm512_set1_ps(ep->hi);
+        bool clamp = ep->lo > -INFINITY || ep->hi < INFINITY;
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            if (i >= mr) break;
+            if (ep->bias_row) {
+                __m512 br = _mm512_set1_ps(ep->bias_row[row0 + i]);
+                c0[i] = _mm512_add_ps(c0[i], br);
+                c1[i] = _mm512_add_ps(c1[i], br);
+            }
+            if (ep->bias_col) {
+                c0[i] = _mm512_add_ps(c0[i], bc0);
+                c1[i] = _mm512_add_ps(c1[i], bc1);
+            }
+            if (ep->residual) {
+                const float *r = ep->residual + (row0 + i) * ep->ld_residual + col0;
+                c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, r));
+                c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, r + 16));
+            }
+            if (clamp) { /* max(lo, x) and min(hi, x) keep a NaN x, as Relu and Clip do */
+                c0[i] = _mm512_min_ps(hi, _mm512_max_ps(lo, c0[i]));
+                c1[i] = _mm512_min_ps(hi, _mm512_max_ps(lo, c1[i]));
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+        if (i >= mr) break;
+        _mm512_mask_storeu_ps(c + i * ldc, m0, c0[i]);
+        _mm512_mask_storeu_ps(c + i * ldc + 16, m1, c1[i]);
+    }
+}
+
+#else
+
+/* The portable twin of the AVX-512 kernel (same contract), for builds without it. */
+static void kernel_8x32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
+                        int nr, bool load_c, const struct ox_epilogue *ep, int64_t row0,
+                        int64_t col0) {
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) {
+            float acc = load_c ? c[i * ldc + j] : 0;
+            for (int64_t k = 0; k < kc; k++) acc += a[k * MR + i] * b[k * NR + j];
+            if (ep) {
+                if (ep->bias_row) acc += ep->bias_row[row0 + i];
+                if (ep->bias_col) acc += ep->bias_col[col0 + j];
+                if (ep->residual) acc += ep->residual[(row0 + i) * ep->ld_residual + col0 + j];
+                acc = acc < ep->lo ? ep->lo : acc;
+                acc = acc > ep->hi ? ep->hi : acc;
+            }
+            c[i * ldc + j] = acc;
+        }
+}
+
+#endif
+
+/* Rows [p0, p1) (in panels) and columns [j0, j1) of the product, on one thread. */
+static void sgemm_block(const float *ap, int64_t M, int64_t K, int64_t p0, int64_t p1, int64_t j0,
+                        int64_t j1, const struct ox_gemm_b *b, float *C, int64_t ldc,
+                        const struct ox_epilogue *ep, bool load_c) {
+    static _Thread_local float bbuf[KC * NR] __attribute__((aligned(64)));
+    for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += KC) {
+        int64_t kc = K - k0 < KC ? K - k0 : KC;
+        bool last = k0 + kc >= K;
+        for (int64_t j = j0; j < j1; j += NR) {
+            int nr = (int)(j1 - j < NR ? j1 - j : NR);
+            if (kc > 0) b->pack(b, k0, k0 + kc, j, j + nr, bbuf);
+            for (int64_t p = p0; p < p1; p++) {
+                int64_t i = p * MR;
+                int mr = (int)(M - i < MR ? M - i : MR);
+                kernel_8x32(kc, ap + i * K + k0 * MR, bbuf, C + i * ldc + j, ldc, mr, nr,
+                            load_c || k0 > 0, last ? ep : NULL, i, j);
+            }
+        }
+        if (kc == 0) break;
+    }
+}
+
+struct sgemm_job {
+    const float *ap;
+    int64_t M, N, K, ldc;
+    const struct ox_gemm_b *b;
+    float *C;
+    const struct ox_epilogue *ep;
+    bool load_c, by_cols;
+};
+
+static void sgemm_piece(void *arg, int64_t begin, int64_t end, int tid) {
+    (void)tid;
+    const struct sgemm_job *j = arg;
+    int64_t n_panels = (j->M + MR - 1) / MR;
+    if (j->by_cols) {
+        int64_t c0 = begin * NR, c1 = end * NR < j->N ? end * NR : j->N;
+        sgemm_block(j->ap, j->M, j->K, 0, n_panels, c0, c1, j->b, j->C, j->ldc, j->ep, j->load_c);
+    } else {
+        sgemm_block(j->ap, j->M, j->K, begin, end, 0, j->N, j->b, j->C, j->ldc, j->ep, j->load_c);
+    }
+}
+
+void ox_sgemm_packed(struct ox_pool *pool, const float *ap, int64_t M, int64_t N, int64_t K,
+                     const struct ox_gemm_b *b, float *C, int64_t ldc, const struct ox_epilogue *ep,
+                     bool load_c) {
+    if (M <= 0 || N <= 0) return;
+    struct sgemm_job j = {ap, M, N, K, ldc, b, C, ep, load_c, true};
+    int T = ox_pool_size(pool);
+    int64_t col_blocks = (N + NR - 1) / NR, row_panels = (M + MR - 1) / MR;
+    if (T == 1 || 2.0 * (double)M * (double)N * (double)K < 200000.) {
+        sgemm_piece(&j, 0, col_blocks, 0);
+        return;
+    }
+    /* column blocks when each thread gets a few, else row panels if there are more */
+    j.by_cols = col_blocks >= 3 * T || col_blocks >= row_panels;
+    ox_parallel_for(pool, j.by_cols ? col_blocks : row_panels, sgemm_piece, &j);
+}

@@ -1,0 +1,243 @@
+/* Unit tests of the thread pool (executor/pool.c) and of the packed GEMM
+ * (kernels/cpu/sgemm.c, kernels/cpu/gemm.c): every index of a parallel loop runs exactly
+ * once, on a thread id in range, also when loops nest or two threads share a pool; the
+ * packed GEMM and its epilogue agree with a float64 loop on random shapes that cover
+ * every edge (rows past the 8-row panels, columns past the 32-column blocks, K past the
+ * 256-row blocks, K = 0, transposed operands), and give the same bits on 1, 2 and 3
+ * threads.
+ *
+ *     test_sgemm     # exit status 0 when all pass
+ */
+#include "harness.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* ---- the pool ---------------------------------------------------------------------- */
+
+#define MAX_N 300
+static atomic_int visits[MAX_N];
+static atomic_int bad_tid;
+
+struct visit_arg {
+    struct ox_pool *pool;
+    bool nest;
+};
+
+static void visit_inner(void *arg, int64_t b, int64_t e, int tid) {
+    (void)arg, (void)tid;
+    for (int64_t i = b; i < e; i++) atomic_fetch_add(&visits[i], 1);
+}
+
+static void visit(void *arg, int64_t b, int64_t e, int tid) {
+    struct visit_arg *va = arg;
+    if (tid < 0 || tid >= ox_pool_size(va->pool)) atomic_fetch_add(&bad_tid, 1);
+    for (int64_t i = b; i < e; i++) {
+        atomic_fetch_add(&visits[i], 1);
+        if (va->nest) ox_parallel_for(va->pool, 3, visit_inner, NULL); /* runs inline */
+    }
+}
+
+static bool visits_are(int64_t n, int each) {
+    for (int64_t i = 0; i < MAX_N; i++)
+        if (atomic_load(&visits[i]) != (i < n ? each : 0)) return false;
+    return true;
+}
+
+static void clear_visits(void) {
+    for (int i = 0; i < MAX_N; i++) atomic_store(&visits[i], 0);
+}
+
+struct user_arg {
+    struct ox_pool *pool;
+    int n_jobs;
+};
+
+static void *pool_user(void *v) {
+    struct user_arg *ua = v;
+    struct visit_arg va = {ua->pool, false};
+    for (int r = 0; r < ua->n_jobs; r++) ox_parallel_for(ua->pool, 100, visit, &va);
+    return NULL;
+}
+
+static void test_pool(void) {
+    for (int T = 1; T <= 4; T++) {
+        struct ox_pool *pool;
+        EXPECT(ox_pool_create(T, &pool) == OX_OK);
+        EXPECT(ox_pool_size(pool) == T);
+        struct visit_arg va = {pool, false};
+        for (int64_t n = 0; n <= 37; n++) {
+            clear_visits();
+            ox_parallel_for(pool, n, visit, &va);
+            CHECK(visits_are(n, 1), "threads %d, n %lld: an index ran other than once", T,
+                  (long long)n);
+        }
+        /* many jobs in a row: no lost wake-up, no piece run twice */
+        clear_visits();
+        for (int r = 0; r < 2000; r++) ox_parallel_for(pool, 7, visit, &va);
+        CHECK(visits_are(7, 2000), "threads %d: 2000 jobs in a row", T);
+        /* a loop inside a piece runs on that piece's thread */
+        va.nest = true;
+        clear_visits();
+        ox_parallel_for(pool, 5, visit, &va);
+        bool ok = true;
+        for (int i = 0; i < 5; i++) ok = ok && atomic_load(&visits[i]) == 1 + 5 * (i < 3);
+        CHECK(ok, "threads %d: nested loops", T);
+        /* two threads sharing the pool: one of them runs its loops inline */
+        clear_visits();
+        pthread_t th[2];
+        struct user_arg ua = {pool, 50};
+        for (int k = 0; k < 2; k++) pthread_create(&th[k], NULL, pool_user, &ua);
+        for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+        CHECK(visits_are(100, 100), "threads %d: two users of one pool", T);
+        ox_pool_free(pool);
+    }
+    CHECK(atomic_load(&bad_tid) == 0, "a piece got a thread id out of range");
+    ox_pool_free(NULL);
+    /* no pool at all: inline */
+    clear_visits();
+    struct visit_arg va = {NULL, false};
+    ox_parallel_for(NULL, 10, visit, &va);
+    CHECK(visits_are(10, 1), "NULL pool");
+}
+
+/* ---- the packed GEMM ----------------------------------------------------------------- */
+
+static float frand(void) {
+    return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
+}
+
+static float *alloc_floats(int64_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, (size_t)(n ? n : 1) * sizeof(float))) exit(2);
+    return p;
+}
+
+/* One random product through ox_sgemm_packed on 1, 2 and 3 threads, against float64. */
+static void check_product(int64_t M, int64_t N, int64_t K, bool ta, bool tb, int epi,
+                          struct ox_pool **pools) {
+    float *A = alloc_floats(M * K), *B = alloc_floats(K * N), *C0 = alloc_floats(M * N);
+    float *ap = alloc_floats(ox_sgemm_packed_a_floats(M, K)), *R = alloc_floats(M * N);
+    float *br = alloc_floats(M), *bc = alloc_floats(N);
+    float *C[3];
+    for (int64_t i = 0; i < M * K; i++) A[i] = frand();
+    for (int64_t i = 0; i < K * N; i++) B[i] = frand();
+    for (int64_t i = 0; i < M * N; i++) C0[i] = frand(), R[i] = frand();
+    for (int64_t i = 0; i < M; i++) br[i] = frand();
+    for (int64_t i = 0; i < N; i++) bc[i] = frand();
+    /* epi: bit 0 row bias, 1 column bias, 2 residual, 3 Relu, 4 Clip(-0.5, 0.5), 5 load C */
+    struct ox_epilogue ep = {.bias_row = epi & 1 ? br : NULL,
+                             .bias_col = epi & 2 ? bc : NULL,
+                             .residual = epi & 4 ? R : NULL,
+                             .ld_residual = N,
+                             .lo = epi & 8    ? 0.0f
+                                   : epi & 16 ? -0.5f
+                                              : -INFINITY,
+                             .hi = epi & 16 ? 0.5f : INFINITY};
+    bool load_c = epi & 32;
+    ox_sgemm_pack_a(A, ta ? M : K, ta, M, K, ap);
+    struct ox_gemm_b b = {.pack = ox_gemm_b_pack_matrix, .data = B, .ld = tb ? K : N, .trans = tb};
+    for (int t = 0; t < 3; t++) {
+        C[t] = alloc_floats(M * N);
+        memcpy(C[t], C0, sizeof(float) * (size_t)(M * N));
+        ox_sgemm_packed(pools[t], ap, M, N, K, &b, C[t], N, &ep, load_c);
+    }
+    double worst = 0;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = load_c ? C0[i * N + j] : 0, mag = fabs(acc);
+            for (int64_t k = 0; k < K; k++) {
+                double a = ta ? A[k * M + i] : A[i * K + k], bv = tb ? B[j * K + k] : B[k * N + j];
+                acc += a * bv;
+                mag += fabs(a * bv);
+            }
+            if (ep.bias_row) acc += br[i], mag += fabs(br[i]);
+            if (ep.bias_col) acc += bc[j], mag += fabs(bc[j]);
+            if (ep.residual) acc += R[i * N + j], mag += fabs(R[i * N + j]);
+            acc = acc < ep.lo ? ep.lo : acc > ep.hi ? ep.hi : acc;
+            /* float32 summation: error within a few ulps of the sum of magnitudes per term */
+            double err = fabs(C[0][i * N + j] - acc) / ((mag + 1e-30) * 1.2e-7 * (double)(K + 4));
+            if (err > worst) worst = err;
+        }
+    CHECK(worst <= 1.0, "M %lld N %lld K %lld ta %d tb %d epi %d: error %.3g of the bound",
+          (long long)M, (long long)N, (long long)K, ta, tb, epi, worst);
+    for (int t = 1; t < 3; t++)
+        CHECK(memcmp(C[0], C[t], sizeof(float) * (size_t)(M * N)) == 0,
+              "M %lld N %lld K %lld: %d threads differ from 1", (long long)M, (long long)N,
+              (long long)K, t + 1);
+    for (int t = 0; t < 3; t++) free(C[t]);
+    free(A), free(B), free(C0), free(ap), free(R), free(br), free(bc);
+}
+
+static void test_packed_gemm(void) {
+    if (!ox_sgemm_is_fast()) {
+        printf("test_sgemm: no AVX-512 on this CPU, the packed GEMM is not used: skipped\n");
+        return;
+    }
+    struct ox_pool *pools[3];
+    for (int t = 0; t < 3; t++) EXPECT(ox_pool_create(t + 1, &pools[t]) == OX_OK);
+    /* the edges */
+    static const int64_t shapes[][3] = {{1, 1, 1},    {8, 32, 256},  {9, 33, 257},
+                                        {7, 31, 255}, {64, 49, 576}, {3, 200, 5},
+                                        {130, 5, 40}, {16, 64, 0},   {40, 100, 700}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int epi = 0; epi < 64; epi += 9)
+            check_product(shapes[s][0], shapes[s][1], shapes[s][2], s & 1, s & 2, epi, pools);
+    /* random shapes */
+    for (int r = 0; r < 40; r++)
+        check_product(irand(1, 70), irand(1, 150), irand(1, 600), irand(0, 1), irand(0, 1),
+                      (int)irand(0, 63), pools);
+    /* NaN passes Relu and Clip, as ONNX's max/min do */
+    {
+        float A[8] = {NAN}, ap[8 * 1], C[32];
+        for (int i = 1; i < 8; i++) A[i] = 1;
+        float Bm[32];
+        for (int j = 0; j < 32; j++) Bm[j] = 1;
+        ox_sgemm_pack_a(A, 1, false, 8, 1, ap);
+        struct ox_gemm_b b = {.pack = ox_gemm_b_pack_matrix, .data = Bm, .ld = 32};
+        struct ox_epilogue ep = {.lo = 0, .hi = INFINITY};
+        ox_sgemm_packed(NULL, ap, 1, 32, 1, &b, C, 32, &ep, false);
+        CHECK(isnan(C[0]) && isnan(C[31]), "Relu epilogue turned NaN into %g", C[0]);
+    }
+    for (int t = 0; t < 3; t++) ox_pool_free(pools[t]);
+}
+
+/* ox_sgemm (OpenBLAS in pieces) against float64, on a pool of 2 */
+static void test_split_sgemm(void) {
+    struct ox_pool *pool;
+    EXPECT(ox_pool_create(2, &pool) == OX_OK);
+    for (int r = 0; r < 20; r++) {
+        int64_t M = irand(1, 300), N = irand(1, 300), K = irand(1, 300);
+        bool ta = irand(0, 1), tb = irand(0, 1);
+        float *A = alloc_floats(M * K), *B = alloc_floats(K * N), *C = alloc_floats(M * N);
+        for (int64_t i = 0; i < M * K; i++) A[i] = frand();
+        for (int64_t i = 0; i < K * N; i++) B[i] = frand();
+        ox_sgemm(pool, ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C, N);
+        double worst = 0;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0, mag = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    double p = (double)(ta ? A[k * M + i] : A[i * K + k]) *
+                               (tb ? B[j * K + k] : B[k * N + j]);
+                    acc += p, mag += fabs(p);
+                }
+                double e = fabs(C[i * N + j] - acc) / ((mag + 1e-30) * 1.2e-7 * (double)(K + 4));
+                if (e > worst) worst = e;
+            }
+        CHECK(worst <= 1.0, "ox_sgemm M %lld N %lld K %lld: error %.3g of the bound", (long long)M,
+              (long long)N, (long long)K, worst);
+        free(A), free(B), free(C);
+    }
+    ox_pool_free(pool);
+}
+
+int main(int argc, char **argv) {
+    (void)argc, (void)argv;
+    srand(7);
+    test_pool();
+    test_packed_gemm();
+    test_split_sgemm();
+    return harness_finish();
+}
