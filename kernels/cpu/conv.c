@@ -548,9 +548,83 @@ struct patch_src {
     const struct geom *g;
 };
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* 2-D patches for columns [j0, j1) (one block, at most 32 output positions): the block is
+ * cut into runs along output rows; for each patch row (channel, kh, kw) a run is one
+ * masked load (stride 1) or gather (other strides) of up to 16 inputs, the lanes whose
+ * tap falls in the padding masked to zero. */
+__attribute__((target("avx512f"))) static void pack_patches_2d(const float *x, const struct geom *g,
+                                                               int64_t k0, int64_t k1, int64_t j0,
+                                                               int64_t j1, float *dst) {
+    int64_t H = g->in[0], W = g->in[1], OW = g->out[1], KH = g->k[0], KW = g->k[1];
+    int64_t SH = g->s[0], SW = g->s[1], DH = g->d[0], DW = g->d[1], PT = g->pb[0], PL = g->pb[1];
+    struct run {
+        int off, len;
+        int64_t ih0, iw0; /* input position of the first tap at kh = kw = 0 */
+    } runs[2 * OX_GEMM_NR];
+    int n_runs = 0;
+    for (int64_t p = j0; p < j1;) {
+        int64_t oh = p / OW, ow = p % OW, len = OW - ow < j1 - p ? OW - ow : j1 - p;
+        for (int64_t t = 0; t < len; t += 16) { /* runs of at most 16 lanes */
+            int64_t l = len - t < 16 ? len - t : 16;
+            runs[n_runs++] =
+                (struct run){(int)(p - j0 + t), (int)l, oh * SH - PT, (ow + t) * SW - PL};
+        }
+        p += len;
+    }
+    __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    __m512i step = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)SW));
+    __m512i wv = _mm512_set1_epi32((int)W); /* unsigned compare: negative columns fail too */
+    __m512i sixteen = _mm512_set1_epi32(16), even = _mm512_add_epi32(lane, lane);
+    int64_t kk = KH * KW, c = k0 / kk, kh = k0 % kk / KW, kw = k0 % KW;
+    for (int64_t r = k0; r < k1; r++, dst += OX_GEMM_NR) {
+        const float *xc = x + c * H * W;
+        _mm512_store_ps(dst, _mm512_setzero_ps());
+        _mm512_store_ps(dst + 16, _mm512_setzero_ps());
+        for (int i = 0; i < n_runs; i++) {
+            const struct run *ru = &runs[i];
+            int64_t ih = ru->ih0 + kh * DH, iw = ru->iw0 + kw * DW;
+            if (ih < 0 || ih >= H) continue;
+            const float *xr = xc + ih * W;
+            /* lanes t < len with 0 <= iw + t * SW < W (no division in this loop) */
+            __m512i iwv = _mm512_add_epi32(step, _mm512_set1_epi32((int)iw));
+            __mmask16 m = _mm512_cmplt_epu32_mask(iwv, wv) & (__mmask16)((1u << ru->len) - 1);
+            if (!m) continue;
+            __m512 v;
+            _mm_prefetch((const char *)(xr + iw + 2 * H * W), _MM_HINT_T0);
+            if (SW == 1) {
+                v = _mm512_maskz_loadu_ps(m, xr + iw); /* masked lanes never fault */
+            } else if (SW == 2) {                      /* two loads, even lanes kept */
+                __m512i pos = _mm512_add_epi32(lane, _mm512_set1_epi32((int)iw));
+                __mmask16 ma = _mm512_cmplt_epu32_mask(pos, wv);
+                __mmask16 mb = _mm512_cmplt_epu32_mask(_mm512_add_epi32(pos, sixteen), wv);
+                v = _mm512_maskz_permutex2var_ps(m, _mm512_maskz_loadu_ps(ma, xr + iw), even,
+                                                 _mm512_maskz_loadu_ps(mb, xr + iw + 16));
+            } else {
+                v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, iwv, xr, 4);
+            }
+            _mm512_mask_storeu_ps(dst + ru->off, (__mmask16)((1u << ru->len) - 1), v);
+        }
+        if (++kw == KW) {
+            kw = 0;
+            if (++kh == KH) kh = 0, c++;
+        }
+    }
+}
+#endif
+
 static void pack_patches(const struct ox_gemm_b *b, int64_t k0, int64_t k1, int64_t j0, int64_t j1,
                          float *dst) {
     const struct patch_src *ps = b->ctx;
+#if defined(__x86_64__) && defined(__GNUC__)
+    /* gathers index with 32-bit lanes: 2-D images below 2^31 elements per channel row */
+    if (ps->g->nsp == 2 && ps->g->in_size < INT32_MAX / 2) {
+        pack_patches_2d(ps->x, ps->g, k0, k1, j0, j1, dst);
+        return;
+    }
+#endif
     im2col_float(ps->x, ps->g, k0, k1, j0, j1, OX_GEMM_NR, dst);
     if (j1 - j0 < OX_GEMM_NR)
         for (int64_t k = 0; k < k1 - k0; k++)
