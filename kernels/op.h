@@ -96,13 +96,18 @@ struct ox_gemm_b {
     const float *data; /* a matrix: element (k, j) at data[k * ld + j] (trans: [j * ld + k]) */
     int64_t ld;
     bool trans;
-    const void *ctx; /* other packers' state */
+    const void *ctx;     /* other packers' state */
+    const float *packed; /* or all of B packed ahead by ox_sgemm_pack_b (pack unused) */
 };
 void ox_gemm_b_pack_matrix(const struct ox_gemm_b *b, int64_t k0, int64_t k1, int64_t j0,
                            int64_t j1, float *dst);
 bool ox_sgemm_is_fast(void);
 int64_t ox_sgemm_packed_a_floats(int64_t M, int64_t K);
 void ox_sgemm_pack_a(const float *A, int64_t lda, bool ta, int64_t M, int64_t K, float *dst);
+/* All of B (K x N) packed ahead, for constant weights: column blocks of OX_GEMM_NR, each
+ * K rows of OX_GEMM_NR floats. */
+int64_t ox_sgemm_packed_b_floats(int64_t K, int64_t N);
+void ox_sgemm_pack_b(const struct ox_gemm_b *b, int64_t K, int64_t N, float *dst);
 /* C = epilogue(A B) (load_c: C + A B), A packed by ox_sgemm_pack_a, split over the pool. */
 void ox_sgemm_packed(struct ox_pool *pool, const float *ap, int64_t M, int64_t N, int64_t K,
                      const struct ox_gemm_b *b, float *C, int64_t ldc, const struct ox_epilogue *ep,

@@ -5,6 +5,49 @@
 
 #include <cblas.h>
 
+/* ---- the packed GEMM path (AVX-512) --------------------------------------------------- */
+
+/* One float product Y = epilogue(op(A) op(B)) through the packed kernel: A packed into
+ * scratch at each run; B, when constant, packed once into the node's prepared memory. */
+struct fast_mm {
+    bool ta, tb;
+    int64_t M, N, K, lda, ldb;
+    const float *A, *B;
+};
+
+static void pack_b_prepared(void *dst, void *arg) {
+    const struct fast_mm *f = arg;
+    struct ox_gemm_b b = {
+        .pack = ox_gemm_b_pack_matrix, .data = f->B, .ld = f->ldb, .trans = f->tb};
+    ox_sgemm_pack_b(&b, f->K, f->N, dst);
+}
+
+static void fast_mm_run(struct ox_kernel_ctx *ctx, const struct fast_mm *f, float *Y,
+                        const struct ox_epilogue *ep, bool load_c) {
+    float *ap = ctx->scratch;
+    ox_sgemm_pack_a(f->A, f->lda, f->ta, f->M, f->K, ap);
+    struct ox_gemm_b b = {
+        .pack = ox_gemm_b_pack_matrix, .data = f->B, .ld = f->ldb, .trans = f->tb};
+    b.packed = ox_kernel_prepared(ctx, pack_b_prepared, (void *)f);
+    ox_sgemm_packed(ctx->pool, ap, f->M, f->N, f->K, &b, Y, f->N, ep, load_c);
+}
+
+/* Scratch and prepared memory for fast_mm_run, set in infer. */
+static void fast_mm_reserve(struct ox_infer_ctx *ctx, int64_t M, int64_t N, int64_t K,
+                            bool b_const) {
+    ctx->scratch_bytes = (size_t)ox_sgemm_packed_a_floats(M, K) * sizeof(float);
+    if (b_const) ctx->prepared_bytes = (size_t)ox_sgemm_packed_b_floats(K, N) * sizeof(float);
+}
+
+/* MatMul whose B is one matrix shared by all of A's rows (A [..., M, K] contiguous). */
+static bool matmul_is_fast(const struct ox_matmul_shape *m, ox_dtype dt) {
+    if (dt != OX_FLOAT || !ox_sgemm_is_fast() || m->K == 0) return false;
+    for (int d = 0; d < m->brank; d++)
+        if ((m->bstr[d] != 0 && m->bdims[d] != 1) || (m->astr[d] == 0 && m->bdims[d] != 1))
+            return false;
+    return true;
+}
+
 /* ---- MatMul ---------------------------------------------------------------------------- */
 
 static bool mm_type_ok(ox_dtype dt) {
@@ -23,7 +66,6 @@ static bool mm_type_ok(ox_dtype dt) {
 
 ox_status ox_nn_infer_matmul(struct ox_infer_ctx *ctx, const struct ox_node *n,
                              const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
     const ox_tensor *a = ox_in(n, in, 0), *b = ox_in(n, in, 1);
     if (!a || !b) return ox_node_err(n, OX_E_INVALID, "expected inputs A and B");
     if (a->dtype != b->dtype || !mm_type_ok(a->dtype))
@@ -33,6 +75,8 @@ ox_status ox_nn_infer_matmul(struct ox_infer_ctx *ctx, const struct ox_node *n,
     ox_status st = ox_matmul_shape(n, a, b, &m);
     if (st) return st;
     ox_set_shape(out[0], a->dtype, m.rank, m.dims);
+    if (matmul_is_fast(&m, a->dtype))
+        fast_mm_reserve(ctx, m.M * m.batch, m.N, m.K, ctx->const_inputs & 2);
     return OX_OK;
 }
 
@@ -65,6 +109,12 @@ ox_status ox_nn_cpu_matmul(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     if (M * N == 0 || m.batch == 0) return OX_OK;
     if (K == 0) {
         memset(y->data, 0, (size_t)(m.batch * M * N) * ox_dtype_size(y->dtype));
+        return OX_OK;
+    }
+    if (matmul_is_fast(&m, a->dtype)) {
+        struct fast_mm f = {false, false, M * m.batch, N, K, K, N, a->data, b->data};
+        struct ox_epilogue ep = {.lo = -INFINITY, .hi = INFINITY};
+        fast_mm_run(ctx, &f, y->data, &ep, false);
         return OX_OK;
     }
     /* B shared by every batch item and A contiguous: one GEMM with M*batch rows */
@@ -143,9 +193,14 @@ static ox_status gemm_shape(const struct ox_node *n, const ox_tensor *a, const o
     return OX_OK;
 }
 
+/* Gemm through the packed kernel: float, alpha 1 (C, scaled by beta, goes in the
+ * epilogue). */
+static bool gemm_is_fast(const struct ox_node *n, ox_dtype dt, int64_t K) {
+    return dt == OX_FLOAT && ox_sgemm_is_fast() && K > 0 && ox_attr_float(n, "alpha", 1.0f) == 1.0f;
+}
+
 ox_status ox_nn_infer_gemm(struct ox_infer_ctx *ctx, const struct ox_node *n,
                            const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
     const ox_tensor *a = ox_in(n, in, 0), *b = ox_in(n, in, 1), *c = ox_in(n, in, 2);
     if (!a || !b) return ox_node_err(n, OX_E_INVALID, "expected inputs A and B");
     if (a->dtype != b->dtype || (c && c->dtype != a->dtype) || !mm_type_ok(a->dtype))
@@ -156,6 +211,7 @@ ox_status ox_nn_infer_gemm(struct ox_infer_ctx *ctx, const struct ox_node *n,
     if (st) return st;
     int64_t dims[2] = {M, N};
     ox_set_shape(out[0], a->dtype, 2, dims);
+    if (gemm_is_fast(n, a->dtype, K)) fast_mm_reserve(ctx, M, N, K, ctx->const_inputs & 2);
     return OX_OK;
 }
 
@@ -185,6 +241,30 @@ ox_status ox_nn_cpu_gemm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     double alpha = ox_attr_float(n, "alpha", 1.0f), beta = ox_attr_float(n, "beta", 1.0f);
     if (M * N == 0) return OX_OK;
     bool has_c = c && beta != 0;
+    if (gemm_is_fast(n, a->dtype, K)) {
+        struct fast_mm f = {ta, tb, M, N, K, a->dims[1], b->dims[1], a->data, b->data};
+        struct ox_epilogue ep = {.lo = -INFINITY, .hi = INFINITY};
+        bool load_c = false;
+        int64_t c0 = !has_c         ? 0
+                     : c->rank == 2 ? c->dims[0]
+                                    : 1,
+                c1 = !has_c    ? 0
+                     : c->rank ? c->dims[c->rank - 1]
+                               : 1;
+        if (!has_c) {
+        } else if (beta == 1 && c1 == N && c0 == 1 && (N > 1 || M == 1)) {
+            ep.bias_col = c->data; /* [N] or [1, N] */
+        } else if (beta == 1 && c0 == M && c1 == N) {
+            ep.residual = c->data, ep.ld_residual = N; /* [M, N] */
+        } else if (beta == 1 && c->rank == 2 && c0 == M && c1 == 1) {
+            ep.bias_row = c->data; /* [M, 1] */
+        } else {
+            gemm_fill_c(c, y, M, N, beta);
+            load_c = true;
+        }
+        fast_mm_run(ctx, &f, y->data, &ep, load_c);
+        return OX_OK;
+    }
     if (has_c) gemm_fill_c(c, y, M, N, beta);
     if (a->dtype == OX_FLOAT || a->dtype == OX_DOUBLE) {
         if (!has_c) memset(y->data, 0, (size_t)(M * N) * ox_dtype_size(y->dtype));

@@ -68,6 +68,17 @@ void ox_sgemm_pack_a(const float *A, int64_t lda, bool ta, int64_t M, int64_t K,
     }
 }
 
+int64_t ox_sgemm_packed_b_floats(int64_t K, int64_t N) {
+    return (N + NR - 1) / NR * NR * K;
+}
+
+void ox_sgemm_pack_b(const struct ox_gemm_b *b, int64_t K, int64_t N, float *dst) {
+    for (int64_t j = 0; j < N; j += NR)
+        for (int64_t k0 = 0; k0 < K; k0 += KC)
+            b->pack(b, k0, K - k0 < KC ? K : k0 + KC, j, N - j < NR ? N : j + NR,
+                    dst + (j * K + k0 * NR));
+}
+
 void ox_gemm_b_pack_matrix(const struct ox_gemm_b *b, int64_t k0, int64_t k1, int64_t j0,
                            int64_t j1, float *dst) {
     int64_t nr = j1 - j0;
@@ -186,11 +197,15 @@ static void sgemm_block(const float *ap, int64_t M, int64_t K, int64_t p0, int64
         bool last = k0 + kc >= K;
         for (int64_t j = j0; j < j1; j += NR) {
             int nr = (int)(j1 - j < NR ? j1 - j : NR);
-            if (kc > 0) b->pack(b, k0, k0 + kc, j, j + nr, bbuf);
+            const float *bp = bbuf;
+            if (b->packed)
+                bp = b->packed + j * K + k0 * NR; /* column block j / NR, rows from k0 */
+            else if (kc > 0)
+                b->pack(b, k0, k0 + kc, j, j + nr, bbuf);
             for (int64_t p = p0; p < p1; p++) {
                 int64_t i = p * MR;
                 int mr = (int)(M - i < MR ? M - i : MR);
-                kernel_8x32(kc, ap + i * K + k0 * MR, bbuf, C + i * ldc + j, ldc, mr, nr,
+                kernel_8x32(kc, ap + i * K + k0 * MR, bp, C + i * ldc + j, ldc, mr, nr,
                             load_c || k0 > 0, last ? ep : NULL, i, j);
             }
         }
