@@ -1,5 +1,6 @@
 /* The public model and session API (include/onnxexec.h) over the importer and plans. */
 #include "executor/session.h"
+#include "graph/optimize.h"
 #include "importer/onnx.h"
 
 #include <cblas.h>
@@ -20,7 +21,23 @@ struct ox_session {
     const ox_tensor **bound;
 };
 
+static ox_status model_finish(ox_model *m, const ox_model_options *opt, ox_model **out) {
+    if (!opt || !opt->no_optimize) {
+        ox_status st = ox_graph_optimize(m->graph, NULL);
+        if (st) {
+            ox_model_free(m);
+            return st;
+        }
+    }
+    *out = m;
+    return OX_OK;
+}
+
 ox_status ox_model_load(const char *path, ox_model **out) {
+    return ox_model_load_with(path, NULL, out);
+}
+
+ox_status ox_model_load_with(const char *path, const ox_model_options *opt, ox_model **out) {
     *out = NULL;
     ox_model *m = calloc(1, sizeof *m);
     if (!m) return ox_err(OX_E_NOMEM, "out of memory");
@@ -29,8 +46,7 @@ ox_status ox_model_load(const char *path, ox_model **out) {
         free(m);
         return st;
     }
-    *out = m;
-    return OX_OK;
+    return model_finish(m, opt, out);
 }
 
 ox_status ox_model_load_buffer(const void *buf, size_t len, const char *dir, ox_model **out) {
@@ -42,8 +58,7 @@ ox_status ox_model_load_buffer(const void *buf, size_t len, const char *dir, ox_
         free(m);
         return st;
     }
-    *out = m;
-    return OX_OK;
+    return model_finish(m, NULL, out);
 }
 
 void ox_model_free(ox_model *m) {

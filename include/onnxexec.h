@@ -134,8 +134,18 @@ double ox_tensor_get(const ox_tensor *t, int64_t i);
  * (narrow floats round to nearest even and saturate); no effect on strings and complex. */
 void ox_tensor_set(ox_tensor *t, int64_t i, double v);
 
+/* Options for loading a model; NULL means defaults. */
+typedef struct ox_model_options {
+    /* Keep the graph as the file has it. By default a loaded graph is optimized: constant
+     * weights absorb BatchNormalization, and Conv/Gemm/MatMul absorb a following bias,
+     * residual Add and Relu/Clip (ops of domain "ai.onnxexec"); unused nodes go. Outputs
+     * stay within float32 rounding of the unoptimized graph's. */
+    bool no_optimize;
+} ox_model_options;
+
 /* Load an ONNX model from a file. Errors: OX_E_IO, OX_E_INVALID, OX_E_UNSUPPORTED. */
 ox_status ox_model_load(const char *path, ox_model **out);
+ox_status ox_model_load_with(const char *path, const ox_model_options *opt, ox_model **out);
 /* Load from memory; `dir` is the folder external data is relative to (may be NULL). */
 ox_status ox_model_load_buffer(const void *buf, size_t len, const char *dir, ox_model **out);
 void ox_model_free(ox_model *m);

@@ -251,6 +251,28 @@ double ox_mt_gauss(struct ox_mt19937 *m);
 bool ox_tail_broadcasts(const ox_tensor *p, const ox_tensor *x, int axis);
 int64_t ox_tail_index(const ox_tensor *p, const ox_tensor *x, int axis, int64_t j);
 
+/* Fused ops (graph/optimize.c): the base op's inputs, then Z, then "activation" and
+ * "activation_params". ox_fused_clamp: the activation as [lo, hi] (none: all of it).
+ * ox_fused_infer, after the base op's infer: checks the activation, broadcasts Z into the
+ * output (Add's rule); when that makes the output larger, the base op's output is put in
+ * scratch ahead of the base op's own scratch. ox_fused_split, in the kernel: true when so,
+ * with tmp the base op's output there and base_ctx the context to run the base op in.
+ * ox_fused_post: y = clamp(src + z, lo, hi), both broadcast to y, any float type, src may
+ * be y. */
+#define OX_DOMAIN_ONNXEXEC "ai.onnxexec"
+static inline bool ox_same_shape(const ox_tensor *a, const ox_tensor *b) {
+    return a->dtype == b->dtype && a->rank == b->rank &&
+           !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
+}
+void ox_fused_clamp(const struct ox_node *n, float *lo, float *hi);
+ox_status ox_fused_infer(struct ox_infer_ctx *ctx, const struct ox_node *n, const ox_tensor *z,
+                         ox_tensor *out);
+bool ox_fused_split(struct ox_kernel_ctx *ctx, const struct ox_node *n, const ox_tensor *const *in,
+                    const ox_tensor *z, ox_infer_fn base_infer, ox_tensor *tmp,
+                    struct ox_kernel_ctx *base_ctx);
+ox_status ox_fused_post(const struct ox_node *n, const ox_tensor *src, const ox_tensor *z,
+                        ox_tensor *y, float lo, float hi);
+
 /* Generic element access through double (slow path for rare types; exact for ints up to
  * 2^53). float16 and bfloat16 convert through float; the float8 types, float8e8m0 and
  * float4e2m1 through ox_narrow_decode and ox_narrow_encode (saturating, e8m0 rounded up: the

@@ -554,3 +554,100 @@ void ox_tensor_set(ox_tensor *t, int64_t i, double v) {
     if (t->dtype == OX_STRING || t->dtype == OX_COMPLEX64 || t->dtype == OX_COMPLEX128) return;
     ox_set_f64(t, i, v);
 }
+
+/* ---- fused ops (graph/optimize.c) ------------------------------------------------------ */
+
+void ox_fused_clamp(const struct ox_node *n, float *lo, float *hi) {
+    *lo = -INFINITY, *hi = INFINITY;
+    const char *act = ox_attr_str(n, "activation", "");
+    const float *p;
+    int np = ox_attr_floats(n, "activation_params", &p);
+    if (strcmp(act, "Relu") == 0) {
+        *lo = 0;
+    } else if (strcmp(act, "Clip") == 0 && np == 2) {
+        *lo = p[0], *hi = p[1];
+    }
+}
+
+static size_t round64(size_t b) {
+    return (b + 63) / 64 * 64;
+}
+
+ox_status ox_fused_infer(struct ox_infer_ctx *ctx, const struct ox_node *n, const ox_tensor *z,
+                         ox_tensor *out) {
+    const char *act = ox_attr_str(n, "activation", "");
+    if (*act && strcmp(act, "Relu") != 0 && strcmp(act, "Clip") != 0)
+        return ox_node_err(n, OX_E_INVALID, "activation '%s': expected Relu, Clip or none", act);
+    if (!z) return OX_OK;
+    if (z->dtype != out->dtype)
+        return ox_node_err(n, OX_E_INVALID, "Z is %s, the output %s", ox_dtype_name(z->dtype),
+                           ox_dtype_name(out->dtype));
+    int rank;
+    int64_t dims[OX_MAX_RANK];
+    ox_status st = ox_broadcast(n, out, z, &rank, dims);
+    if (st) return st;
+    bool same = rank == out->rank && !memcmp(dims, out->dims, sizeof(int64_t) * (size_t)rank);
+    if (!same) { /* the base op's output goes to scratch, ahead of its own scratch */
+        size_t b;
+        if (!ox_tensor_bytes(out->dtype, out->rank, out->dims, &b))
+            return ox_node_err(n, OX_E_NOMEM, "output size overflows");
+        ctx->scratch_bytes += round64(b);
+        ox_set_shape(out, out->dtype, rank, dims);
+    }
+    return OX_OK;
+}
+
+bool ox_fused_split(struct ox_kernel_ctx *ctx, const struct ox_node *n, const ox_tensor *const *in,
+                    const ox_tensor *z, ox_infer_fn base_infer, ox_tensor *tmp,
+                    struct ox_kernel_ctx *base_ctx) {
+    *base_ctx = *ctx;
+    if (!z) return false;
+    struct ox_infer_ctx ic = {.n_threads = ox_pool_size(ctx->pool)};
+    ox_tensor *outs[1] = {tmp};
+    memset(tmp, 0, sizeof *tmp);
+    if (base_infer(&ic, n, in, outs) != OX_OK) return false;
+    int rank;
+    int64_t dims[OX_MAX_RANK];
+    if (ox_broadcast(n, tmp, z, &rank, dims) != OX_OK) return false;
+    if (rank == tmp->rank && !memcmp(dims, tmp->dims, sizeof(int64_t) * (size_t)rank)) return false;
+    size_t b = 0;
+    (void)ox_tensor_bytes(tmp->dtype, tmp->rank, tmp->dims, &b);
+    tmp->data = ctx->scratch;
+    base_ctx->scratch = (char *)ctx->scratch + round64(b);
+    base_ctx->scratch_bytes -= round64(b);
+    return true;
+}
+
+ox_status ox_fused_post(const struct ox_node *n, const ox_tensor *src, const ox_tensor *z,
+                        ox_tensor *y, float lo, float hi) {
+    int64_t total = ox_tensor_numel(y);
+    int64_t ss[OX_MAX_RANK], zs[OX_MAX_RANK], idx[OX_MAX_RANK] = {0};
+    ox_broadcast_strides(src, y->rank, y->dims, ss);
+    if (z) ox_broadcast_strides(z, y->rank, y->dims, zs);
+    bool f32 = y->dtype == OX_FLOAT;
+    if (!ox_dtype_is_float(y->dtype))
+        return ox_node_err(n, OX_E_UNSUPPORTED, "fused epilogue on %s", ox_dtype_name(y->dtype));
+    int64_t so = 0, zo = 0;
+    for (int64_t i = 0; i < total; i++) {
+        double v = f32 ? ((const float *)src->data)[so] : ox_get_f64(src, so);
+        if (z) v += f32 ? ((const float *)z->data)[zo] : ox_get_f64(z, zo);
+        if (f32) {
+            float f = (float)v; /* float + float rounds once, as Add does */
+            ((float *)y->data)[i] = f < lo ? lo : f > hi ? hi : f;
+        } else {
+            /* round to the element type first, as the unfused Add would */
+            ox_set_f64(y, i, v);
+            v = ox_get_f64(y, i);
+            ox_set_f64(y, i, v < lo ? lo : v > hi ? hi : v);
+        }
+        for (int d = y->rank - 1; d >= 0; d--) {
+            so += ss[d];
+            if (z) zo += zs[d];
+            if (++idx[d] < y->dims[d]) break;
+            so -= ss[d] * y->dims[d];
+            if (z) zo -= zs[d] * y->dims[d];
+            idx[d] = 0;
+        }
+    }
+    return OX_OK;
+}

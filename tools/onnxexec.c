@@ -93,6 +93,7 @@ static const char usage_main[] =
 static const char usage_bench[] =
     "usage: onnxexec bench MODEL [-i [NAME=]FILE]... [--shape NAME=d0,d1,...]...\n"
     "                            [--batch N] [--threads N] [--runs N] [--json]\n"
+    "                            [--no-optimize]\n"
     "\n"
     "Time MODEL: model load, session creation, the first run (which plans), then N more\n"
     "runs (median, p90, min), the peak resident memory of the process, and the memory\n"
@@ -103,6 +104,8 @@ static const char usage_bench[] =
     "  --batch N             the first dimension of inputs whose first dimension is not\n"
     "                        fixed (default 1)\n"
     "  --threads N           threads for the CPU kernels (default: number of cores)\n"
+    "  --no-optimize         run the graph as the file has it (no BatchNormalization\n"
+    "                        folding, no fused Conv/Gemm/MatMul; for comparisons)\n"
     "  --runs N              timed runs after the first (default 20)\n"
     "  --json                one JSON object on stdout instead of the table\n"
     "  -i, --shape, --seed   as for `run`\n"
@@ -114,6 +117,7 @@ static const char usage_run[] =
     "usage: onnxexec run MODEL [-i [NAME=]FILE]... [-o DIR] [--format npy|pb|both]\n"
     "                          [--seed N] [--shape NAME=d0,d1,...]... [--threads N]\n"
     "                          [--repeat N] [--labels FILE] [--truth FILE]\n"
+    "                          [--no-optimize]\n"
     "\n"
     "Run MODEL once and print, per output: name, dtype, shape, the first values and\n"
     "min/max/mean; then the run time.\n"
@@ -132,6 +136,8 @@ static const char usage_run[] =
     "                        of the symbolic dimension NAME (e.g. --shape batch=8).\n"
     "                        Symbolic dimensions left unset are 1 (a note says so).\n"
     "  --threads N           threads for the CPU kernels (default: number of cores).\n"
+    "  --no-optimize         run the graph as the file has it (no BatchNormalization\n"
+    "                        folding, no fused Conv/Gemm/MatMul; for comparisons)\n"
     "  --repeat N            run N times and report the fastest and mean time (default 1).\n"
     "  --labels FILE         treat the first output as class scores [batch, classes]: print\n"
     "                        the top class of the first rows, named by FILE's lines.\n"
@@ -145,7 +151,7 @@ static const char usage_run[] =
     "  onnxexec run model.onnx -i input=x.npy --shape batch=4 -o out/ --format both\n";
 
 static const char usage_test[] =
-    "usage: onnxexec test DIR... [--rtol R] [--atol A] [--threads N] [-v]\n"
+    "usage: onnxexec test DIR... [--rtol R] [--atol A] [--threads N] [--no-optimize] [-v]\n"
     "\n"
     "Run ONNX backend test cases. A case is a folder with model.onnx and\n"
     "test_data_set_*/input_N.pb, output_N.pb; a DIR that holds case folders (like\n"
@@ -165,6 +171,8 @@ static const char usage_test[] =
     "  --rtol R              relative tolerance (default 1e-3)\n"
     "  --atol A              absolute tolerance (default 1e-7)\n"
     "  --threads N           threads for the CPU kernels (default: number of cores)\n"
+    "  --no-optimize         run the graph as the file has it (no BatchNormalization\n"
+    "                        folding, no fused Conv/Gemm/MatMul; for comparisons)\n"
     "  -v, --verbose         show each data set's time and every mismatching output\n"
     "\n"
     "example:\n"
@@ -561,12 +569,15 @@ static void safe_name(const char *name, int index, char *buf, size_t len) {
     if (k == 0) snprintf(buf, len, "output_%d", index);
 }
 
+/* --no-optimize, taken out of the arguments of run, test and bench by main */
+static ox_model_options model_opts;
+
 static int load_model(const char *path, ox_model **m) {
     if (!is_file(path)) {
         if (is_dir(path)) return errorf(EXIT_FAIL, "%s: is a folder, not a model file", path);
         return errorf(EXIT_FAIL, "%s: %s", path, strerror(errno ? errno : ENOENT));
     }
-    ox_status st = ox_model_load(path, m);
+    ox_status st = ox_model_load_with(path, &model_opts, m);
     if (st != OX_OK) {
         const char *msg = lib_msg(st);
         if (strstr(msg, path)) return errorf(EXIT_FAIL, "%s", msg);
@@ -1511,7 +1522,7 @@ static int run_case(const char *dir, const struct test_opts *o, char *why, size_
         snprintf(why, len, "out of memory");
         return R_FAIL;
     }
-    ox_status st = ox_model_load(model_path, &m);
+    ox_status st = ox_model_load_with(model_path, &model_opts, &m);
     if (st != OX_OK) {
         one_line(why, len, lib_msg(st));
         goto done;
@@ -1878,6 +1889,16 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(cmd, "help") == 0) return cmd_help(argc - 2, argv + 2);
+    if (strcmp(cmd, "run") == 0 || strcmp(cmd, "test") == 0 || strcmp(cmd, "bench") == 0) {
+        int k = 2;
+        for (int i = 2; i < argc; i++) { /* a model or folder is never named --no-optimize */
+            if (strcmp(argv[i], "--no-optimize") == 0)
+                model_opts.no_optimize = true;
+            else
+                argv[k++] = argv[i];
+        }
+        argc = k;
+    }
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
     if (strcmp(cmd, "test") == 0) return cmd_test(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);

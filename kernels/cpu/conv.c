@@ -441,6 +441,9 @@ struct conv_job {
     int64_t slot;          /* floats of scratch per thread */
     int64_t unit;          /* the unit being cut into column blocks */
     const float *packed_w; /* packed GEMM: group panels, ox_sgemm_packed_a_floats(mg, kdim) */
+    const float *z;        /* fused ops: a residual of y's shape, or NULL */
+    float lo, hi;          /* fused ops: the activation's clamp */
+    bool epilogue_done;    /* z and the clamp were applied by the path taken */
 };
 
 static struct conv_job conv_job_make(const float *x, const float *w, const float *b, float *y,
@@ -450,6 +453,8 @@ static struct conv_job conv_job_make(const float *x, const float *w, const float
     j.mg = M / group;
     j.kdim = j.cg * g->k_size;
     j.pointwise = conv_is_pointwise(g);
+    j.lo = -INFINITY;
+    j.hi = INFINITY;
     return j;
 }
 
@@ -501,20 +506,29 @@ static void depthwise_piece(void *arg, int64_t b, int64_t e, int tid) {
         int64_t c = ch % j->C;
         float *y = j->y + ch * g->out_size;
         depthwise_float(j->x + ch * g->in_size, j->w + c * g->k_size, y, g);
-        conv_bias(y, 0, 1, 0, g->out_size, j->b ? j->b + c : NULL);
+        float bv = j->b ? j->b[c] : 0.0f, lo = j->lo, hi = j->hi;
+        const float *z = j->z ? j->z + ch * g->out_size : NULL;
+        for (int64_t p = 0; p < g->out_size; p++) { /* bias, residual, clamp (NaN kept) */
+            float v = y[p] + bv;
+            if (z) v += z[p];
+            y[p] = v < lo ? lo : v > hi ? hi : v;
+        }
     }
 }
 
-static void conv_float(struct ox_pool *pool, const float *x, const float *w, const float *b,
-                       float *y, const struct geom *g, int64_t N, int64_t C, int64_t M,
-                       int64_t group, float *scratch) {
-    struct conv_job j = conv_job_make(x, w, b, y, g, C, M, group);
+static void conv_float(struct ox_pool *pool, struct conv_job *job, int64_t N, float *scratch) {
+    struct conv_job j = *job;
+    const struct geom *g = j.g;
+    const float *x = j.x, *w = j.w, *b = j.b;
+    float *y = j.y;
+    int64_t C = j.C, M = j.M, group = j.group;
     j.scratch = scratch;
     j.slot = conv_slot(g, j.cg, j.mg);
     int T = ox_pool_size(pool);
     int64_t units = N * group, os = g->out_size;
     if (j.cg == 1 && j.mg == 1) {
         ox_parallel_for(pool, N * C, depthwise_piece, &j);
+        job->epilogue_done = true;
         return;
     }
     if (T == 1 || units % T == 0 || units >= 4 * T) {
@@ -647,10 +661,14 @@ static void fast_conv_unit(const struct conv_job *f, int64_t u, struct ox_pool *
     struct patch_src ps = {xg, g};
     struct ox_gemm_b b = {.pack = pack_patches, .ctx = &ps};
     if (f->pointwise) b = (struct ox_gemm_b){.pack = ox_gemm_b_pack_matrix, .data = xg, .ld = os};
-    struct ox_epilogue ep = {
-        .bias_row = f->b ? f->b + gr * f->mg : NULL, .lo = -INFINITY, .hi = INFINITY};
+    int64_t yo = (nn * f->M + gr * f->mg) * os;
+    struct ox_epilogue ep = {.bias_row = f->b ? f->b + gr * f->mg : NULL,
+                             .residual = f->z ? f->z + yo : NULL,
+                             .ld_residual = os,
+                             .lo = f->lo,
+                             .hi = f->hi};
     ox_sgemm_packed(pool, f->packed_w + gr * ox_sgemm_packed_a_floats(f->mg, f->kdim), f->mg, os,
-                    f->kdim, &b, f->y + (nn * f->M + gr * f->mg) * os, os, &ep, false);
+                    f->kdim, &b, f->y + yo, os, &ep, false);
 }
 
 static void fast_conv_units(void *arg, int64_t b, int64_t e, int tid) {
@@ -659,14 +677,14 @@ static void fast_conv_units(void *arg, int64_t b, int64_t e, int tid) {
 }
 
 /* Packed weights: prepared once when W is constant, else packed into scratch. */
-static void conv_float_fast(struct ox_kernel_ctx *ctx, const float *x, const float *w,
-                            const float *b, float *y, const struct geom *g, int64_t N, int64_t C,
-                            int64_t M, int64_t group) {
-    struct conv_job f = conv_job_make(x, w, b, y, g, C, M, group);
+static void conv_float_fast(struct ox_kernel_ctx *ctx, struct conv_job *job, int64_t N) {
+    struct conv_job f = *job;
+    int64_t group = f.group;
     if (!(f.packed_w = ox_kernel_prepared(ctx, pack_conv_weights, &f))) {
         pack_conv_weights(ctx->scratch, &f);
         f.packed_w = ctx->scratch;
     }
+    job->epilogue_done = true;
     int T = ox_pool_size(ctx->pool);
     int64_t units = N * group;
     if (T > 1 && (units % T == 0 || units >= 4 * T)) {
@@ -682,36 +700,81 @@ static void to_float(const ox_tensor *t, float *dst) {
     for (int64_t i = 0; i < n; i++) dst[i] = ox_half_to_float(s[i]);
 }
 
-ox_status ox_nn_cpu_conv(struct ox_kernel_ctx *ctx, const struct ox_node *n,
-                         const ox_tensor *const *in, ox_tensor *const *out) {
-    const ox_tensor *x = in[0], *w = in[1], *b = ox_in(n, in, 2);
+/* y = clamp(conv(x, w) + b + z, lo, hi), with z NULL or of y's shape: in the kernels'
+ * epilogues where the path has one, in a pass over y after it otherwise. */
+static ox_status conv_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n, const ox_tensor *x,
+                           const ox_tensor *w, const ox_tensor *b, ox_tensor *y, const ox_tensor *z,
+                           float lo, float hi) {
     struct geom g;
     int64_t group;
     ox_status st = conv_setup(n, x, w, &g, &group);
     if (st) return st;
     int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0];
-    if (x->dtype == OX_FLOAT && conv_is_fast(C / group, M / group)) {
-        conv_float_fast(ctx, x->data, w->data, b ? b->data : NULL, out[0]->data, &g, N, C, M,
-                        group);
-    } else if (x->dtype == OX_FLOAT) {
-        conv_float(ctx->pool, x->data, w->data, b ? b->data : NULL, out[0]->data, &g, N, C, M,
-                   group, ctx->scratch);
+    bool done = false;
+    if (x->dtype == OX_FLOAT) {
+        struct conv_job j =
+            conv_job_make(x->data, w->data, b ? b->data : NULL, y->data, &g, C, M, group);
+        j.z = z ? z->data : NULL;
+        j.lo = lo;
+        j.hi = hi;
+        if (conv_is_fast(C / group, M / group))
+            conv_float_fast(ctx, &j, N);
+        else
+            conv_float(ctx->pool, &j, N, ctx->scratch);
+        done = j.epilogue_done;
     } else if (x->dtype == OX_DOUBLE) {
-        conv_double(x->data, w->data, b ? b->data : NULL, out[0]->data, &g, N, C, M, group,
+        conv_double(x->data, w->data, b ? b->data : NULL, y->data, &g, N, C, M, group,
                     ctx->scratch);
     } else { /* float16: compute in float, round on store */
-        int64_t nx = ox_tensor_numel(x), nw = ox_tensor_numel(w), ny = ox_tensor_numel(out[0]);
+        int64_t nx = ox_tensor_numel(x), nw = ox_tensor_numel(w), ny = ox_tensor_numel(y);
         float *col = ctx->scratch;
         float *fx = col + conv_slot(&g, C / group, M / group) * ox_pool_size(ctx->pool);
         float *fw = fx + nx, *fy = fw + nw, *fb = fy + ny;
         to_float(x, fx);
         to_float(w, fw);
         if (b) to_float(b, fb);
-        conv_float(ctx->pool, fx, fw, b ? fb : NULL, fy, &g, N, C, M, group, col);
-        uint16_t *y = out[0]->data;
-        for (int64_t i = 0; i < ny; i++) y[i] = ox_float_to_half(fy[i]);
+        struct conv_job j = conv_job_make(fx, fw, b ? fb : NULL, fy, &g, C, M, group);
+        conv_float(ctx->pool, &j, N, col);
+        uint16_t *yh = y->data;
+        for (int64_t i = 0; i < ny; i++) yh[i] = ox_float_to_half(fy[i]);
     }
+    if (!done && (z || lo > -INFINITY || hi < INFINITY)) return ox_fused_post(n, y, z, y, lo, hi);
     return OX_OK;
+}
+
+ox_status ox_nn_cpu_conv(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                         const ox_tensor *const *in, ox_tensor *const *out) {
+    return conv_exec(ctx, n, in[0], in[1], ox_in(n, in, 2), out[0], NULL, -INFINITY, INFINITY);
+}
+
+/* FusedConv (ai.onnxexec, made by graph/optimize.c): Conv's inputs and attributes, then Z
+ * (a residual added to the output, broadcast as Add does), then the activation. */
+ox_status ox_nn_infer_fused_conv(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                 const ox_tensor *const *in, ox_tensor *const *out) {
+    ox_status st = ox_nn_infer_conv(ctx, n, in, out);
+    if (st) return st;
+    return ox_fused_infer(ctx, n, ox_in(n, in, 3), out[0]);
+}
+
+ox_status ox_nn_cpu_fused_conv(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                               const ox_tensor *const *in, ox_tensor *const *out) {
+    float lo, hi;
+    ox_fused_clamp(n, &lo, &hi);
+    const ox_tensor *z = ox_in(n, in, 3);
+    ox_tensor tmp;
+    struct ox_kernel_ctx bc;
+    if (!ox_fused_split(ctx, n, in, z, ox_nn_infer_conv, &tmp, &bc)) {
+        if (!z || ox_same_shape(z, out[0]))
+            return conv_exec(ctx, n, in[0], in[1], ox_in(n, in, 2), out[0], z, lo, hi);
+        /* Z broadcasts into the output: added after, in one pass with the clamp */
+        ox_status st =
+            conv_exec(ctx, n, in[0], in[1], ox_in(n, in, 2), out[0], NULL, -INFINITY, INFINITY);
+        return st ? st : ox_fused_post(n, out[0], z, out[0], lo, hi);
+    }
+    /* Z broadcasts the output to a larger shape: the conv goes to scratch first */
+    ox_status st =
+        conv_exec(&bc, n, in[0], in[1], ox_in(n, in, 2), &tmp, NULL, -INFINITY, INFINITY);
+    return st ? st : ox_fused_post(n, &tmp, z, out[0], lo, hi);
 }
 
 /* ---- pooling --------------------------------------------------------------------------- */

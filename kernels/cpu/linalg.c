@@ -98,10 +98,12 @@ static void mm_batch_piece(void *arg, int64_t begin, int64_t end, int tid) {
     }
 }
 
-ox_status ox_nn_cpu_matmul(struct ox_kernel_ctx *ctx, const struct ox_node *n,
-                           const ox_tensor *const *in, ox_tensor *const *out) {
-    const ox_tensor *a = in[0], *b = in[1];
-    ox_tensor *y = out[0];
+/* y = a b; with the packed kernel, also + bias (a vector over the last axis) and the
+ * clamp, in which case *done is set. */
+static ox_status matmul_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n, const ox_tensor *a,
+                             const ox_tensor *b, ox_tensor *y, const ox_tensor *bias, float lo,
+                             float hi, bool *done) {
+    *done = false;
     struct ox_matmul_shape m;
     ox_status st = ox_matmul_shape(n, a, b, &m);
     if (st) return st;
@@ -113,8 +115,14 @@ ox_status ox_nn_cpu_matmul(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     }
     if (matmul_is_fast(&m, a->dtype)) {
         struct fast_mm f = {false, false, M * m.batch, N, K, K, N, a->data, b->data};
-        struct ox_epilogue ep = {.lo = -INFINITY, .hi = INFINITY};
+        struct ox_epilogue ep = {.lo = lo, .hi = hi};
+        if (bias && bias->rank == 1 && bias->dims[0] == N && bias->dtype == OX_FLOAT &&
+            y->rank >= 1 && y->dims[y->rank - 1] == N)
+            ep.bias_col = bias->data;
+        else if (bias)
+            ep.lo = -INFINITY, ep.hi = INFINITY; /* all of it after, in one pass */
         fast_mm_run(ctx, &f, y->data, &ep, false);
+        *done = !bias || ep.bias_col;
         return OX_OK;
     }
     /* B shared by every batch item and A contiguous: one GEMM with M*batch rows */
@@ -230,10 +238,12 @@ static void gemm_fill_c(const ox_tensor *c, ox_tensor *y, int64_t M, int64_t N, 
         }
 }
 
-ox_status ox_nn_cpu_gemm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
-                         const ox_tensor *const *in, ox_tensor *const *out) {
+/* y = alpha op(a) op(b) + beta c; with the packed kernel also the clamp (*done set). */
+static ox_status gemm_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                           const ox_tensor *const *in, ox_tensor *y, float lo, float hi,
+                           bool *done) {
     const ox_tensor *a = in[0], *b = in[1], *c = ox_in(n, in, 2);
-    ox_tensor *y = out[0];
+    *done = false;
     int64_t M, N, K;
     ox_status st = gemm_shape(n, a, b, c, &M, &N, &K);
     if (st) return st;
@@ -243,8 +253,9 @@ ox_status ox_nn_cpu_gemm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     bool has_c = c && beta != 0;
     if (gemm_is_fast(n, a->dtype, K)) {
         struct fast_mm f = {ta, tb, M, N, K, a->dims[1], b->dims[1], a->data, b->data};
-        struct ox_epilogue ep = {.lo = -INFINITY, .hi = INFINITY};
+        struct ox_epilogue ep = {.lo = lo, .hi = hi};
         bool load_c = false;
+        *done = true;
         int64_t c0 = !has_c         ? 0
                      : c->rank == 2 ? c->dims[0]
                                     : 1,
@@ -297,4 +308,55 @@ ox_status ox_nn_cpu_gemm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                 ox_set_f64(y, i * N + j, alpha * acc + base);
         }
     return OX_OK;
+}
+
+ox_status ox_nn_cpu_matmul(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                           const ox_tensor *const *in, ox_tensor *const *out) {
+    bool done;
+    return matmul_exec(ctx, n, in[0], in[1], out[0], NULL, -INFINITY, INFINITY, &done);
+}
+
+ox_status ox_nn_cpu_gemm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                         const ox_tensor *const *in, ox_tensor *const *out) {
+    bool done;
+    return gemm_exec(ctx, n, in, out[0], -INFINITY, INFINITY, &done);
+}
+
+/* FusedMatMul (ai.onnxexec, graph/optimize.c): A, B, then Z (the bias the Add added), then
+ * the activation. FusedGemm: Gemm's inputs and attributes, then the activation. */
+ox_status ox_nn_infer_fused_matmul(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                   const ox_tensor *const *in, ox_tensor *const *out) {
+    ox_status st = ox_nn_infer_matmul(ctx, n, in, out);
+    return st ? st : ox_fused_infer(ctx, n, ox_in(n, in, 2), out[0]);
+}
+
+ox_status ox_nn_cpu_fused_matmul(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                 const ox_tensor *const *in, ox_tensor *const *out) {
+    float lo, hi;
+    ox_fused_clamp(n, &lo, &hi);
+    const ox_tensor *z = ox_in(n, in, 2);
+    ox_tensor tmp;
+    struct ox_kernel_ctx bc;
+    bool done, split = ox_fused_split(ctx, n, in, z, ox_nn_infer_matmul, &tmp, &bc);
+    ox_tensor *y = split ? &tmp : out[0];
+    ox_status st = matmul_exec(&bc, n, in[0], in[1], y, split ? NULL : z, split ? -INFINITY : lo,
+                               split ? INFINITY : hi, &done);
+    if (st || (done && !split)) return st;
+    return ox_fused_post(n, y, z, out[0], lo, hi);
+}
+
+ox_status ox_nn_infer_fused_gemm(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                 const ox_tensor *const *in, ox_tensor *const *out) {
+    ox_status st = ox_nn_infer_gemm(ctx, n, in, out);
+    return st ? st : ox_fused_infer(ctx, n, NULL, out[0]);
+}
+
+ox_status ox_nn_cpu_fused_gemm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                               const ox_tensor *const *in, ox_tensor *const *out) {
+    float lo, hi;
+    bool done;
+    ox_fused_clamp(n, &lo, &hi);
+    ox_status st = gemm_exec(ctx, n, in, out[0], lo, hi, &done);
+    if (st || done || (lo == -INFINITY && hi == INFINITY)) return st;
+    return ox_fused_post(n, out[0], NULL, out[0], lo, hi);
 }

@@ -1,0 +1,377 @@
+/* Graph optimizations, run on a model's main graph when it is loaded (unless turned off):
+ *
+ *     struct ox_opt_stats st;
+ *     ox_graph_optimize(g, &st);   // g keeps computing the same outputs
+ *
+ * - BatchNormalization (inference) after a Conv whose weights are constant is folded into
+ *   the Conv's weights and bias (computed in double, rounded once).
+ * - A Conv, a Gemm or a MatMul whose output feeds only one node is fused with what
+ *   follows, in this order: a bias (MatMul: Add of a constant vector over the last axis),
+ *   a residual Add (Conv: any tensor added to its output), and an activation (Relu, or Clip
+ *   with constant bounds). The fused node is an op of onnxexec's own domain,
+ *   "ai.onnxexec" FusedConv / FusedGemm / FusedMatMul, with the original op's inputs and
+ *   attributes plus an input Z (the residual or the bias) and the attributes "activation"
+ *   ("Relu", "Clip" or "") and "activation_params" ([lo, hi] for Clip). The kernels apply
+ *   all of it in the GEMM's epilogue, while the output block is still in registers.
+ * - Nodes whose outputs nothing reads (and that have no side effects: every op here) are
+ *   removed; so are initializers that nothing reads any more.
+ *
+ * The pass never looks inside subgraphs, and leaves alone any value that a subgraph reads
+ * by name or that is a graph output (except the last value of a fused chain, which the
+ * fused node then produces). Nodes stay in topological order: a fused node takes the place
+ * of its last member, and every input of the chain is computed before that.
+ */
+#include "graph/optimize.h"
+
+#include "kernels/op.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct opt {
+    struct ox_graph *g;
+    int *uses; /* per value: readers (nodes, graph outputs; subgraph reads count as many) */
+    int cap_uses;
+    bool *dead; /* per node */
+    struct ox_opt_stats *st;
+};
+
+static bool is_graph_input(const struct ox_graph *g, int v) {
+    for (int i = 0; i < g->n_inputs; i++)
+        if (g->inputs[i] == v) return true;
+    return false;
+}
+
+/* Constant data the pass may read: an initializer that no caller can override. */
+static const ox_tensor *const_of(const struct opt *o, int v) {
+    if (v < 0 || !o->g->values[v].init || is_graph_input(o->g, v)) return NULL;
+    return o->g->values[v].init;
+}
+
+static const ox_tensor *const_float(const struct opt *o, int v) {
+    const ox_tensor *t = const_of(o, v);
+    return t && t->dtype == OX_FLOAT && t->kind == OX_IO_TENSOR ? t : NULL;
+}
+
+/* Names a subgraph reads from its enclosing scopes, marked as used many times. */
+static void mark_outer_reads(struct opt *o, const struct ox_graph *sub) {
+    for (int v = 0; v < sub->n_values; v++) {
+        if (!sub->values[v].is_outer) continue;
+        int pv = ox_graph_find_value(o->g, sub->values[v].name);
+        if (pv >= 0) o->uses[pv] += 1000;
+    }
+    for (int i = 0; i < sub->n_nodes; i++)
+        for (int a = 0; a < sub->nodes[i].n_attrs; a++) {
+            const struct ox_attr *at = &sub->nodes[i].attrs[a];
+            if (at->type == OX_ATTR_GRAPH && at->g) mark_outer_reads(o, at->g);
+            for (int k = 0; at->type == OX_ATTR_GRAPHS && k < at->n; k++)
+                mark_outer_reads(o, at->graphs[k]);
+        }
+}
+
+static ox_status count_uses(struct opt *o) {
+    struct ox_graph *g = o->g;
+    if (g->n_values > o->cap_uses) { /* folding adds values */
+        int *u = realloc(o->uses, sizeof(int) * (size_t)g->n_values);
+        if (!u) return ox_err(OX_E_NOMEM, "out of memory optimizing the graph");
+        o->uses = u;
+        o->cap_uses = g->n_values;
+    }
+    memset(o->uses, 0, sizeof *o->uses * (size_t)g->n_values);
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (o->dead[i]) continue;
+        const struct ox_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0) o->uses[n->inputs[k]]++;
+        for (int a = 0; a < n->n_attrs; a++) {
+            if (n->attrs[a].type == OX_ATTR_GRAPH && n->attrs[a].g)
+                mark_outer_reads(o, n->attrs[a].g);
+            for (int k = 0; n->attrs[a].type == OX_ATTR_GRAPHS && k < n->attrs[a].n; k++)
+                mark_outer_reads(o, n->attrs[a].graphs[k]);
+        }
+    }
+    for (int k = 0; k < g->n_outputs; k++) o->uses[g->outputs[k]] += 1000;
+    return OX_OK;
+}
+
+/* The one live node reading value v (v read exactly once, by a node), else NULL. */
+static struct ox_node *only_reader(struct opt *o, int v) {
+    if (v < 0 || o->uses[v] != 1) return NULL;
+    struct ox_graph *g = o->g;
+    int p = g->values[v].producer;
+    for (int i = p < 0 ? 0 : p + 1; i < g->n_nodes; i++) {
+        if (o->dead[i]) continue;
+        const struct ox_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] == v) return &g->nodes[i];
+    }
+    return NULL;
+}
+
+static bool is_op(const struct ox_node *n, const char *type) {
+    return n && n->domain[0] == '\0' && strcmp(n->op_type, type) == 0;
+}
+
+/* A new float initializer named after `base` (made unique). */
+static int new_const(struct ox_graph *g, const char *base, int rank, const int64_t *dims,
+                     ox_tensor **out) {
+    char name[256];
+    int v = -1;
+    for (int k = 0; k < 1000 && v < 0; k++) {
+        snprintf(name, sizeof name, "%s%s%d", base, k ? "_" : "", k);
+        if (ox_graph_find_value(g, name) < 0) v = ox_graph_add_value(g, name);
+    }
+    if (v < 0) return -1;
+    ox_tensor *t = ox_graph_alloc(g, sizeof *t);
+    if (!t || ox_tensor_alloc(t, OX_FLOAT, rank, dims)) return -1;
+    t->name = g->values[v].name;
+    g->values[v].init = t;
+    g->values[v].dtype = OX_FLOAT;
+    *out = t;
+    return v;
+}
+
+/* ---- BatchNormalization into Conv ------------------------------------------------------ */
+
+static ox_status fold_bn(struct opt *o, struct ox_node *conv) {
+    struct ox_graph *g = o->g;
+    if (!is_op(conv, "Conv") || conv->n_outputs != 1) return OX_OK;
+    struct ox_node *bn = only_reader(o, conv->outputs[0]);
+    if (!is_op(bn, "BatchNormalization") || bn->n_inputs != 5 || bn->inputs[0] != conv->outputs[0])
+        return OX_OK;
+    for (int k = 1; k < bn->n_outputs; k++) /* training outputs */
+        if (bn->outputs[k] >= 0) return OX_OK;
+    if (ox_attr_int(bn, "training_mode", 0)) return OX_OK;
+    const ox_tensor *w = const_float(o, conv->inputs[1]);
+    const ox_tensor *b =
+        conv->n_inputs > 2 && conv->inputs[2] >= 0 ? const_float(o, conv->inputs[2]) : NULL;
+    if (!w || w->rank < 3 || (conv->n_inputs > 2 && conv->inputs[2] >= 0 && !b)) return OX_OK;
+    int64_t M = w->dims[0], per = ox_tensor_numel(w) / (M ? M : 1);
+    const ox_tensor *p[4];
+    for (int k = 0; k < 4; k++) {
+        p[k] = const_float(o, bn->inputs[k + 1]);
+        if (!p[k] || p[k]->rank != 1 || p[k]->dims[0] != M) return OX_OK;
+    }
+    if (b && (b->rank != 1 || b->dims[0] != M)) return OX_OK;
+    double eps = ox_attr_float(bn, "epsilon", 1e-5f);
+    const float *scale = p[0]->data, *beta = p[1]->data, *mean = p[2]->data, *var = p[3]->data;
+    ox_tensor *nw, *nb;
+    char base[200];
+    snprintf(base, sizeof base, "%s_bn_folded_W", conv->name ? conv->name : "conv");
+    int vw = new_const(g, base, w->rank, w->dims, &nw);
+    snprintf(base, sizeof base, "%s_bn_folded_B", conv->name ? conv->name : "conv");
+    int vb = new_const(g, base, 1, &M, &nb);
+    if (vw < 0 || vb < 0) return ox_err(OX_E_NOMEM, "out of memory folding BatchNormalization");
+    const float *wd = w->data, *bd = b ? b->data : NULL;
+    float *nwd = nw->data, *nbd = nb->data;
+    for (int64_t m = 0; m < M; m++) {
+        /* the same float32 steps as BatchNormalization's kernel would take for its factor */
+        double s = (double)scale[m] / sqrt((double)var[m] + eps);
+        for (int64_t i = 0; i < per; i++) nwd[m * per + i] = (float)((double)wd[m * per + i] * s);
+        nbd[m] = (float)(((bd ? (double)bd[m] : 0.0) - mean[m]) * s + beta[m]);
+    }
+    /* Conv now reads the folded constants and writes BN's output */
+    int *ins = ox_graph_alloc(g, sizeof(int) * 3);
+    if (!ins) return ox_err(OX_E_NOMEM, "out of memory folding BatchNormalization");
+    ins[0] = conv->inputs[0], ins[1] = vw, ins[2] = vb;
+    conv->inputs = ins;
+    conv->n_inputs = 3;
+    g->values[conv->outputs[0]].producer = -1;
+    conv->outputs[0] = bn->outputs[0];
+    g->values[bn->outputs[0]].producer = (int)(conv - g->nodes);
+    o->dead[bn - g->nodes] = true;
+    o->st->folded_bn++;
+    return count_uses(o);
+}
+
+/* ---- fusions into the GEMM epilogue ---------------------------------------------------- */
+
+/* The clamp of an activation node reading v: Relu, or Clip with constant bounds. */
+static bool activation_of(struct opt *o, const struct ox_node *n, int v, float *lo, float *hi) {
+    if (is_op(n, "Relu") && n->n_inputs == 1 && n->inputs[0] == v) {
+        *lo = 0, *hi = INFINITY;
+        return true;
+    }
+    if (!is_op(n, "Clip") || n->n_inputs < 1 || n->inputs[0] != v) return false;
+    *lo = -INFINITY, *hi = INFINITY;
+    if (n->opset < 11) {
+        *lo = ox_attr_float(n, "min", -INFINITY);
+        *hi = ox_attr_float(n, "max", INFINITY);
+        return true;
+    }
+    for (int k = 1; k < 3 && k < n->n_inputs; k++) {
+        if (n->inputs[k] < 0) continue;
+        const ox_tensor *t = const_float(o, n->inputs[k]);
+        if (!t || ox_tensor_numel(t) != 1) return false;
+        *(k == 1 ? lo : hi) = *(const float *)t->data;
+    }
+    return true;
+}
+
+/* The Add reading v whose other operand is z (not v itself), or NULL. */
+static struct ox_node *add_of(struct opt *o, int v, int *z) {
+    struct ox_node *n = only_reader(o, v);
+    if (!is_op(n, "Add") || n->n_inputs != 2 || n->inputs[0] == n->inputs[1]) return NULL;
+    *z = n->inputs[0] == v ? n->inputs[1] : n->inputs[0];
+    return n;
+}
+
+/* A constant added per output channel of a Conv ([M, 1, 1], [1, M, 1, 1], ...): the
+ * Conv's bias plus it, as a new constant; -1 when z is not such a constant, -2 on OOM. */
+static int channel_bias(struct opt *o, const struct ox_node *conv, int z) {
+    const ox_tensor *w = const_float(o, conv->inputs[1]), *t = const_float(o, z), *b = NULL;
+    if (!w || !t || w->rank < 3 || t->rank > w->rank) return -1;
+    int64_t M = w->dims[0];
+    if (conv->n_inputs > 2 && conv->inputs[2] >= 0) {
+        b = const_float(o, conv->inputs[2]);
+        if (!b || b->rank != 1 || b->dims[0] != M) return -1;
+    }
+    /* t's dims, right-aligned with the output's [N, M, spatial...]: 1 but at M's place */
+    for (int i = 0; i < t->rank; i++) {
+        int at = w->rank - t->rank + i; /* the output axis */
+        if (t->dims[i] != (at == 1 ? M : 1)) return -1;
+    }
+    if (ox_tensor_numel(t) != M) return -1;
+    ox_tensor *nb;
+    char base[200];
+    snprintf(base, sizeof base, "%s_bias", conv->name ? conv->name : "conv");
+    int v = new_const(o->g, base, 1, &M, &nb);
+    if (v < 0) return -2;
+    for (int64_t m = 0; m < M; m++)
+        ((float *)nb->data)[m] =
+            (b ? ((const float *)b->data)[m] : 0.0f) + ((const float *)t->data)[m];
+    return v;
+}
+
+static ox_status fuse(struct opt *o, struct ox_node *n) {
+    struct ox_graph *g = o->g;
+    bool conv = is_op(n, "Conv"), gemm = is_op(n, "Gemm"), mm = is_op(n, "MatMul");
+    if (!(conv || gemm || mm) || n->n_outputs != 1) return OX_OK;
+    int out = n->outputs[0], z = -1, n_dead = 0;
+    struct ox_node *dead[2];
+    /* MatMul + Add of a constant vector: the bias; Conv + Add: the residual */
+    int zz;
+    struct ox_node *add = add_of(o, out, &zz);
+    if (add && mm) {
+        const ox_tensor *bias = const_of(o, zz);
+        if (!bias || bias->rank != 1) add = NULL;
+    }
+    if (add && gemm) add = NULL; /* Gemm has its own C */
+    int folded_bias = add && conv ? channel_bias(o, n, zz) : -1;
+    if (folded_bias == -2) return ox_err(OX_E_NOMEM, "out of memory fusing nodes");
+    if (add) {
+        z = folded_bias >= 0 ? -1 : zz;
+        out = add->outputs[0];
+        dead[n_dead++] = add;
+    }
+    float lo = -INFINITY, hi = INFINITY;
+    struct ox_node *act = only_reader(o, out);
+    if (act && activation_of(o, act, out, &lo, &hi)) {
+        out = act->outputs[0];
+        dead[n_dead++] = act;
+    } else {
+        act = NULL;
+    }
+    if (!n_dead) return OX_OK;
+    /* inputs: the op's own (Conv X, W, B; Gemm A, B, C; MatMul A, B), then Z */
+    int base = conv || gemm ? 3 : 2;
+    int *ins = ox_graph_alloc(g, sizeof(int) * (size_t)(base + 1));
+    struct ox_attr *attrs = ox_graph_alloc(g, sizeof *attrs * (size_t)(n->n_attrs + 2));
+    float *params = ox_graph_alloc(g, sizeof(float) * 2);
+    if (!ins || !attrs || !params) return ox_err(OX_E_NOMEM, "out of memory fusing nodes");
+    for (int k = 0; k < base; k++) ins[k] = k < n->n_inputs ? n->inputs[k] : -1;
+    if (folded_bias >= 0) ins[2] = folded_bias;
+    ins[base] = z;
+    memcpy(attrs, n->attrs, sizeof *attrs * (size_t)n->n_attrs);
+    const char *act_name = !act ? "" : is_op(act, "Relu") ? "Relu" : "Clip";
+    attrs[n->n_attrs] = (struct ox_attr){
+        .name = "activation", .type = OX_ATTR_STRING, .s = act_name, .s_len = strlen(act_name)};
+    params[0] = lo, params[1] = hi;
+    attrs[n->n_attrs + 1] = (struct ox_attr){
+        .name = "activation_params", .type = OX_ATTR_FLOATS, .n = 2, .floats = params};
+    const char *type = conv ? "FusedConv" : gemm ? "FusedGemm" : "FusedMatMul";
+    const struct ox_op *op = ox_op_find(OX_DOMAIN_ONNXEXEC, type, 1);
+    if (!op) return ox_err(OX_E_INTERNAL, "no operator-table row for %s", type);
+    /* the fused node takes the place of the chain's last node (all inputs come before) */
+    struct ox_node *last = dead[n_dead - 1];
+    struct ox_node fused = *n;
+    fused.domain = OX_DOMAIN_ONNXEXEC;
+    fused.op_type = type;
+    fused.opset = 1;
+    fused.op = op;
+    fused.inputs = ins;
+    fused.n_inputs = base + 1;
+    fused.attrs = attrs;
+    fused.n_attrs = n->n_attrs + 2;
+    int *outs = ox_graph_alloc(g, sizeof(int));
+    if (!outs) return ox_err(OX_E_NOMEM, "out of memory fusing nodes");
+    outs[0] = out;
+    fused.outputs = outs;
+    g->values[n->outputs[0]].producer = -1;
+    for (int k = 0; k < n_dead; k++)
+        if (dead[k] != last) g->values[dead[k]->outputs[0]].producer = -1;
+    o->dead[n - g->nodes] = true;
+    *last = fused;
+    g->values[out].producer = (int)(last - g->nodes);
+    o->st->fused_nodes += n_dead;
+    return count_uses(o);
+}
+
+/* ---- dead code ------------------------------------------------------------------------- */
+
+static void remove_dead(struct opt *o) {
+    struct ox_graph *g = o->g;
+    /* backwards: a node whose outputs nobody reads goes, which may free its inputs */
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        if (o->dead[i]) continue;
+        const struct ox_node *n = &g->nodes[i];
+        bool used = false;
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0 && o->uses[n->outputs[k]] > 0) used = true;
+        if (used || (n->op && (n->op->flags & OX_OP_NONDETERMINISTIC))) continue;
+        o->dead[i] = true;
+        o->st->removed_nodes++;
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0) o->uses[n->inputs[k]]--;
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0) g->values[n->outputs[k]].producer = -1;
+    }
+    /* compact the node array, keeping the order */
+    int w = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (o->dead[i]) continue;
+        if (w != i) g->nodes[w] = g->nodes[i];
+        for (int k = 0; k < g->nodes[w].n_outputs; k++)
+            if (g->nodes[w].outputs[k] >= 0) g->values[g->nodes[w].outputs[k]].producer = w;
+        w++;
+    }
+    g->n_nodes = w;
+    /* initializers nothing reads: drop their data (the value stays, unnamed by any node) */
+    for (int v = 0; v < g->n_values; v++) {
+        struct ox_value *val = &g->values[v];
+        if (!val->init || o->uses[v] > 0 || is_graph_input(g, v)) continue;
+        if (!val->init_borrowed) free(val->init->data);
+        val->init->data = NULL;
+        val->init = NULL;
+        o->st->removed_constants++;
+    }
+}
+
+ox_status ox_graph_optimize(struct ox_graph *g, struct ox_opt_stats *st) {
+    struct ox_opt_stats dummy;
+    if (!st) st = &dummy;
+    memset(st, 0, sizeof *st);
+    struct opt o = {
+        .g = g, .dead = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof(bool)), .st = st};
+    ox_status rc = o.dead ? count_uses(&o) : ox_err(OX_E_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_nodes && !rc; i++)
+        if (!o.dead[i]) rc = fold_bn(&o, &g->nodes[i]);
+    for (int i = 0; i < g->n_nodes && !rc; i++)
+        if (!o.dead[i]) rc = fuse(&o, &g->nodes[i]);
+    if (!rc) remove_dead(&o);
+    free(o.uses);
+    free(o.dead);
+    return rc;
+}

@@ -1,0 +1,18 @@
+/* Graph optimizations (graph/optimize.c says which, and what they keep). */
+#ifndef OX_GRAPH_OPTIMIZE_H
+#define OX_GRAPH_OPTIMIZE_H
+
+#include "graph/ir.h"
+
+struct ox_opt_stats {
+    int folded_bn;         /* BatchNormalization nodes folded into Conv weights */
+    int fused_nodes;       /* nodes (Add, Relu, Clip) fused into a Conv/Gemm/MatMul */
+    int removed_nodes;     /* nodes whose outputs nothing read */
+    int removed_constants; /* initializers nothing read any more */
+};
+
+/* Optimize g's main graph in place; st (may be NULL) receives what was done. On failure
+ * (out of memory) the graph may be half-rewritten and must be freed. */
+ox_status ox_graph_optimize(struct ox_graph *g, struct ox_opt_stats *st);
+
+#endif
