@@ -6,18 +6,22 @@
  *     ox_parallel_for(pool, n, fn, arg);   // fn(arg, begin, end, tid) over [0, n) in pieces
  *     ox_pool_free(pool);
  *
- * A job is split into at most one contiguous piece per thread, piece k for thread k; the
- * calling thread is thread 0 and returns when every piece is done. Workers spin briefly between
- * jobs (the next node's job usually follows within microseconds) and then sleep on a condition
- * variable. A job started from inside a piece, or while another thread holds the pool (a
+ * Workers poll for 5 ms after a job before they sleep.
+ * A job is split into contiguous pieces, a few per thread, that the threads take in turn
+ * (the calling thread, thread 0, too): a thread that runs slower, on a busy or slower
+ * core, takes fewer of them. The caller returns when every piece is done. Workers spin briefly
+ * between jobs (the next node's job usually follows within microseconds) and then sleep on a
+ * condition variable. A job started from inside a piece, or while another thread holds the pool (a
  * session run from several threads at once), runs serially on the calling thread: the
  * result is the same, only slower.
  */
 #include "kernels/op.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -26,16 +30,21 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-#define SPIN_ROUNDS 20000 /* about 0.1-1 ms of polling before a worker sleeps */
+#define SPIN_NS                                                                                    \
+    5000000L                   /* a worker polls this long (5 ms) for the next job, then sleeps:   \
+                                        waking a sleeping thread costs far more, in a VM above all */
+#define WAIT_SPINS        2000 /* the caller's polling for the last pieces before it yields */
+#define PIECES_PER_THREAD 4
 
 struct ox_pool {
     int n_threads; /* including the caller */
     pthread_t *workers;
     pthread_mutex_t mu;
     pthread_cond_t wake;
-    pthread_mutex_t use; /* held by the thread running a job */
-    atomic_uint gen;     /* bumped for each job (and to stop) */
-    atomic_int done;     /* pieces finished */
+    pthread_mutex_t use;   /* held by the thread running a job */
+    atomic_uint gen;       /* bumped for each job (and to stop) */
+    _Atomic uint64_t next; /* the job's generation << 32 | the next piece to take */
+    atomic_int done;       /* pieces finished */
     atomic_int sleepers;
     bool stop;
     /* the job */
@@ -52,16 +61,26 @@ static void piece_bounds(const struct ox_pool *p, int k, int64_t *b, int64_t *e)
     *e = p->n * (k + 1) / p->n_pieces;
 }
 
-/* Run piece `k` (thread k runs piece k: a fixed split, so that a thread that starts first
- * never takes a second piece while the one it was meant for waits). */
-static void run_piece(struct ox_pool *p, int k) {
-    if (k >= p->n_pieces) return;
-    int64_t b, e;
-    piece_bounds(p, k, &b, &e);
-    in_piece = true;
-    p->fn(p->arg, b, e, k);
-    in_piece = false;
-    atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+/* Take and run pieces of job `gen` until none is left (or a newer job has replaced it:
+ * a thread late for one job may find the next one's counter). */
+static void drain(struct ox_pool *p, unsigned gen, int tid) {
+    uint64_t v = atomic_load_explicit(&p->next, memory_order_acquire);
+    for (;;) {
+        /* take piece k only while the counter still belongs to job `gen` (a blind increment
+         * could take, and lose, a piece of a newer job) */
+        int64_t k = (int64_t)(v & 0xffffffffu);
+        if ((unsigned)(v >> 32) != gen || k >= p->n_pieces) return;
+        if (!atomic_compare_exchange_weak_explicit(&p->next, &v, v + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        int64_t b, e;
+        piece_bounds(p, (int)k, &b, &e);
+        in_piece = true;
+        p->fn(p->arg, b, e, tid);
+        in_piece = false;
+        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+        v = atomic_load_explicit(&p->next, memory_order_acquire);
+    }
 }
 
 struct worker_arg {
@@ -77,11 +96,19 @@ static void *worker_main(void *v) {
                           here is still seen as new */
     for (;;) {
         unsigned g;
-        int spins = 0;
-        while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
-               spins < SPIN_ROUNDS) {
-            CPU_RELAX();
-            spins++;
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int spins = 1; (g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen;
+             spins++) {
+            if (spins < 2000)
+                CPU_RELAX();
+            else
+                sched_yield(); /* another thread of ours may be waiting for this core */
+            if (spins % 64 == 0) {
+                clock_gettime(CLOCK_MONOTONIC, &t);
+                if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > SPIN_NS)
+                    break;
+            }
         }
         if (g == seen) {
             pthread_mutex_lock(&p->mu);
@@ -96,7 +123,7 @@ static void *worker_main(void *v) {
         bool stop = p->stop;
         pthread_mutex_unlock(&p->mu);
         if (stop) return NULL;
-        run_piece(p, wa.tid);
+        drain(p, g, wa.tid);
     }
 }
 
@@ -165,14 +192,22 @@ void ox_parallel_for(struct ox_pool *p, int64_t n, ox_range_fn fn, void *arg) {
     p->fn = fn;
     p->arg = arg;
     p->n = n;
-    p->n_pieces = n < p->n_threads ? (int)n : p->n_threads;
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+    int64_t np = (int64_t)p->n_threads * PIECES_PER_THREAD;
+    p->n_pieces = (int)(n < np ? n : np);
+    unsigned gen = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
+    /* release: whoever takes a piece of this job sees the fields above */
+    atomic_store_explicit(&p->next, (uint64_t)gen << 32, memory_order_release);
+    atomic_store(&p->gen, gen); /* seq_cst: ordered before the read of sleepers */
     if (atomic_load(&p->sleepers)) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
     }
-    run_piece(p, 0); /* the caller is thread 0 */
-    while (atomic_load_explicit(&p->done, memory_order_acquire) < p->n_pieces) CPU_RELAX();
+    drain(p, gen, 0); /* the caller is thread 0 */
+    for (int spins = 0; atomic_load_explicit(&p->done, memory_order_acquire) < p->n_pieces;)
+        if (++spins < WAIT_SPINS)
+            CPU_RELAX();
+        else
+            sched_yield(); /* a worker may be waiting for this core */
     pthread_mutex_unlock(&p->use);
 }

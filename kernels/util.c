@@ -633,12 +633,14 @@ ox_status ox_fused_post(const struct ox_node *n, const ox_tensor *src, const ox_
         if (z) v += f32 ? ((const float *)z->data)[zo] : ox_get_f64(z, zo);
         if (f32) {
             float f = (float)v; /* float + float rounds once, as Add does */
-            ((float *)y->data)[i] = f < lo ? lo : f > hi ? hi : f;
+            f = f < lo ? lo : f; /* then hi: with lo > hi, hi everywhere (Clip) */
+            ((float *)y->data)[i] = f > hi ? hi : f;
         } else {
             /* round to the element type first, as the unfused Add would */
             ox_set_f64(y, i, v);
             v = ox_get_f64(y, i);
-            ox_set_f64(y, i, v < lo ? lo : v > hi ? hi : v);
+            v = v < lo ? lo : v;
+            ox_set_f64(y, i, v > hi ? hi : v);
         }
         for (int d = y->rank - 1; d >= 0; d--) {
             so += ss[d];

@@ -31,6 +31,17 @@ from onnx import numpy_helper
 SEED = 0
 
 
+def checked_io(onnx_path):
+    """The exported model (passed through onnx.checker) and its one input and output name."""
+    proto = onnx.load(onnx_path)
+    onnx.checker.check_model(proto)
+    init_names = {i.name for i in proto.graph.initializer}
+    in_names = [i.name for i in proto.graph.input if i.name not in init_names]
+    out_names = [o.name for o in proto.graph.output]
+    assert len(in_names) == 1 and len(out_names) == 1, (in_names, out_names)
+    return proto, in_names, out_names
+
+
 def seed_everything(seed=SEED):
     random.seed(seed)
     np.random.seed(seed)
@@ -141,12 +152,7 @@ def export_one(name, model, x, opset, outdir):
                       input_names=["input"], output_names=["output"],
                       training=torch.onnx.TrainingMode.EVAL)
 
-    proto = onnx.load(onnx_path)
-    onnx.checker.check_model(proto)
-    init_names = {i.name for i in proto.graph.initializer}
-    in_names = [i.name for i in proto.graph.input if i.name not in init_names]
-    out_names = [o.name for o in proto.graph.output]
-    assert len(in_names) == 1 and len(out_names) == 1, (in_names, out_names)
+    proto, in_names, out_names = checked_io(onnx_path)
 
     save_tensor(x.numpy(), in_names[0], os.path.join(data, "input_0.pb"))
     save_tensor(y.numpy(), out_names[0], os.path.join(data, "output_0.pb"))

@@ -511,7 +511,8 @@ static void depthwise_piece(void *arg, int64_t b, int64_t e, int tid) {
         for (int64_t p = 0; p < g->out_size; p++) { /* bias, residual, clamp (NaN kept) */
             float v = y[p] + bv;
             if (z) v += z[p];
-            y[p] = v < lo ? lo : v > hi ? hi : v;
+            v = v < lo ? lo : v; /* then hi: with lo > hi, hi everywhere (Clip) */
+            y[p] = v > hi ? hi : v;
         }
     }
 }
@@ -793,8 +794,8 @@ static bool pool_type_ok(ox_dtype dt, int kind) {
     return kind == POOL_MAX && (dt == OX_INT8 || dt == OX_UINT8);
 }
 
-static ox_status infer_pool(const struct ox_node *n, const ox_tensor *const *in,
-                            ox_tensor *const *out, int kind) {
+static ox_status infer_pool(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                            const ox_tensor *const *in, ox_tensor *const *out, int kind) {
     const ox_tensor *x = ox_in(n, in, 0);
     if (!x) return ox_node_err(n, OX_E_INVALID, "expected input X");
     if (!pool_type_ok(x->dtype, kind))
@@ -806,25 +807,25 @@ static ox_status infer_pool(const struct ox_node *n, const ox_tensor *const *in,
     for (int i = 0; i < g.nsp; i++) dims[i + 2] = g.out[i];
     ox_set_shape(out[0], x->dtype, x->rank, dims);
     if (n->n_outputs > 1 && out[1]) ox_set_shape(out[1], OX_INT64, x->rank, dims);
+    if (kind == POOL_MAX && x->dtype == OX_FLOAT && g.nsp == 2) /* maxpool2d_rows' rows */
+        ctx->scratch_bytes = (size_t)((g.in[1] + 15) / 16 * 16) * sizeof(float) *
+                             (size_t)(ctx->n_threads > 1 ? ctx->n_threads : 1);
     return OX_OK;
 }
 
 ox_status ox_nn_infer_maxpool(struct ox_infer_ctx *ctx, const struct ox_node *n,
                               const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
-    return infer_pool(n, in, out, POOL_MAX);
+    return infer_pool(ctx, n, in, out, POOL_MAX);
 }
 
 ox_status ox_nn_infer_avgpool(struct ox_infer_ctx *ctx, const struct ox_node *n,
                               const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
-    return infer_pool(n, in, out, POOL_AVG);
+    return infer_pool(ctx, n, in, out, POOL_AVG);
 }
 
 ox_status ox_nn_infer_lppool(struct ox_infer_ctx *ctx, const struct ox_node *n,
                              const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
-    return infer_pool(n, in, out, POOL_LP);
+    return infer_pool(ctx, n, in, out, POOL_LP);
 }
 
 /* One generic pooling walk in double (exact for float and the 8-bit ints of MaxPool). */
@@ -964,12 +965,75 @@ OX_HOT static void pool2d_float(const struct ox_node *n, const ox_tensor *x, ox_
     }
 }
 
-static ox_status cpu_pool(const struct ox_node *n, const ox_tensor *const *in,
-                          ox_tensor *const *out, int kind) {
+/* float 2-D max pooling without indices, over the pool's threads (channels split): for
+ * each output row, the rows of its window are first reduced into one row (a contiguous,
+ * vectorized max), then each output takes the max of its taps in that row. A NaN wins, as
+ * in numpy; a window wholly in the padding gives 0, as in pool_run. */
+struct maxpool_job {
+    const float *x;
+    float *y;
+    const struct geom *g;
+    float *scratch; /* one row of W floats per thread, rounded to 16 */
+};
+
+OX_HOT static void maxpool2d_rows(void *arg, int64_t c0, int64_t c1, int tid) {
+    const struct maxpool_job *j = arg;
+    const struct geom *g = j->g;
+    int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1], KH = g->k[0];
+    int64_t KW = g->k[1], SH = g->s[0], SW = g->s[1], DH = g->d[0], DW = g->d[1];
+    int64_t PT = g->pb[0], PL = g->pb[1];
+    float *t = j->scratch + tid * ((W + 15) / 16 * 16);
+    for (int64_t c = c0; c < c1; c++) {
+        const float *xc = j->x + c * g->in_size;
+        float *yc = j->y + c * g->out_size;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            float *yr = yc + oh * OW;
+            int64_t nkh = 0;
+            for (int64_t kh = 0; kh < KH; kh++) {
+                int64_t ih = oh * SH - PT + kh * DH;
+                if (ih < 0 || ih >= H) continue;
+                const float *xr = xc + ih * W;
+                if (nkh++ == 0) {
+                    memcpy(t, xr, sizeof(float) * (size_t)W);
+                } else {
+                    for (int64_t i = 0; i < W; i++) {
+                        float v = xr[i], cur = t[i];
+                        t[i] = (v > cur) | (v != v) ? v : cur; /* no branch: vectorized */
+                    }
+                }
+            }
+            for (int64_t ow = 0; ow < OW; ow++) yr[ow] = -INFINITY;
+            for (int64_t kw = 0; kw < KW; kw++) { /* the outputs whose tap kw is inside */
+                int64_t off = kw * DW - PL;
+                int64_t lo = off >= 0 ? 0 : (-off + SW - 1) / SW;
+                int64_t hi = W - off <= 0 ? 0 : (W - off - 1) / SW + 1;
+                if (hi > OW) hi = OW;
+                for (int64_t ow = lo; ow < hi; ow++) {
+                    float v = t[ow * SW + off], cur = yr[ow];
+                    yr[ow] = (v > cur) | (v != v) ? v : cur;
+                }
+            }
+            for (int64_t ow = 0; ow < OW; ow++) { /* windows wholly in the padding: 0 */
+                int64_t w0 = ow * SW - PL, nkw = 0;
+                if (nkh && w0 >= 0 && w0 + (KW - 1) * DW < W) continue;
+                for (int64_t kw = 0; kw < KW; kw++) nkw += (uint64_t)(w0 + kw * DW) < (uint64_t)W;
+                if (!nkh || !nkw) yr[ow] = 0.0f;
+            }
+        }
+    }
+}
+
+static ox_status cpu_pool(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                          const ox_tensor *const *in, ox_tensor *const *out, int kind) {
     struct geom g;
     ox_status st = pool_setup(n, in[0], &g);
     if (st) return st;
     ox_tensor *idx = n->n_outputs > 1 ? out[1] : NULL;
+    if (in[0]->dtype == OX_FLOAT && g.nsp == 2 && !idx && kind == POOL_MAX) {
+        struct maxpool_job j = {in[0]->data, out[0]->data, &g, ctx->scratch};
+        ox_parallel_for(ctx->pool, in[0]->dims[0] * in[0]->dims[1], maxpool2d_rows, &j);
+        return OX_OK;
+    }
     if (in[0]->dtype == OX_FLOAT && g.nsp == 2 && !idx && kind != POOL_LP) {
         pool2d_float(n, in[0], out[0], &g, kind);
         return OX_OK;
@@ -979,20 +1043,17 @@ static ox_status cpu_pool(const struct ox_node *n, const ox_tensor *const *in,
 
 ox_status ox_nn_cpu_maxpool(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                             const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
-    return cpu_pool(n, in, out, POOL_MAX);
+    return cpu_pool(ctx, n, in, out, POOL_MAX);
 }
 
 ox_status ox_nn_cpu_avgpool(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                             const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
-    return cpu_pool(n, in, out, POOL_AVG);
+    return cpu_pool(ctx, n, in, out, POOL_AVG);
 }
 
 ox_status ox_nn_cpu_lppool(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                            const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
-    return cpu_pool(n, in, out, POOL_LP);
+    return cpu_pool(ctx, n, in, out, POOL_LP);
 }
 
 /* ---- global pooling -------------------------------------------------------------------- */

@@ -1,0 +1,708 @@
+#!/usr/bin/python3
+"""Graph optimizations (graph/optimize.c): the optimized graph computes what the file says.
+
+Builds small ONNX models with onnx.helper in a temporary folder and, for each, runs
+`onnxexec run MODEL -i NAME=FILE.npy ... -o DIR` with and without --no-optimize, and checks
+
+  (a) optimized vs unoptimized: relative L2 <= 1e-6 and max |diff| <= 1e-5 * (1 + max |value|),
+      NaN positions identical (float16: 1e-3 for both);
+  (b) unoptimized vs an outside oracle (numpy / torch.nn.functional in float64): relative
+      L2 <= 1e-5 (float16: 1e-3), NaN positions identical;
+  (c) `onnxexec info MODEL` op counts: the fusion/folding happened (e.g.
+      ai.onnxexec.FusedConv present, no BatchNormalization / Relu left), or did NOT happen
+      where it must not (a value read twice, a graph output, a rank-2 MatMul bias, ...).
+
+One line per case; exits non-zero, naming what failed, if any case fails.
+
+    optimize.py --onnxexec build/onnxexec [--keep DIR] [-k SUBSTRING]
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import torch
+import torch.nn.functional as F
+
+F32, F64, F16 = TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16
+NP_OF = {F32: np.float32, F64: np.float64, F16: np.float16}
+FUSED_CONV, FUSED_MM, FUSED_GEMM = ("ai.onnxexec.FusedConv", "ai.onnxexec.FusedMatMul",
+                                    "ai.onnxexec.FusedGemm")
+
+
+# ---- oracles (float64) ------------------------------------------------------------------
+
+def t64(a):
+    return torch.from_numpy(np.ascontiguousarray(np.asarray(a, dtype=np.float64)))
+
+
+def conv(x, w, b=None, stride=1, pad=0, group=1, dil=1):
+    fn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[x.ndim - 2]
+    return fn(t64(x), t64(w), None if b is None else t64(b), stride, pad, dil, group).numpy()
+
+
+def bn(y, scale, bias, mean, var, eps=1e-5):
+    sh = (1, -1) + (1,) * (y.ndim - 2)
+    f = lambda a: np.asarray(a, np.float64).reshape(sh)
+    return (y - f(mean)) / np.sqrt(f(var) + eps) * f(scale) + f(bias)
+
+
+def relu(y):
+    return np.maximum(y, 0)  # NaN stays NaN
+
+
+def clip(y, lo, hi):
+    return np.minimum(np.maximum(y, lo), hi)  # lo > hi gives hi (ONNX, numpy, torch.clamp)
+
+
+def mm(a, b):
+    return np.matmul(np.asarray(a, np.float64), np.asarray(b, np.float64))
+
+
+# ---- model building ---------------------------------------------------------------------
+
+class Case:
+    def __init__(self, name, nodes, inputs, outputs, inits=None, expect=None, oracle=None,
+                 opset=13, dtype=F32, note=""):
+        self.name, self.nodes, self.inputs, self.outputs = name, nodes, inputs, outputs
+        self.inits = inits or {}
+        self.expect = expect or {}  # op -> exact count in the optimized graph
+        self.oracle = oracle or {}  # output name -> float64 array
+        self.opset, self.dtype, self.note = opset, dtype, note
+
+    def model(self):
+        def vi(name, arr):
+            return helper.make_tensor_value_info(name, self.elem(arr), list(arr.shape))
+        ins = [vi(n, a) for n, a in self.inputs.items()]
+        # initializers that are also graph inputs (overridable): listed as inputs too
+        ins += [vi(n, self.inits[n]) for n in getattr(self, "init_inputs", [])]
+        outs = [helper.make_tensor_value_info(n, self.dtype, list(self.oracle[n].shape))
+                for n in self.outputs]
+        inits = [numpy_helper.from_array(a, n) for n, a in self.inits.items()]
+        g = helper.make_graph(self.nodes, self.name, ins, outs, initializer=inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", self.opset)],
+                              producer_name="tests/optimize.py")
+        m.ir_version = 7
+        onnx.checker.check_model(m)
+        return m
+
+    @staticmethod
+    def elem(arr):
+        return {np.dtype(np.float32): F32, np.dtype(np.float64): F64,
+                np.dtype(np.float16): F16, np.dtype(np.int64): TensorProto.INT64,
+                np.dtype(np.bool_): TensorProto.BOOL}[arr.dtype]
+
+
+def dims(shape):
+    return ",".join(map(str, shape))
+
+
+def rnd(rng, shape, dt=np.float32, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(dt)
+
+
+def weights(rng, shape, dt=np.float32, gain=1.0):
+    fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    return rnd(rng, shape, dt, gain / np.sqrt(fan_in))
+
+
+def bn_params(rng, m, dt=np.float32):
+    return dict(scale=(rng.uniform(0.5, 1.5, m) * rng.choice([-1, 1], m)).astype(dt),
+                bias=rnd(rng, m, dt, 0.5), mean=rnd(rng, m, dt, 0.5),
+                var=rng.uniform(0.3, 2.0, m).astype(dt))
+
+
+def bn_node(inp, out, pre, eps=1e-5):
+    return helper.make_node("BatchNormalization",
+                            [inp, pre + "_s", pre + "_b", pre + "_m", pre + "_v"], [out],
+                            epsilon=eps)
+
+
+def bn_inits(p, pre):
+    return {pre + "_s": p["scale"], pre + "_b": p["bias"], pre + "_m": p["mean"],
+            pre + "_v": p["var"]}
+
+
+def no_fusion(*ops):
+    return {FUSED_CONV: 0, FUSED_MM: 0, FUSED_GEMM: 0, **{o: 1 for o in ops}}
+
+
+# ---- the cases --------------------------------------------------------------------------
+
+def cases():
+    out = []
+    rng = np.random.default_rng(20240611)
+
+    # 1. Conv(+bias) -> BatchNormalization -> Relu: BN folded, Relu fused
+    X, W, B = rnd(rng, (2, 3, 8, 8)), weights(rng, (8, 3, 3, 3)), rnd(rng, 8, scale=0.3)
+    p = bn_params(rng, 8)
+    out.append(Case(
+        "1_conv_bn_relu",
+        [helper.make_node("Conv", ["X", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+         bn_node("c", "n", "bn"), helper.make_node("Relu", ["n"], ["Y"])],
+        {"X": X}, ["Y"], {"W": W, "B": B, **bn_inits(p, "bn")},
+        {FUSED_CONV: 1, "Conv": 0, "BatchNormalization": 0, "Relu": 0},
+        {"Y": relu(bn(conv(X, W, B, pad=1), **p))}))
+
+    # 2. Conv -> Add(residual graph input, same shape) -> Relu
+    def residual_case(name, X, Z, note=""):
+        r = np.random.default_rng(2)
+        W, B = weights(r, (8, 4, 3, 3)), rnd(r, 8, scale=0.3)
+        return Case(
+            name,
+            [helper.make_node("Conv", ["X", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "Z"], ["s"]), helper.make_node("Relu", ["s"], ["Y"])],
+            {"X": X, "Z": Z}, ["Y"], {"W": W, "B": B},
+            {FUSED_CONV: 1, "Conv": 0, "Add": 0, "Relu": 0},
+            {"Y": relu(conv(X, W, B, pad=1) + Z)}, note=note)
+    X2, Z2 = rnd(rng, (1, 4, 6, 6)), rnd(rng, (1, 8, 6, 6))
+    out.append(residual_case("2_conv_add_residual_relu", X2, Z2))
+
+    # 3. Conv -> Add(constant per channel) -> Relu: the constant becomes the bias
+    for shape, with_b in (((8, 1, 1), True), ((1, 8, 1, 1), False)):
+        X, W, B, K = (rnd(rng, (2, 4, 7, 7)), weights(rng, (8, 4, 3, 3)), rnd(rng, 8, scale=0.3),
+                      rnd(rng, shape, scale=0.5))
+        ins = ["X", "W", "B"] if with_b else ["X", "W"]
+        out.append(Case(
+            "3_conv_add_const[%s]%s_relu" % (dims(shape), "" if with_b else "_nobias"),
+            [helper.make_node("Conv", ins, ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "K"], ["s"]), helper.make_node("Relu", ["s"], ["Y"])],
+            {"X": X}, ["Y"], {"W": W, "K": K, **({"B": B} if with_b else {})},
+            {FUSED_CONV: 1, "Conv": 0, "Add": 0, "Relu": 0},
+            {"Y": relu(conv(X, W, B if with_b else None, pad=1) + K.astype(np.float64))}))
+
+    # 4. Conv -> Add(graph input Z [1,M,1,1], broadcast into the output) -> Clip(0, 6), opset 13
+    X, W, B, Z = (rnd(rng, (1, 4, 6, 6)), weights(rng, (8, 4, 3, 3), gain=6.0),
+                  rnd(rng, 8), rnd(rng, (1, 8, 1, 1), scale=2.0))
+    out.append(Case(
+        "4_conv_add_bcastZ_clip06",
+        [helper.make_node("Conv", ["X", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Add", ["c", "Z"], ["s"]),
+         helper.make_node("Clip", ["s", "lo", "hi"], ["Y"])],
+        {"X": X, "Z": Z}, ["Y"],
+        {"W": W, "B": B, "lo": np.array(0, np.float32), "hi": np.array(6, np.float32)},
+        {FUSED_CONV: 1, "Conv": 0, "Add": 0, "Clip": 0},
+        {"Y": clip(conv(X, W, B, pad=1) + Z, 0, 6)}))
+
+    # 5. Conv output [1,M,1,1] + Z [1,M,4,4] -> Relu: Z makes the output larger (scratch path)
+    for k in (1, 3):
+        X, W, B, Z = (rnd(rng, (1, 4, 1, 1)), weights(rng, (8, 4, k, k)), rnd(rng, 8),
+                      rnd(rng, (1, 8, 4, 4)))
+        pads = [k // 2] * 4
+        out.append(Case(
+            "5_conv%dx%d_out1x1_add_largerZ_relu" % (k, k),
+            [helper.make_node("Conv", ["X", "W", "B"], ["c"], pads=pads),
+             helper.make_node("Add", ["c", "Z"], ["s"]), helper.make_node("Relu", ["s"], ["Y"])],
+            {"X": X, "Z": Z}, ["Y"], {"W": W, "B": B},
+            {FUSED_CONV: 1, "Conv": 0, "Add": 0, "Relu": 0},
+            {"Y": relu(conv(X, W, B, pad=k // 2) + Z)}))
+
+    # 6. The Conv's output is also a graph output / read by a second node: no fusion there
+    X, W, B = rnd(rng, (1, 4, 6, 6)), weights(rng, (8, 4, 3, 3)), rnd(rng, 8)
+    c = conv(X, W, B, pad=1)
+    out.append(Case(
+        "6a_conv_is_graph_output_relu",
+        [helper.make_node("Conv", ["X", "W", "B"], ["C"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["C"], ["Y"])],
+        {"X": X}, ["C", "Y"], {"W": W, "B": B}, no_fusion("Conv", "Relu"),
+        {"C": c, "Y": relu(c)}))
+    out.append(Case(
+        "6b_conv_read_twice_relu_sigmoid",
+        [helper.make_node("Conv", ["X", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["Y"]), helper.make_node("Sigmoid", ["c"], ["S"])],
+        {"X": X}, ["Y", "S"], {"W": W, "B": B}, no_fusion("Conv", "Relu", "Sigmoid"),
+        {"Y": relu(c), "S": 1 / (1 + np.exp(-c))}))
+    p = bn_params(rng, 8)
+    out.append(Case(
+        "6c_conv_is_graph_output_bn",
+        [helper.make_node("Conv", ["X", "W", "B"], ["C"], pads=[1, 1, 1, 1]),
+         bn_node("C", "Y", "bn")],
+        {"X": X}, ["C", "Y"], {"W": W, "B": B, **bn_inits(p, "bn")},
+        no_fusion("Conv", "BatchNormalization"), {"C": c, "Y": bn(c, **p)}))
+    Zr = rnd(rng, (1, 8, 6, 6))
+    out.append(Case(
+        "6d_add_is_graph_output_relu",  # Conv+Add fuse; the Add's output is an output
+        [helper.make_node("Conv", ["X", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Add", ["c", "Z"], ["S"]), helper.make_node("Relu", ["S"], ["Y"])],
+        {"X": X, "Z": Zr}, ["S", "Y"], {"W": W, "B": B},
+        {FUSED_CONV: 1, "Conv": 0, "Add": 0, "Relu": 1},
+        {"S": c + Zr, "Y": relu(c + Zr)}))
+
+    # 7. MatMul -> Add(constant) [-> Relu]
+    A, Bm = rnd(rng, (2, 5, 16)), weights(rng, (8, 16)).T.copy()
+    for bshape, fused, act in (((8,), True, True), ((1,), True, False), ((1, 8), False, False)):
+        bias = rnd(rng, bshape)
+        nodes = [helper.make_node("MatMul", ["A", "Bm"], ["p"]),
+                 helper.make_node("Add", ["p", "bias"], ["s" if act else "Y"])]
+        want = mm(A, Bm) + bias
+        if act:
+            nodes.append(helper.make_node("Relu", ["s"], ["Y"]))
+            want = relu(want)
+        expect = ({FUSED_MM: 1, "MatMul": 0, "Add": 0, "Relu": 0} if fused
+                  else {FUSED_MM: 0, "MatMul": 1, "Add": 1})
+        out.append(Case(
+            "7_matmul_add_const[%s]%s" % (dims(bshape), "_relu" if act else ""),
+            nodes, {"A": A}, ["Y"], {"Bm": Bm, "bias": bias}, expect, {"Y": want}))
+    # 7d. MatMul output [2,5,1] + bias [8]: the bias makes the output larger (scratch path)
+    B1, bias = weights(rng, (16, 1)), rnd(rng, 8)
+    out.append(Case(
+        "7d_matmul_N1_add_const[8]_relu",
+        [helper.make_node("MatMul", ["A", "B1"], ["p"]),
+         helper.make_node("Add", ["p", "bias"], ["s"]), helper.make_node("Relu", ["s"], ["Y"])],
+        {"A": A}, ["Y"], {"B1": B1, "bias": bias},
+        {FUSED_MM: 1, "MatMul": 0, "Add": 0, "Relu": 0}, {"Y": relu(mm(A, B1) + bias)}))
+    # 7e. 1-D A: [16] x [16, 8] + [8]
+    a1 = rnd(rng, 16)
+    out.append(Case(
+        "7e_matmul_1dA_add_const[8]_relu",
+        [helper.make_node("MatMul", ["a", "Bm"], ["p"]),
+         helper.make_node("Add", ["bias", "p"], ["s"]), helper.make_node("Relu", ["s"], ["Y"])],
+        {"a": a1}, ["Y"], {"Bm": Bm, "bias": rnd(rng, 8)},
+        {FUSED_MM: 1, "MatMul": 0, "Add": 0, "Relu": 0}, None))
+    out[-1].oracle = {"Y": relu(mm(a1, Bm) + out[-1].inits["bias"])}
+
+    # 8. Gemm(transB=1, C) -> Relu; Gemm -> Clip at opset 6 (min/max attributes)
+    Ag, Bg, Cg = rnd(rng, (4, 16)), weights(rng, (8, 16)), rnd(rng, 8)
+    out.append(Case(
+        "8a_gemm_transB_bias_relu",
+        [helper.make_node("Gemm", ["A", "B", "C"], ["g"], transB=1),
+         helper.make_node("Relu", ["g"], ["Y"])],
+        {"A": Ag}, ["Y"], {"B": Bg, "C": Cg}, {FUSED_GEMM: 1, "Gemm": 0, "Relu": 0},
+        {"Y": relu(mm(Ag, Bg.T) + Cg)}))
+    Cfull = rnd(rng, (4, 8))
+    out.append(Case(
+        "8b_gemm_clip_opset6_attrs",
+        [helper.make_node("Gemm", ["A", "B", "C"], ["g"], transB=1),
+         helper.make_node("Clip", ["g"], ["Y"], min=-0.5, max=0.75)],
+        {"A": Ag}, ["Y"], {"B": Bg, "C": Cfull}, {FUSED_GEMM: 1, "Gemm": 0, "Clip": 0},
+        {"Y": clip(mm(Ag, Bg.T) + Cfull, -0.5, 0.75)}, opset=6))
+    out.append(Case(
+        "8c_gemm_alpha_beta_relu",  # alpha != 1: not the packed path, the clamp after
+        [helper.make_node("Gemm", ["A", "B", "C"], ["g"], transB=1, alpha=0.5, beta=2.0),
+         helper.make_node("Relu", ["g"], ["Y"])],
+        {"A": Ag}, ["Y"], {"B": Bg, "C": Cg}, {FUSED_GEMM: 1, "Gemm": 0, "Relu": 0},
+        {"Y": relu(0.5 * mm(Ag, Bg.T) + 2.0 * Cg)}))
+    Crow = rnd(rng, (4, 1))
+    out.append(Case(
+        "8d_gemm_C[M,1]_relu",
+        [helper.make_node("Gemm", ["A", "B", "C"], ["g"], transB=1),
+         helper.make_node("Relu", ["g"], ["Y"])],
+        {"A": Ag}, ["Y"], {"B": Bg, "C": Crow}, {FUSED_GEMM: 1, "Gemm": 0, "Relu": 0},
+        {"Y": relu(mm(Ag, Bg.T) + Crow)}))
+
+    # 9. double Conv -> Add(residual) -> Relu; float16 Conv -> Relu (and -> Add -> Relu)
+    X, W, B, Z = (rnd(rng, (1, 4, 6, 6), np.float64), weights(rng, (8, 4, 3, 3), np.float64),
+                  rnd(rng, 8, np.float64), rnd(rng, (1, 8, 6, 6), np.float64))
+    out.append(Case(
+        "9a_double_conv_add_residual_relu",
+        [helper.make_node("Conv", ["X", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Add", ["c", "Z"], ["s"]), helper.make_node("Relu", ["s"], ["Y"])],
+        {"X": X, "Z": Z}, ["Y"], {"W": W, "B": B},
+        {FUSED_CONV: 1, "Conv": 0, "Add": 0, "Relu": 0},
+        {"Y": relu(conv(X, W, B, pad=1) + Z)}, dtype=F64))
+    X, W, B, Z = (rnd(rng, (1, 4, 6, 6), np.float16), weights(rng, (8, 4, 3, 3), np.float16),
+                  rnd(rng, 8, np.float16), rnd(rng, (1, 8, 6, 6), np.float16))
+    out.append(Case(
+        "9b_float16_conv_relu",
+        [helper.make_node("Conv", ["X", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["Y"])],
+        {"X": X}, ["Y"], {"W": W, "B": B}, {FUSED_CONV: 1, "Conv": 0, "Relu": 0},
+        {"Y": relu(conv(X, W, B, pad=1))}, dtype=F16))
+    out.append(Case(
+        "9c_float16_conv_add_residual_relu",
+        [helper.make_node("Conv", ["X", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Add", ["c", "Z"], ["s"]), helper.make_node("Relu", ["s"], ["Y"])],
+        {"X": X, "Z": Z}, ["Y"], {"W": W, "B": B},
+        {FUSED_CONV: 1, "Conv": 0, "Add": 0, "Relu": 0},
+        {"Y": relu(conv(X, W, B, pad=1) + Z.astype(np.float64))}, dtype=F16))
+
+    # 10. depthwise Conv (group = channels) -> BatchNormalization -> Clip(0, 6): MobileNet
+    for stride in (1, 2):
+        X, W = rnd(rng, (1, 8, 9, 9), scale=3.0), weights(rng, (8, 1, 3, 3), gain=3.0)
+        p = bn_params(rng, 8)
+        p["scale"] *= 3
+        out.append(Case(
+            "10_depthwise_s%d_bn_clip06" % stride,
+            [helper.make_node("Conv", ["X", "W"], ["c"], pads=[1, 1, 1, 1], group=8,
+                              strides=[stride, stride]),
+             bn_node("c", "n", "bn", eps=1e-3), helper.make_node("Clip", ["n", "lo", "hi"], ["Y"])],
+            {"X": X}, ["Y"],
+            {"W": W, "lo": np.array(0, np.float32), "hi": np.array(6, np.float32),
+             **bn_inits(p, "bn")},
+            {FUSED_CONV: 1, "Conv": 0, "BatchNormalization": 0, "Clip": 0},
+            {"Y": clip(bn(conv(X, W, None, stride=stride, pad=1, group=8), **p, eps=1e-3), 0, 6)}))
+
+    # 11. NaN in the inputs of case 2 (X, then Z): NaN positions must match
+    Xn = X2.copy()
+    Xn[0, 1, 2, 3] = np.nan
+    out.append(residual_case("11a_nan_in_X_conv_add_relu", Xn, Z2))
+    Zn = Z2.copy()
+    Zn[0, 3, 1, 4] = np.nan
+    Zn[0, 5, 0, 0] = np.nan
+    out.append(residual_case("11b_nan_in_Z_conv_add_relu", X2, Zn))
+    # ... and through the depthwise kernel's own epilogue
+    Xd, Wd = rnd(rng, (1, 8, 6, 6)), weights(rng, (8, 1, 3, 3))
+    Xd[0, 2, 3, 3] = np.nan
+    out.append(Case(
+        "11c_nan_in_X_depthwise_relu",
+        [helper.make_node("Conv", ["X", "W"], ["c"], pads=[1, 1, 1, 1], group=8),
+         helper.make_node("Relu", ["c"], ["Y"])],
+        {"X": Xd}, ["Y"], {"W": Wd}, {FUSED_CONV: 1, "Conv": 0, "Relu": 0},
+        {"Y": relu(conv(Xd, Wd, None, pad=1, group=8))}))
+
+    # ---- more edges of the same passes ----
+    # 12. Clip with min > max: ONNX (and numpy, torch.clamp) give max everywhere
+    for kind in ("depthwise", "dense", "bcastZ"):
+        X = rnd(rng, (1, 8, 5, 5))
+        W = weights(rng, (8, 1, 3, 3) if kind == "depthwise" else (8, 8, 3, 3))
+        group = 8 if kind == "depthwise" else 1
+        nodes = [helper.make_node("Conv", ["X", "W"], ["c"], pads=[1, 1, 1, 1], group=group)]
+        ins, want, cur = {"X": X}, conv(X, W, None, pad=1, group=group), "c"
+        if kind == "bcastZ":
+            Zc = rnd(rng, (1, 8, 1, 1))
+            nodes.append(helper.make_node("Add", ["c", "Z"], ["s"]))
+            ins["Z"], want, cur = Zc, want + Zc, "s"
+        nodes.append(helper.make_node("Clip", [cur, "lo", "hi"], ["Y"]))
+        out.append(Case(
+            "12_%s_conv_clip_min_gt_max" % kind, nodes, ins, ["Y"],
+            {"W": W, "lo": np.array(0.5, np.float32), "hi": np.array(-0.25, np.float32)},
+            {FUSED_CONV: 1, "Conv": 0, "Clip": 0, "Add": 0}, {"Y": clip(want, 0.5, -0.25)}))
+
+    # ... and through FusedGemm's pass after the product (alpha != 1), Clip-6 attributes
+    out.append(Case(
+        "12_gemm_alpha_clip_min_gt_max",
+        [helper.make_node("Gemm", ["A", "B", "C"], ["g"], transB=1, alpha=0.5),
+         helper.make_node("Clip", ["g"], ["Y"], min=0.5, max=-0.25)],
+        {"A": Ag}, ["Y"], {"B": Bg, "C": Cfull}, {FUSED_GEMM: 1, "Gemm": 0, "Clip": 0},
+        {"Y": clip(0.5 * mm(Ag, Bg.T) + Cfull, 0.5, -0.25)}, opset=6))
+
+    # 13. Conv [1,M,1,4] + Z [1,M,4,1]: both broadcast; Z of higher rank [2,1,M,4,4]
+    X, W, B = rnd(rng, (1, 4, 1, 4)), weights(rng, (8, 4, 1, 3)), rnd(rng, 8)
+    for zshape in ((1, 8, 4, 1), (2, 1, 8, 1, 4)):
+        Z = rnd(rng, zshape)
+        out.append(Case(
+            "13_conv_out[1,8,1,4]_add_Z[%s]_relu" % dims(zshape),
+            [helper.make_node("Conv", ["X", "W", "B"], ["c"], pads=[0, 1, 0, 1]),
+             helper.make_node("Add", ["c", "Z"], ["s"]), helper.make_node("Relu", ["s"], ["Y"])],
+            {"X": X, "Z": Z}, ["Y"], {"W": W, "B": B},
+            {FUSED_CONV: 1, "Conv": 0, "Add": 0, "Relu": 0},
+            {"Y": relu(conv(X, W, B, pad=(0, 1)) + Z)}))
+
+    # 14. W is an initializer that is also a graph input (overridable): no BN folding
+    X, W = rnd(rng, (1, 4, 6, 6)), weights(rng, (8, 4, 3, 3))
+    p = bn_params(rng, 8)
+    cs = Case(
+        "14_overridable_W_conv_bn_relu",
+        [helper.make_node("Conv", ["X", "W"], ["c"], pads=[1, 1, 1, 1]),
+         bn_node("c", "n", "bn"), helper.make_node("Relu", ["n"], ["Y"])],
+        {"X": X}, ["Y"], {"W": W, **bn_inits(p, "bn")},
+        {FUSED_CONV: 0, "Conv": 1, "BatchNormalization": 1, "Relu": 1},
+        {"Y": relu(bn(conv(X, W, None, pad=1), **p))})
+    cs.init_inputs = ["W"]
+    out.append(cs)
+
+    # 15. ResNet block: Conv -> BN -> Add(X) -> Relu (residual read by the Conv too)
+    X, W = rnd(rng, (2, 8, 5, 5)), weights(rng, (8, 8, 3, 3))
+    p = bn_params(rng, 8)
+    out.append(Case(
+        "15_resnet_conv_bn_add_input_relu",
+        [helper.make_node("Conv", ["X", "W"], ["c"], pads=[1, 1, 1, 1]),
+         bn_node("c", "n", "bn"), helper.make_node("Add", ["X", "n"], ["s"]),
+         helper.make_node("Relu", ["s"], ["Y"])],
+        {"X": X}, ["Y"], {"W": W, **bn_inits(p, "bn")},
+        {FUSED_CONV: 1, "Conv": 0, "BatchNormalization": 0, "Add": 0, "Relu": 0},
+        {"Y": relu(bn(conv(X, W, None, pad=1), **p) + X)}))
+
+    # 16. BN's output is a graph output and read by Relu: BN folds, Relu stays
+    X, W, B = rnd(rng, (1, 4, 6, 6)), weights(rng, (8, 4, 3, 3)), rnd(rng, 8)
+    p = bn_params(rng, 8)
+    n = bn(conv(X, W, B, pad=1), **p)
+    out.append(Case(
+        "16_bn_is_graph_output_relu",
+        [helper.make_node("Conv", ["X", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+         bn_node("c", "N", "bn"), helper.make_node("Relu", ["N"], ["Y"])],
+        {"X": X}, ["N", "Y"], {"W": W, "B": B, **bn_inits(p, "bn")},
+        {FUSED_CONV: 0, "Conv": 1, "BatchNormalization": 0, "Relu": 1},
+        {"N": n, "Y": relu(n)}))
+
+    # 17. Conv1d + Add const [M,1] -> Relu; grouped Conv (group 2), batch 2, + const [M,1,1]
+    X, W, B, K = (rnd(rng, (2, 4, 11)), weights(rng, (6, 4, 3)), rnd(rng, 6),
+                  rnd(rng, (6, 1)))
+    out.append(Case(
+        "17a_conv1d_add_const[M,1]_relu",
+        [helper.make_node("Conv", ["X", "W", "B"], ["c"], pads=[1, 1]),
+         helper.make_node("Add", ["c", "K"], ["s"]), helper.make_node("Relu", ["s"], ["Y"])],
+        {"X": X}, ["Y"], {"W": W, "B": B, "K": K},
+        {FUSED_CONV: 1, "Conv": 0, "Add": 0, "Relu": 0},
+        {"Y": relu(conv(X, W, B, pad=1) + K)}))
+    X, W, K = rnd(rng, (2, 8, 6, 6)), weights(rng, (8, 4, 3, 3)), rnd(rng, (8, 1, 1))
+    out.append(Case(
+        "17b_grouped_conv_add_const_relu",
+        [helper.make_node("Conv", ["X", "W"], ["c"], pads=[1, 1, 1, 1], group=2),
+         helper.make_node("Add", ["K", "c"], ["s"]), helper.make_node("Relu", ["s"], ["Y"])],
+        {"X": X}, ["Y"], {"W": W, "K": K}, {FUSED_CONV: 1, "Conv": 0, "Add": 0, "Relu": 0},
+        {"Y": relu(conv(X, W, None, pad=1, group=2) + K)}))
+    # a constant of the output's full shape: a residual, not a bias
+    X, W = rnd(rng, (1, 4, 5, 5)), weights(rng, (8, 4, 3, 3))
+    Kf = rnd(rng, (1, 8, 5, 5))
+    out.append(Case(
+        "17c_conv_add_const_fullshape_relu",
+        [helper.make_node("Conv", ["X", "W"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Add", ["c", "K"], ["s"]), helper.make_node("Relu", ["s"], ["Y"])],
+        {"X": X}, ["Y"], {"W": W, "K": Kf}, {FUSED_CONV: 1, "Conv": 0, "Add": 0, "Relu": 0},
+        {"Y": relu(conv(X, W, None, pad=1) + Kf)}))
+    # depthwise with channel multiplier 2 (group = C, M = 2C) -> BN -> Relu
+    X, W = rnd(rng, (1, 4, 7, 7)), weights(rng, (8, 1, 3, 3))
+    p = bn_params(rng, 8)
+    out.append(Case(
+        "17d_depthwise_mult2_bn_relu",
+        [helper.make_node("Conv", ["X", "W"], ["c"], pads=[1, 1, 1, 1], group=4),
+         bn_node("c", "n", "bn"), helper.make_node("Relu", ["n"], ["Y"])],
+        {"X": X}, ["Y"], {"W": W, **bn_inits(p, "bn")},
+        {FUSED_CONV: 1, "Conv": 0, "BatchNormalization": 0, "Relu": 0},
+        {"Y": relu(bn(conv(X, W, None, pad=1, group=4), **p))}))
+
+    # 18. Clip at opset 11 with only max; MatMul in double with a double bias
+    X, W, B = rnd(rng, (1, 4, 6, 6)), weights(rng, (8, 4, 3, 3), gain=3), rnd(rng, 8)
+    out.append(Case(
+        "18a_conv_clip_opset11_max_only",
+        [helper.make_node("Conv", ["X", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Clip", ["c", "", "hi"], ["Y"])],
+        {"X": X}, ["Y"], {"W": W, "B": B, "hi": np.array(0.5, np.float32)},
+        {FUSED_CONV: 1, "Conv": 0, "Clip": 0}, {"Y": np.minimum(conv(X, W, B, pad=1), 0.5)},
+        opset=11))
+    Ad, Bd, bd = (rnd(rng, (3, 16), np.float64), weights(rng, (16, 8), np.float64),
+                  rnd(rng, 8, np.float64))
+    out.append(Case(
+        "18b_double_matmul_add_const[8]_relu",
+        [helper.make_node("MatMul", ["A", "Bm"], ["p"]),
+         helper.make_node("Add", ["p", "bias"], ["s"]), helper.make_node("Relu", ["s"], ["Y"])],
+        {"A": Ad}, ["Y"], {"Bm": Bd, "bias": bd}, {FUSED_MM: 1, "MatMul": 0, "Add": 0, "Relu": 0},
+        {"Y": relu(mm(Ad, Bd) + bd)}, dtype=F64))
+
+    # 19. MatMul edges: vector . vector (a scalar) + bias [8]; batched B (not one matrix)
+    a, b, bias = rnd(rng, 16), rnd(rng, 16), rnd(rng, 8)
+    out.append(Case(
+        "19a_matmul_dot_add_const[8]_relu",
+        [helper.make_node("MatMul", ["a", "b"], ["p"]),
+         helper.make_node("Add", ["p", "bias"], ["s"]), helper.make_node("Relu", ["s"], ["Y"])],
+        {"a": a, "b": b}, ["Y"], {"bias": bias}, {FUSED_MM: 1, "MatMul": 0, "Add": 0, "Relu": 0},
+        {"Y": relu(mm(a, b) + bias)}))
+    A3, B3, bias = rnd(rng, (2, 5, 16)), rnd(rng, (2, 16, 8)), rnd(rng, 8)
+    out.append(Case(
+        "19b_matmul_batchedB_add_const[8]_clip",
+        [helper.make_node("MatMul", ["A", "B"], ["p"]),
+         helper.make_node("Add", ["p", "bias"], ["s"]),
+         helper.make_node("Clip", ["s", "lo", "hi"], ["Y"])],
+        {"A": A3, "B": B3}, ["Y"],
+        {"bias": bias, "lo": np.array(-1, np.float32), "hi": np.array(1.5, np.float32)},
+        {FUSED_MM: 1, "MatMul": 0, "Add": 0, "Clip": 0},
+        {"Y": clip(mm(A3, B3) + bias, -1, 1.5)}))
+    # Gemm with a scalar C; Gemm without C
+    Cs = rnd(rng, 1)
+    out.append(Case(
+        "19c_gemm_C[1]_relu",
+        [helper.make_node("Gemm", ["A", "B", "C"], ["g"], transB=1),
+         helper.make_node("Relu", ["g"], ["Y"])],
+        {"A": Ag}, ["Y"], {"B": Bg, "C": Cs}, {FUSED_GEMM: 1, "Gemm": 0, "Relu": 0},
+        {"Y": relu(mm(Ag, Bg.T) + Cs)}))
+    out.append(Case(
+        "19d_gemm_noC_relu",
+        [helper.make_node("Gemm", ["A", "B"], ["g"], transB=1),
+         helper.make_node("Relu", ["g"], ["Y"])],
+        {"A": Ag}, ["Y"], {"B": Bg}, {FUSED_GEMM: 1, "Gemm": 0, "Relu": 0},
+        {"Y": relu(mm(Ag, Bg.T))}))
+
+    # 20. Conv3d -> BN -> Relu; a dead node is removed
+    X, W, B = rnd(rng, (1, 2, 4, 5, 4)), weights(rng, (4, 2, 3, 3, 3)), rnd(rng, 4)
+    p = bn_params(rng, 4)
+    out.append(Case(
+        "20a_conv3d_bn_relu_and_dead_node",
+        [helper.make_node("Conv", ["X", "W", "B"], ["c"], pads=[1] * 6),
+         bn_node("c", "n", "bn"), helper.make_node("Relu", ["n"], ["Y"]),
+         helper.make_node("Sigmoid", ["X"], ["unused"])],
+        {"X": X}, ["Y"], {"W": W, "B": B, **bn_inits(p, "bn")},
+        {FUSED_CONV: 1, "Conv": 0, "BatchNormalization": 0, "Relu": 0, "Sigmoid": 0},
+        {"Y": relu(bn(conv(X, W, B, pad=1), **p))}))
+
+    # 21. A subgraph (If) reads the Conv's output by name: no fusion of that edge
+    X, W, B = rnd(rng, (1, 4, 5, 5)), weights(rng, (8, 4, 3, 3)), rnd(rng, 8)
+    c = conv(X, W, B, pad=1)
+    def branch(name, op):
+        return helper.make_graph(
+            [helper.make_node(op, ["c"], ["r_" + name])], name, [],
+            [helper.make_tensor_value_info("r_" + name, F32, [1, 8, 5, 5])])
+    out.append(Case(
+        "21_conv_read_by_if_subgraph_relu",
+        [helper.make_node("Conv", ["X", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["Y"]),
+         helper.make_node("If", ["cond"], ["R"], then_branch=branch("then", "Neg"),
+                          else_branch=branch("else", "Identity"))],
+        {"X": X, "cond": np.array(True)}, ["Y", "R"], {"W": W, "B": B},
+        no_fusion("Conv", "Relu", "If"), {"Y": relu(c), "R": -c}))
+    return out
+
+
+# ---- running and checking ---------------------------------------------------------------
+
+def compare(got, want, rel_tol, abs_tol=None):
+    """(rel L2, problem or None): shapes, NaN positions, relative L2, max |diff|."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if got.shape != want.shape:
+        return float("nan"), "shape %s, expected %s" % (list(got.shape), list(want.shape))
+    gn, wn = np.isnan(got), np.isnan(want)
+    if (gn != wn).any():
+        where = np.argwhere(gn != wn)[:4].tolist()
+        return float("nan"), "NaN positions differ (%d NaN vs %d expected; first at %s)" % (
+            gn.sum(), wn.sum(), where)
+    g, w = got[~wn], want[~wn]
+    den = np.linalg.norm(w)
+    rel = float(np.linalg.norm(g - w) / (den if den > 0 else 1.0))
+    if not rel <= rel_tol:
+        return rel, "relative L2 %.3g > %.0e" % (rel, rel_tol)
+    if abs_tol is not None and g.size:
+        lim = abs_tol * (1 + np.abs(w).max())
+        mad = float(np.abs(g - w).max())
+        if not mad <= lim:
+            return rel, "max |diff| %.3g > %.3g" % (mad, lim)
+    return rel, None
+
+
+def first_diff(got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    if got.shape != want.shape:
+        return ""
+    d = np.abs(np.nan_to_num(got - want, nan=np.inf))
+    d[np.isnan(got) & np.isnan(want)] = 0
+    i = np.unravel_index(np.argmax(d), d.shape)
+    return " (worst at %s: got %r, expected %r)" % (list(i), got[i].item(), want[i].item())
+
+
+def run(exe, model, inputs, outdir, optimize):
+    cmd = [exe, "run", model, "-o", outdir] + [a for n, p in inputs for a in ("-i", f"{n}={p}")]
+    if not optimize:
+        cmd.append("--no-optimize")
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError("%s failed (exit %d):\n%s%s" % (" ".join(cmd), r.returncode,
+                                                            r.stdout, r.stderr))
+
+
+def op_counts(exe, model):
+    r = subprocess.run([exe, "info", model], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise RuntimeError("onnxexec info %s failed (exit %d): %s" % (model, r.returncode,
+                                                                      r.stderr))
+    counts, in_nodes = {}, False
+    for line in r.stdout.splitlines():
+        if line.startswith("nodes:"):
+            in_nodes = True
+            continue
+        m = re.match(r"^\s+(\d+)\s+(\S+)\s*$", line)
+        if in_nodes and m:
+            counts[m.group(2)] = int(m.group(1))
+        elif in_nodes and line and not line[0].isspace():
+            in_nodes = False
+    return counts
+
+
+def check(exe, case, work):
+    """Returns (summary, [problems])."""
+    d = os.path.join(work, case.name)
+    os.makedirs(d, exist_ok=True)
+    model = os.path.join(d, "model.onnx")
+    onnx.save(case.model(), model)
+    inputs = []
+    for n, a in case.inputs.items():
+        p = os.path.join(d, "in_%s.npy" % n)
+        np.save(p, a)
+        inputs.append((n, p))
+    outs = {}
+    for opt in (True, False):
+        od = os.path.join(d, "opt" if opt else "noopt")
+        run(exe, model, inputs, od, opt)
+        outs[opt] = {n: np.load(os.path.join(od, n + ".npy")) for n in case.outputs}
+    f16 = case.dtype == F16
+    tol_same, tol_abs, tol_oracle = (1e-3, 1e-3, 1e-3) if f16 else (1e-6, 1e-5, 1e-5)
+    problems, rels_same, rels_oracle = [], [], []
+    want_dt = NP_OF[case.dtype]
+    for n in case.outputs:
+        o, u = outs[True][n], outs[False][n]
+        for tag, arr in (("optimized", o), ("unoptimized", u)):
+            if arr.dtype != want_dt:
+                problems.append("%s output %s is %s, expected %s" % (tag, n, arr.dtype,
+                                                                     np.dtype(want_dt)))
+        rel, why = compare(o, u, tol_same, tol_abs)
+        rels_same.append(rel)
+        if why:
+            problems.append("output %s: optimized vs --no-optimize: %s%s" % (
+                n, why, first_diff(o, u)))
+        if n in case.oracle:
+            rel, why = compare(u, case.oracle[n], tol_oracle)
+            rels_oracle.append(rel)
+            if why:
+                problems.append("output %s: --no-optimize vs oracle: %s%s" % (
+                    n, why, first_diff(u, case.oracle[n])))
+            rel, why = compare(o, case.oracle[n], tol_oracle)
+            if why:
+                problems.append("output %s: optimized vs oracle: %s%s" % (
+                    n, why, first_diff(o, case.oracle[n])))
+        else:
+            problems.append("output %s: no oracle" % n)
+    counts = op_counts(exe, model)
+    for op, want in case.expect.items():
+        if counts.get(op, 0) != want:
+            problems.append("optimized graph has %d %s, expected %d (ops: %s)" % (
+                counts.get(op, 0), op, want, counts))
+    fused = " ".join("%s=%d" % (k.split(".")[-1], v) for k, v in sorted(counts.items()))
+    summary = "opt/noopt relL2 %-9s oracle relL2 %-9s ops: %s" % (
+        "%.2e" % max(rels_same), "%.2e" % max(rels_oracle) if rels_oracle else "-", fused)
+    return summary, problems
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--onnxexec", required=True)
+    ap.add_argument("--keep", help="write the models and outputs here (kept)")
+    ap.add_argument("-k", help="only the cases whose name contains this")
+    args = ap.parse_args()
+    tmp = None
+    if args.keep:
+        work = args.keep
+        os.makedirs(work, exist_ok=True)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="ox_optimize_")
+        work = tmp.name
+    failed = []
+    all_cases = [c for c in cases() if not args.k or args.k in c.name]
+    width = max(len(c.name) for c in all_cases)
+    for c in all_cases:
+        try:
+            summary, problems = check(args.onnxexec, c, work)
+        except Exception as e:  # a crash or an unreadable output: this case fails
+            summary, problems = "error", [str(e).strip()]
+        verdict = "FAIL" if problems else "ok"
+        print("%-4s %-*s %s" % (verdict, width, c.name, summary), flush=True)
+        for p in problems:
+            print("       " + p.replace("\n", "\n       "), flush=True)
+        if problems:
+            failed.append(c.name)
+    if tmp:
+        tmp.cleanup()
+    if failed:
+        print("\n%d of %d cases FAILED: %s" % (len(failed), len(all_cases), ", ".join(failed)))
+        if not args.keep:
+            print("(rerun with --keep DIR to keep the models and outputs)")
+        return 1
+    print("\nall %d cases passed" % len(all_cases))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
