@@ -44,10 +44,17 @@ static bool is_graph_input(const struct ox_graph *g, int v) {
     return false;
 }
 
-/* Constant data the pass may read: an initializer that no caller can override. */
+/* Constant data the pass may read: an initializer that no caller can override, or the
+ * tensor of a Constant node. */
 static const ox_tensor *const_of(const struct opt *o, int v) {
-    if (v < 0 || !o->g->values[v].init || is_graph_input(o->g, v)) return NULL;
-    return o->g->values[v].init;
+    if (v < 0 || is_graph_input(o->g, v)) return NULL;
+    const struct ox_value *val = &o->g->values[v];
+    if (val->init) return val->init;
+    if (val->producer < 0 || o->dead[val->producer]) return NULL;
+    const struct ox_node *n = &o->g->nodes[val->producer];
+    if (n->domain[0] || strcmp(n->op_type, "Constant") != 0 || n->n_attrs != 1) return NULL;
+    const struct ox_attr *a = ox_node_attr(n, "value");
+    return a && a->type == OX_ATTR_TENSOR ? a->t : NULL;
 }
 
 static const ox_tensor *const_float(const struct opt *o, int v) {

@@ -498,6 +498,65 @@ static void conv_cols_piece(void *arg, int64_t b, int64_t e, int tid) {
     if (p1 > p0) conv_unit(j, j->unit, p0, p1, j->scratch + tid * j->slot);
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_DEPTHWISE_AVX512 1
+
+/* One channel of a 2-D depthwise convolution, 16 outputs of a row at a time: each tap is a
+ * masked load (stride 1), two loads and a permute (stride 2) or a gather, the lanes whose
+ * tap falls in the padding masked to zero; then bias, residual and clamp, and one masked
+ * store. */
+__attribute__((target("avx512f"))) static void depthwise2d_avx512(const float *x, const float *w,
+                                                                  float *y, const struct geom *g,
+                                                                  float bias, const float *z,
+                                                                  float lo, float hi) {
+    int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1], KH = g->k[0];
+    int64_t KW = g->k[1], SH = g->s[0], SW = g->s[1], DH = g->d[0], DW = g->d[1];
+    int64_t PT = g->pb[0], PL = g->pb[1];
+    __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    __m512i step = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)SW));
+    __m512i wv = _mm512_set1_epi32((int)W), sixteen = _mm512_set1_epi32(16);
+    __m512i even = _mm512_add_epi32(lane, lane);
+    __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), vb = _mm512_set1_ps(bias);
+    for (int64_t oh = 0; oh < OH; oh++) {
+        for (int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
+            __mmask16 mo = OW - ow0 >= 16 ? 0xFFFF : (__mmask16)((1u << (OW - ow0)) - 1);
+            __m512 acc = _mm512_setzero_ps();
+            for (int64_t kh = 0; kh < KH; kh++) {
+                int64_t ih = oh * SH - PT + kh * DH;
+                if (ih < 0 || ih >= H) continue;
+                const float *xr = x + ih * W;
+                for (int64_t kw = 0; kw < KW; kw++) {
+                    int64_t iw = ow0 * SW - PL + kw * DW;
+                    __m512i iwv = _mm512_add_epi32(step, _mm512_set1_epi32((int)iw));
+                    __mmask16 m = _mm512_cmplt_epu32_mask(iwv, wv) & mo;
+                    if (!m) continue;
+                    __m512 v;
+                    if (SW == 1) {
+                        v = _mm512_maskz_loadu_ps(m, xr + iw);
+                    } else if (SW == 2) {
+                        __m512i pos = _mm512_add_epi32(lane, _mm512_set1_epi32((int)iw));
+                        __mmask16 ma = _mm512_cmplt_epu32_mask(pos, wv);
+                        __mmask16 mb = _mm512_cmplt_epu32_mask(_mm512_add_epi32(pos, sixteen), wv);
+                        v = _mm512_maskz_permutex2var_ps(m, _mm512_maskz_loadu_ps(ma, xr + iw),
+                                                         even,
+                                                         _mm512_maskz_loadu_ps(mb, xr + iw + 16));
+                    } else {
+                        v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, iwv, xr, 4);
+                    }
+                    acc = _mm512_fmadd_ps(_mm512_set1_ps(w[kh * KW + kw]), v, acc);
+                }
+            }
+            float *yr = y + oh * OW + ow0;
+            acc = _mm512_add_ps(acc, vb);
+            if (z) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(mo, z + oh * OW + ow0));
+            acc = _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc)); /* NaN kept; lo > hi: hi */
+            _mm512_mask_storeu_ps(yr, mo, acc);
+        }
+    }
+}
+#endif
+
 static void depthwise_piece(void *arg, int64_t b, int64_t e, int tid) {
     (void)tid;
     const struct conv_job *j = arg;
@@ -505,6 +564,14 @@ static void depthwise_piece(void *arg, int64_t b, int64_t e, int tid) {
     for (int64_t ch = b; ch < e; ch++) { /* ch = image * C + channel */
         int64_t c = ch % j->C;
         float *y = j->y + ch * g->out_size;
+#ifdef HAVE_DEPTHWISE_AVX512
+        if (g->nsp == 2 && g->in_size < INT32_MAX / 2 && ox_sgemm_is_fast()) {
+            depthwise2d_avx512(j->x + ch * g->in_size, j->w + c * g->k_size, y, g,
+                               j->b ? j->b[c] : 0.0f, j->z ? j->z + ch * g->out_size : NULL, j->lo,
+                               j->hi);
+            continue;
+        }
+#endif
         depthwise_float(j->x + ch * g->in_size, j->w + c * g->k_size, y, g);
         float bv = j->b ? j->b[c] : 0.0f, lo = j->lo, hi = j->hi;
         const float *z = j->z ? j->z + ch * g->out_size : NULL;
@@ -564,7 +631,6 @@ struct patch_src {
 };
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
 
 /* 2-D patches for columns [j0, j1) (one block, at most 32 output positions): the block is
  * cut into runs along output rows; for each patch row (channel, kh, kw) a run is one
