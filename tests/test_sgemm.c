@@ -4,7 +4,8 @@
  * packed GEMM and its epilogue agree with a float64 loop on random shapes that cover
  * every edge (rows past the 8-row panels, columns past the 32-column blocks, K past the
  * 256-row blocks, K = 0, transposed operands), and give the same bits on 1, 2 and 3
- * threads and with B packed ahead.
+ * threads and with B packed ahead; the vectorized exp is within 2 ulp of float64's and
+ * softmax rows agree with float64.
  *
  *     test_sgemm     # exit status 0 when all pass
  */
@@ -239,11 +240,56 @@ static void test_split_sgemm(void) {
     ox_pool_free(pool);
 }
 
+/* ---- vectorized exp and softmax (kernels/cpu/vecmath.c) against float64 ------------------ */
+
+static double ulps(float got, double want) {
+    if (isnan(want)) return isnan(got) ? 0 : 1e9;
+    if (isinf(want)) return got == (float)want ? 0 : 1e9;
+    float w = (float)want;
+    double ulp = fabs((double)nextafterf(w, INFINITY) - (double)w);
+    if (ulp == 0 || w == 0) ulp = 1.4e-45;
+    return fabs((double)got - want) / ulp;
+}
+
+static void test_vecmath(void) {
+    enum { N = 4099 };
+    static float x[N], y[N];
+    for (int i = 0; i < N; i++) x[i] = -110.0f + 200.0f * (float)i / N; /* past both ends */
+    x[0] = -INFINITY, x[1] = INFINITY, x[2] = NAN, x[3] = 0, x[4] = -0.0f, x[5] = 88.7f;
+    x[6] = -87.5f, x[7] = -100.0f; /* subnormal results */
+    ox_exp_floats(x, y, N);
+    double worst = 0;
+    int at = 0;
+    for (int i = 0; i < N; i++) {
+        double want = exp((double)x[i]), u = ulps(y[i], want);
+        if (want < 1.2e-38 && !isnan(want)) u = fabs(y[i] - want) / 1.4e-45 > 2 ? 1e9 : 0;
+        if (u > worst) worst = u, at = i;
+    }
+    CHECK(worst <= 2, "exp(%g) = %g, exp in float64 %g: %.3g ulp", x[at], y[at], exp(x[at]), worst);
+    /* softmax rows of several lengths (tails of the 16-lane loop), with large values */
+    for (int n = 1; n <= 70; n += 3) {
+        float r[70], o[70];
+        double mx = -INFINITY, sum = 0;
+        for (int i = 0; i < n; i++) r[i] = frand() * 30 + 50, mx = r[i] > mx ? r[i] : mx;
+        for (int i = 0; i < n; i++) sum += exp((double)r[i] - mx);
+        ox_softmax_row(r, o, n);
+        double e = 0;
+        for (int i = 0; i < n; i++) {
+            /* float's x - max rounds: a relative error up to |x - max| 2^-24 is inherent */
+            double d = fabs(o[i] - exp((double)r[i] - mx) / sum) / (exp((double)r[i] - mx) / sum);
+            d /= 1 + fabs((double)r[i] - mx) * 0x1p-24 / 1e-6;
+            e = d > e ? d : e;
+        }
+        CHECK(e < 1e-6, "softmax of %d values: relative error %g", n, e);
+    }
+}
+
 int main(int argc, char **argv) {
     (void)argc, (void)argv;
     srand(7);
     test_pool();
     test_packed_gemm();
     test_split_sgemm();
+    test_vecmath();
     return harness_finish();
 }

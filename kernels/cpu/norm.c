@@ -299,11 +299,29 @@ ox_status ox_nn_infer_softmax(struct ox_infer_ctx *ctx, const struct ox_node *n,
     return OX_OK;
 }
 
-static ox_status softmax_run(const struct ox_node *n, const ox_tensor *x, ox_tensor *y, int kind) {
+struct softmax_rows {
+    const float *x;
+    float *y;
+    int64_t len;
+};
+
+static void softmax_rows_piece(void *arg, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const struct softmax_rows *j = arg;
+    for (int64_t o = b; o < e; o++) ox_softmax_row(j->x + o * j->len, j->y + o * j->len, j->len);
+}
+
+static ox_status softmax_run(struct ox_pool *pool, const struct ox_node *n, const ox_tensor *x,
+                             ox_tensor *y, int kind) {
     int64_t outer, len, inner;
     ox_status s = sm_split(n, x, &outer, &len, &inner);
     if (s) return s;
     bool f32 = x->dtype == OX_FLOAT;
+    if (f32 && inner == 1 && kind == SM_SOFT) { /* rows of the last axis, over the pool */
+        struct softmax_rows j = {x->data, y->data, len};
+        ox_parallel_for(pool, outer, softmax_rows_piece, &j);
+        return OX_OK;
+    }
     for (int64_t o = 0; o < outer; o++)
         for (int64_t in = 0; in < inner; in++) {
             int64_t base = o * len * inner + in;
@@ -343,20 +361,17 @@ static ox_status softmax_run(const struct ox_node *n, const ox_tensor *x, ox_ten
 
 ox_status ox_nn_cpu_softmax(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                             const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
-    return softmax_run(n, in[0], out[0], SM_SOFT);
+    return softmax_run(ctx->pool, n, in[0], out[0], SM_SOFT);
 }
 
 ox_status ox_nn_cpu_logsoftmax(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                                const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
-    return softmax_run(n, in[0], out[0], SM_LOG);
+    return softmax_run(ctx->pool, n, in[0], out[0], SM_LOG);
 }
 
 ox_status ox_nn_cpu_hardmax(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                             const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
-    return softmax_run(n, in[0], out[0], SM_HARD);
+    return softmax_run(ctx->pool, n, in[0], out[0], SM_HARD);
 }
 
 /* ---- Dropout --------------------------------------------------------------------------- */
