@@ -364,7 +364,13 @@ UN_FLT(acosh, OT_SAME, acosh(x))
 UN_FLT(atanh, OT_SAME, atanh(x))
 UN_FLT(erf, OT_SAME, erf(x))
 UN_FLT(tanh, OT_SAME, tanh(x))
-UN_FLT(sigmoid, OT_SAME, x >= 0 ? (T)1 / ((T)1 + exp(-x)) : exp(x) / ((T)1 + exp(x)))
+UN_ROW(sigmoid_f64, double, double, double, x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)))
+/* float rows: vectorized (kernels/cpu/vecmath.c) */
+static void sigmoid_f32(const void *const *x_, const int64_t *s_, void *y_, int64_t n,
+                        const struct ew_par *p) {
+    (void)s_, (void)p;
+    ox_sigmoid_floats(x_[0], y_, n);
+}
 UN_FLT(softplus, OT_SAME, SOFTPLUS(x))
 UN_FLT(softsign, OT_SAME, x / ((T)1 + fabs(x)))
 UN_FLT(mish, OT_SAME, tanh(SOFTPLUS(x)) * x)
@@ -607,6 +613,7 @@ struct ew_job {
     ew_fn fn;
     bool convert; /* narrow float inputs/outputs go through float chunks */
     const struct ew_par *p;
+    struct ox_pool *pool; /* large outputs are split over it (NULL: serial) */
 };
 
 static void narrow_to_f32(ox_dtype dt, const void *src, float *dst, int64_t n) {
@@ -656,50 +663,95 @@ static void ew_call(const struct ew_job *j, const void *const *x, const int64_t 
 /* Runs j->fn over j->out's shape, each input broadcast to it. Adjacent dims merge when every
  * input's strides allow, so the inner row is as long as possible and every input's stride in
  * it is 0 or 1; the outer dims advance with an odometer once per row. */
+#define EW_PAR_MIN   32768 /* outputs smaller than this run on one thread */
+#define EW_PAR_CHUNK 16384 /* elements per piece when the output is one long row */
+
+/* The loop of ew_run, with the dims merged: rows of `inner` elements, every input's stride
+ * in a row 0 or 1, the outer dims advanced by an odometer. */
+struct ew_loop {
+    const struct ew_job *j;
+    int cr;
+    int64_t cd[OX_MAX_RANK], cs[EW_MAX_IN][OX_MAX_RANK], inner, rows, is[EW_MAX_IN];
+    size_t esz[EW_MAX_IN], osz;
+};
+
+/* Rows [b, e) (or, for one long row, chunks [b, e) of it). */
+static void ew_range(void *arg, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const struct ew_loop *L = arg;
+    const struct ew_job *j = L->j;
+    int n_in = j->n_in, cr = L->cr;
+    const void *x[EW_MAX_IN];
+    if (L->rows == 1) {
+        for (int64_t c = b; c < e; c++) {
+            int64_t s0 = c * EW_PAR_CHUNK,
+                    len = L->inner - s0 < EW_PAR_CHUNK ? L->inner - s0 : EW_PAR_CHUNK;
+            for (int k = 0; k < n_in; k++)
+                x[k] = (const char *)j->in[k]->data + (size_t)(s0 * L->is[k]) * L->esz[k];
+            ew_call(j, x, L->is, (char *)j->out->data + (size_t)s0 * L->osz, len);
+        }
+        return;
+    }
+    int64_t off[EW_MAX_IN] = {0}, idx[OX_MAX_RANK] = {0}, rem = b;
+    for (int d = cr - 2; d >= 0; d--) {
+        idx[d] = rem % L->cd[d];
+        rem /= L->cd[d];
+        for (int k = 0; k < n_in; k++) off[k] += idx[d] * L->cs[k][d];
+    }
+    for (int64_t row = b; row < e; row++) {
+        for (int k = 0; k < n_in; k++)
+            x[k] = (const char *)j->in[k]->data + (size_t)off[k] * L->esz[k];
+        ew_call(j, x, L->is, (char *)j->out->data + (size_t)(row * L->inner) * L->osz, L->inner);
+        for (int d = cr - 2; d >= 0; d--) {
+            for (int k = 0; k < n_in; k++) off[k] += L->cs[k][d];
+            if (++idx[d] < L->cd[d]) break;
+            for (int k = 0; k < n_in; k++) off[k] -= L->cs[k][d] * L->cd[d];
+            idx[d] = 0;
+        }
+    }
+}
+
 static void ew_run(const struct ew_job *j) {
     const ox_tensor *o = j->out;
     int r = o->rank, n_in = j->n_in;
     int64_t numel = ox_tensor_numel(o);
     if (numel <= 0) return;
-    int64_t st[EW_MAX_IN][OX_MAX_RANK], cd[OX_MAX_RANK], cs[EW_MAX_IN][OX_MAX_RANK];
+    struct ew_loop L = {.j = j};
+    int64_t st[EW_MAX_IN][OX_MAX_RANK];
     for (int k = 0; k < n_in; k++) ox_broadcast_strides(j->in[k], r, o->dims, st[k]);
     int cr = 0;
     for (int d = 0; d < r; d++) {
         if (o->dims[d] == 1) continue;
         bool merge = cr > 0;
         for (int k = 0; k < n_in && merge; k++)
-            if (cs[k][cr - 1] != st[k][d] * o->dims[d]) merge = false;
+            if (L.cs[k][cr - 1] != st[k][d] * o->dims[d]) merge = false;
         if (merge) {
-            cd[cr - 1] *= o->dims[d];
+            L.cd[cr - 1] *= o->dims[d];
         } else {
-            cd[cr] = o->dims[d];
+            L.cd[cr] = o->dims[d];
             cr++;
         }
-        for (int k = 0; k < n_in; k++) cs[k][cr - 1] = st[k][d];
+        for (int k = 0; k < n_in; k++) L.cs[k][cr - 1] = st[k][d];
     }
     if (cr == 0) {
-        cd[0] = 1;
-        for (int k = 0; k < n_in; k++) cs[k][0] = 0;
+        L.cd[0] = 1;
+        for (int k = 0; k < n_in; k++) L.cs[k][0] = 0;
         cr = 1;
     }
-    int64_t inner = cd[cr - 1], is[EW_MAX_IN], off[EW_MAX_IN] = {0}, idx[OX_MAX_RANK] = {0};
-    size_t esz[EW_MAX_IN], osz = ox_dtype_size(o->dtype);
+    L.cr = cr;
+    L.inner = L.cd[cr - 1];
+    L.rows = numel / L.inner;
+    L.osz = ox_dtype_size(o->dtype);
     for (int k = 0; k < n_in; k++) {
-        is[k] = cs[k][cr - 1] != 0;
-        esz[k] = ox_dtype_size(j->in[k]->dtype);
+        L.is[k] = L.cs[k][cr - 1] != 0;
+        L.esz[k] = ox_dtype_size(j->in[k]->dtype);
     }
-    for (int64_t ooff = 0; ooff < numel; ooff += inner) {
-        const void *x[EW_MAX_IN];
-        for (int k = 0; k < n_in; k++)
-            x[k] = (const char *)j->in[k]->data + (size_t)off[k] * esz[k];
-        ew_call(j, x, is, (char *)o->data + (size_t)ooff * osz, inner);
-        for (int d = cr - 2; d >= 0; d--) {
-            for (int k = 0; k < n_in; k++) off[k] += cs[k][d];
-            if (++idx[d] < cd[d]) break;
-            for (int k = 0; k < n_in; k++) off[k] -= cs[k][d] * cd[d];
-            idx[d] = 0;
-        }
+    if (numel < EW_PAR_MIN || ox_pool_size(j->pool) == 1) {
+        ew_range(&L, 0, L.rows == 1 ? (L.inner + EW_PAR_CHUNK - 1) / EW_PAR_CHUNK : L.rows, 0);
+        return;
     }
+    ox_parallel_for(j->pool, L.rows == 1 ? (L.inner + EW_PAR_CHUNK - 1) / EW_PAR_CHUNK : L.rows,
+                    ew_range, &L);
 }
 
 static bool job_needs_convert(const struct ew_job *j) {
@@ -773,15 +825,17 @@ static ox_status unary_infer(const struct ox_node *n, const ox_tensor *const *in
     return OX_OK;
 }
 
-static ox_status unary_run(const struct ox_node *n, const ox_tensor *const *in,
-                           ox_tensor *const *out, ew_pick pick, ew_parfn parfn) {
+static ox_status unary_run(struct ox_pool *pool, const struct ox_node *n,
+                           const ox_tensor *const *in, ox_tensor *const *out, ew_pick pick,
+                           ew_parfn parfn) {
     const ox_tensor *x;
     struct ew_par p;
     ox_status st;
     if ((st = need_in(n, in, 0, &x)) || (st = need_out(n, out))) return st;
     if ((st = parfn(n, in, &p))) return st;
     p.dt[0] = x->dtype;
-    struct ew_job j = {.n_in = 1, .in = {x}, .out = out[0], .fn = pick(n, x->dtype), .p = &p};
+    struct ew_job j = {
+        .n_in = 1, .in = {x}, .out = out[0], .fn = pick(n, x->dtype), .p = &p, .pool = pool};
     return run_job(n, &j, true);
 }
 
@@ -829,8 +883,9 @@ static ox_status binary_infer(const struct ox_node *n, const ox_tensor *const *i
     return OX_OK;
 }
 
-static ox_status binary_run(const struct ox_node *n, const ox_tensor *const *in,
-                            ox_tensor *const *out, ew_pick pick, ew_parfn parfn) {
+static ox_status binary_run(struct ox_pool *pool, const struct ox_node *n,
+                            const ox_tensor *const *in, ox_tensor *const *out, ew_pick pick,
+                            ew_parfn parfn) {
     const ox_tensor *a, *b;
     ox_tensor bv;
     struct ew_par p;
@@ -840,7 +895,8 @@ static ox_status binary_run(const struct ox_node *n, const ox_tensor *const *in,
     if ((st = legacy_view(n, a, b, &bv)) || (st = parfn(n, in, &p))) return st;
     p.dt[0] = a->dtype;
     p.dt[1] = b->dtype;
-    struct ew_job j = {.n_in = 2, .in = {a, &bv}, .out = out[0], .fn = pick(n, a->dtype), .p = &p};
+    struct ew_job j = {
+        .n_in = 2, .in = {a, &bv}, .out = out[0], .fn = pick(n, a->dtype), .p = &p, .pool = pool};
     return run_job(n, &j, true);
 }
 
@@ -850,8 +906,7 @@ static ox_status binary_run(const struct ox_node *n, const ox_tensor *const *in,
         return unary_infer(n, in, out, name##_pick, parfn, to_bool);                               \
     }                                                                                              \
     EW_CPU(name) {                                                                                 \
-        (void)ctx;                                                                                 \
-        return unary_run(n, in, out, name##_pick, parfn);                                          \
+        return unary_run(ctx->pool, n, in, out, name##_pick, parfn);                               \
     }
 
 #define BINARY_OP(name, parfn, to_bool)                                                            \
@@ -860,8 +915,7 @@ static ox_status binary_run(const struct ox_node *n, const ox_tensor *const *in,
         return binary_infer(n, in, out, name##_pick, parfn, to_bool);                              \
     }                                                                                              \
     EW_CPU(name) {                                                                                 \
-        (void)ctx;                                                                                 \
-        return binary_run(n, in, out, name##_pick, parfn);                                         \
+        return binary_run(ctx->pool, n, in, out, name##_pick, parfn);                              \
     }
 
 /* ---- attribute parameters -------------------------------------------------------------- */
@@ -1040,7 +1094,7 @@ EW_INFER(clip) {
 
 EW_CPU(clip) {
     (void)ctx;
-    return unary_run(n, in, out, clip_pick, par_clip);
+    return unary_run(ctx->pool, n, in, out, clip_pick, par_clip);
 }
 
 /* ---- binary ops ------------------------------------------------------------------------ */

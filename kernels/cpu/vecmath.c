@@ -2,6 +2,7 @@
  * the CPU has it (chosen at run time), the C library's expf otherwise.
  *
  *     ox_softmax_row(x, y, n);   // y = exp(x - max) / sum, n floats
+ *     ox_sigmoid_floats(x, y, n); // y = 1 / (1 + exp(-x))
  *
  * exp: x = k ln2 + r with |r| <= ln2/2, e^r by its Taylor polynomial to degree 7 (error
  * below 1e-8 relative, under the rounding of the float steps), scaled by 2^k with
@@ -57,6 +58,15 @@ __attribute__((target("avx512f"))) static void softmax_row_avx512(const float *x
     }
 }
 
+__attribute__((target("avx512f"))) static void sigmoid_avx512(const float *x, float *y, int64_t n) {
+    __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask(n - i);
+        __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(m, x + i)));
+        _mm512_mask_storeu_ps(y + i, m, _mm512_div_ps(one, _mm512_add_ps(one, e)));
+    }
+}
+
 __attribute__((target("avx512f"))) static void exp_avx512(const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 m = tail_mask(n - i);
@@ -87,4 +97,17 @@ void ox_exp_floats(const float *x, float *y, int64_t n) {
     }
 #endif
     for (int64_t j = 0; j < n; j++) y[j] = expf(x[j]);
+}
+
+void ox_sigmoid_floats(const float *x, float *y, int64_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (ox_sgemm_is_fast()) {
+        sigmoid_avx512(x, y, n);
+        return;
+    }
+#endif
+    for (int64_t j = 0; j < n; j++) {
+        float v = x[j];
+        y[j] = v >= 0 ? 1.0f / (1.0f + expf(-v)) : expf(v) / (1.0f + expf(v));
+    }
 }
