@@ -258,54 +258,20 @@ static bool check_op(const struct ox_graph *g, const struct ox_node *n, ox_statu
     return false;
 }
 
-/* Offsets for arena values: largest first, each at the best-fitting gap among the values
- * already placed whose lifetimes overlap its own. */
-static ox_status assign_offsets(struct ox_plan *p, const int *first, const int *last) {
-    const struct ox_graph *g = p->graph;
-    int n = 0;
-    int *ids = malloc(sizeof(int) * (size_t)(g->n_values ? g->n_values : 1));
-    size_t *size = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof(size_t));
-    int *placed = malloc(sizeof(int) * (size_t)(g->n_values ? g->n_values : 1));
-    if (!ids || !size || !placed) {
-        free(ids), free(size), free(placed);
-        return ox_err(OX_E_NOMEM, "out of memory planning");
-    }
-    for (int v = 0; v < g->n_values; v++) {
-        if (p->slot[v] != OX_SLOT_ARENA) continue;
-        size_t b;
-        if (!ox_tensor_bytes(p->vals[v].dtype, p->vals[v].rank, p->vals[v].dims, &b)) {
-            free(ids), free(size), free(placed);
-            return ox_err(OX_E_NOMEM, "value '%s': size overflows", g->values[v].name);
-        }
-        size[v] = align_up(b ? b : 1);
-        ids[n++] = v;
-        p->sum_bytes += size[v];
-    }
-    /* sort ids by size, descending (insertion sort is fine for graph sizes) */
-    for (int i = 1; i < n; i++) {
-        int v = ids[i], j = i - 1;
-        while (j >= 0 && size[ids[j]] < size[v]) {
-            ids[j + 1] = ids[j];
-            j--;
-        }
-        ids[j + 1] = v;
-    }
-    int n_placed = 0;
-    int *conf = malloc(sizeof(int) * (size_t)(n ? n : 1));
-    if (!conf) {
-        free(ids), free(size), free(placed);
-        return ox_err(OX_E_NOMEM, "out of memory planning");
-    }
+/* Place values in the order given, each at the best-fitting gap among the values already
+ * placed whose lifetimes overlap its own; returns the arena size, offsets in off[]. */
+static size_t place_in_order(const int *order, int n, const size_t *size, const int *first,
+                             const int *last, size_t *off, int *placed, int *conf) {
+    size_t arena = 0;
     for (int i = 0; i < n; i++) {
-        int v = ids[i], nc = 0;
-        for (int j = 0; j < n_placed; j++) {
+        int v = order[i], nc = 0;
+        for (int j = 0; j < i; j++) {
             int u = placed[j];
             if (first[u] <= last[v] && first[v] <= last[u]) conf[nc++] = u;
         }
-        /* conflicts sorted by offset */
-        for (int a = 1; a < nc; a++) {
+        for (int a = 1; a < nc; a++) { /* conflicts sorted by offset */
             int u = conf[a], b = a - 1;
-            while (b >= 0 && p->offset[conf[b]] > p->offset[u]) {
+            while (b >= 0 && off[conf[b]] > off[u]) {
                 conf[b + 1] = conf[b];
                 b--;
             }
@@ -314,29 +280,88 @@ static ox_status assign_offsets(struct ox_plan *p, const int *first, const int *
         size_t best = SIZE_MAX, best_gap = SIZE_MAX, cur = 0;
         for (int a = 0; a < nc; a++) {
             int u = conf[a];
-            if (p->offset[u] > cur) {
-                size_t gap = p->offset[u] - cur;
+            if (off[u] > cur) {
+                size_t gap = off[u] - cur;
                 if (gap >= size[v] && gap < best_gap) best = cur, best_gap = gap;
             }
-            if (p->offset[u] + size[u] > cur) cur = p->offset[u] + size[u];
+            if (off[u] + size[u] > cur) cur = off[u] + size[u];
         }
         if (best == SIZE_MAX) best = cur;
-        p->offset[v] = best;
-        if (best + size[v] > p->arena_bytes) p->arena_bytes = best + size[v];
-        placed[n_placed++] = v;
+        off[v] = best;
+        if (best + size[v] > arena) arena = best + size[v];
+        placed[i] = v;
     }
-    /* the lower bound: most bytes alive at one step */
+    return arena;
+}
+
+/* Sort ids by key, descending, ties by id (insertion sort: graph sizes). */
+static void sort_desc(int *ids, int n, const double *key) {
+    for (int i = 1; i < n; i++) {
+        int v = ids[i], j = i - 1;
+        while (j >= 0 && (key[ids[j]] < key[v] || (key[ids[j]] == key[v] && ids[j] > v))) {
+            ids[j + 1] = ids[j];
+            j--;
+        }
+        ids[j + 1] = v;
+    }
+}
+
+/* Offsets for arena values: best fit in three orders (largest first; largest lifetime x
+ * size first; earliest first, larger first among equals), the smallest arena kept. The
+ * lower bound is the most bytes alive at one step. */
+static ox_status assign_offsets(struct ox_plan *p, const int *first, const int *last) {
+    const struct ox_graph *g = p->graph;
+    size_t nv = (size_t)(g->n_values ? g->n_values : 1);
+    int n = 0;
+    int *ids = malloc(sizeof(int) * nv), *placed = malloc(sizeof(int) * nv);
+    int *conf = malloc(sizeof(int) * nv);
+    size_t *size = calloc(nv, sizeof(size_t)), *off = calloc(nv, sizeof(size_t));
+    double *key = calloc(nv, sizeof(double));
+    ox_status st = OX_OK;
+    if (!ids || !size || !placed || !conf || !off || !key) {
+        st = ox_err(OX_E_NOMEM, "out of memory planning");
+        goto done;
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        if (p->slot[v] != OX_SLOT_ARENA) continue;
+        size_t b;
+        if (!ox_tensor_bytes(p->vals[v].dtype, p->vals[v].rank, p->vals[v].dims, &b)) {
+            st = ox_err(OX_E_NOMEM, "value '%s': size overflows", g->values[v].name);
+            goto done;
+        }
+        size[v] = align_up(b ? b : 1);
+        ids[n++] = v;
+        p->sum_bytes += size[v];
+    }
+    p->arena_bytes = SIZE_MAX;
+    for (int order = 0; order < 3; order++) {
+        for (int i = 0; i < n; i++) {
+            int v = ids[i];
+            double sz = (double)size[v], len = (double)(last[v] - first[v] + 1);
+            key[v] = order == 0 ? sz : order == 1 ? sz * len : -(double)first[v] + sz * 1e-18;
+        }
+        sort_desc(ids, n, key);
+        size_t arena = place_in_order(ids, n, size, first, last, off, placed, conf);
+        if (arena < p->arena_bytes) {
+            p->arena_bytes = arena;
+            for (int i = 0; i < n; i++) p->offset[ids[i]] = off[ids[i]];
+        }
+    }
+    if (n == 0) p->arena_bytes = 0;
     for (int s = 0; s <= p->n_steps; s++) {
         size_t live = 0;
         for (int i = 0; i < n; i++)
             if (first[ids[i]] <= s && s <= last[ids[i]]) live += size[ids[i]];
         if (live > p->peak_bytes) p->peak_bytes = live;
     }
+done:
     free(conf);
     free(ids);
     free(size);
     free(placed);
-    return OX_OK;
+    free(off);
+    free(key);
+    return st;
 }
 
 static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *inputs,

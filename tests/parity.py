@@ -2,15 +2,19 @@
 """Model parity: onnxexec against PyTorch's own outputs.
 
 Exports torchvision resnet18, mobilenet_v2 and a transformer encoder with
-models/export_parity.py (Debian python3-torch, fixed seeds), runs each through
+models/export_parity.py, and the BERT-like encoder of models/export_bench.py (Debian
+python3-torch, fixed seeds), runs each through
 `onnxexec run`, and requires a relative L2 error <= 1e-4 against PyTorch's outputs.
 Then runs the shipped Fashion-MNIST CNN on its 1000 test images and compares the
 logits with PyTorch's (models/fashion_mnist_cnn.expected.npy) and the predicted
-labels with the true ones.
+labels with the true ones. Each model's memory plan must also be within 1.1x of its
+lower bound (`onnxexec bench --json`: arena bytes vs the most bytes alive at once), at
+batch 1 and 4.
 
     parity.py --onnxexec build/onnxexec --work build/models --source .
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -55,16 +59,20 @@ def main():
     os.makedirs(args.work, exist_ok=True)
 
     script = os.path.join(args.source, "models", "export_parity.py")
+    bench_script = os.path.join(args.source, "models", "export_bench.py")
     stamp = os.path.join(args.work, ".stamp")
-    mtime = str(os.path.getmtime(script))
+    mtime = str(os.path.getmtime(script)) + " " + str(os.path.getmtime(bench_script))
     if not os.path.exists(stamp) or open(stamp).read() != mtime:
         subprocess.run([sys.executable, script, args.work], check=True)
+        # the issue-4 BERT-like encoder (4 layers, d 256, sequence 128) at batch 2
+        subprocess.run([sys.executable, bench_script, args.work, "--only", "bert_encoder",
+                        "--batches", "2"], check=True)
         with open(stamp, "w") as f:
             f.write(mtime)
 
     failures = 0
     print(f"{'model':24} {'output':10} {'rel L2':>10} {'max abs':>10}  verdict")
-    for name in ("resnet18", "mobilenet_v2", "transformer_encoder"):
+    for name in ("resnet18", "mobilenet_v2", "transformer_encoder", "bert_encoder_b2"):
         case = os.path.join(args.work, name)
         ds = os.path.join(case, "test_data_set_0")
         inputs = []
@@ -95,6 +103,21 @@ def main():
                 print(f"{name:24} {oname:10} {e:10.2e} {np.abs(got - want).max():10.2e}  "
                       f"{'ok' if ok else 'FAIL'}")
             j += 1
+        for batch in (1, 4):  # the planner: arena within 1.1x of the lower bound
+            cmd = [args.onnxexec, "bench", os.path.join(case, "model.onnx"), "--runs", "1",
+                   "--batch", str(batch), "--json"]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            try:
+                js = json.loads(r.stdout)
+                ratio = js["arena_bytes"] / max(js["lower_bound_bytes"], 1)
+            except (ValueError, KeyError) as e:
+                print(f"{name:24} bench --json failed: {e}: {r.stdout}{r.stderr}")
+                failures += 1
+                continue
+            ok = ratio <= 1.1
+            failures += not ok
+            print(f"{name:24} {'arena':10} {ratio:10.3f} {'x lower bound, batch %d' % batch:>24}  "
+                  f"{'ok' if ok else 'FAIL'}")
 
     # The shipped model: PyTorch's logits and the true labels.
     mdir = os.path.join(args.source, "models")
