@@ -1334,6 +1334,11 @@ static ox_status import(const char *file, const uint8_t *buf, size_t len, const 
                 break;
             }
     }
+#ifdef MADV_PAGEOUT
+    /* parsing touched every page of the file: let the weights go back to the page cache
+     * until a kernel reads them (most are read once, to be packed) */
+    if (map && im.borrowed_from_map) (void)madvise((void *)map, map_len, MADV_PAGEOUT);
+#endif
     *out = im.root;
     return OX_OK;
 }

@@ -148,6 +148,10 @@ struct ox_op {
  * first run calls fill(dst, arg) to fill it, under a lock; every run gets the same data
  * back. NULL when the plan gave none (a dynamic node, or folding at plan time). */
 #define OX_PREPARED_HEADER 64
+/* Once a kernel has prepared its copy of constant data: let the system reclaim the pages
+ * of the original where it can do so without loss (those mapped from the model file are
+ * read again from it if anything needs them; other memory stays). */
+void ox_release_pages(const void *p, size_t n);
 void *ox_kernel_prepared(struct ox_kernel_ctx *ctx, void (*fill)(void *dst, void *arg), void *arg);
 /* For OX_OP_ALLOCATES kernels: allocate t's data (zeroed) for the dtype and shape set in t;
  * the executor frees it. */

@@ -1,6 +1,9 @@
 /* Helpers shared by infer functions and kernels (declared in kernels/op.h). */
 #include "kernels/op.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <stdio.h>
 
 ox_status ox_node_err(const struct ox_node *n, ox_status code, const char *fmt, ...) {
@@ -632,7 +635,7 @@ ox_status ox_fused_post(const struct ox_node *n, const ox_tensor *src, const ox_
         double v = f32 ? ((const float *)src->data)[so] : ox_get_f64(src, so);
         if (z) v += f32 ? ((const float *)z->data)[zo] : ox_get_f64(z, zo);
         if (f32) {
-            float f = (float)v; /* float + float rounds once, as Add does */
+            float f = (float)v;  /* float + float rounds once, as Add does */
             f = f < lo ? lo : f; /* then hi: with lo > hi, hi everywhere (Clip) */
             ((float *)y->data)[i] = f > hi ? hi : f;
         } else {
@@ -652,4 +655,14 @@ ox_status ox_fused_post(const struct ox_node *n, const ox_tensor *src, const ox_
         }
     }
     return OX_OK;
+}
+
+void ox_release_pages(const void *p, size_t n) {
+#ifdef MADV_PAGEOUT
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + page - 1) / page * page, b = ((uintptr_t)p + n) / page * page;
+    if (b > a) (void)madvise((void *)a, b - a, MADV_PAGEOUT); /* a hint: errors change nothing */
+#else
+    (void)p, (void)n;
+#endif
 }

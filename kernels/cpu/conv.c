@@ -719,6 +719,7 @@ static void pack_conv_weights(void *dst, void *arg) {
     for (int64_t gr = 0; gr < f->group; gr++)
         ox_sgemm_pack_a(f->w + gr * f->mg * f->kdim, f->kdim, false, f->mg, f->kdim,
                         (float *)dst + gr * per);
+    ox_release_pages(f->w, sizeof(float) * (size_t)(f->M * f->kdim));
 }
 
 static void fast_conv_unit(const struct conv_job *f, int64_t u, struct ox_pool *pool) {

@@ -20,6 +20,7 @@ static void pack_b_prepared(void *dst, void *arg) {
     struct ox_gemm_b b = {
         .pack = ox_gemm_b_pack_matrix, .data = f->B, .ld = f->ldb, .trans = f->tb};
     ox_sgemm_pack_b(&b, f->K, f->N, dst);
+    ox_release_pages(f->B, sizeof(float) * (size_t)(f->K * f->N));
 }
 
 static void fast_mm_run(struct ox_kernel_ctx *ctx, const struct fast_mm *f, float *Y,
