@@ -7,11 +7,11 @@
  *   the Conv's weights and bias (computed in double, rounded once).
  * - A Conv, a Gemm or a MatMul whose output feeds only one node is fused with what
  *   follows, in this order: a bias (MatMul: Add of a constant vector over the last axis),
- *   a residual Add (Conv: any tensor added to its output), and an activation (Relu, or Clip
- *   with constant bounds). The fused node is an op of onnxexec's own domain,
- *   "ai.onnxexec" FusedConv / FusedGemm / FusedMatMul, with the original op's inputs and
- *   attributes plus an input Z (the residual or the bias) and the attributes "activation"
- *   ("Relu", "Clip" or "") and "activation_params" ([lo, hi] for Clip). The kernels apply
+ *   a residual Add (Conv: any tensor added to its output), and an activation (Relu, Clip
+ *   with constant bounds, or SiLU exported as Sigmoid and Mul). The fused node is an op of
+ * onnxexec's own domain, "ai.onnxexec" FusedConv / FusedGemm / FusedMatMul, with the original op's
+ * inputs and attributes plus an input Z (the residual or the bias) and the attributes "activation"
+ *   ("Relu", "Clip", "Silu" or "") and "activation_params" ([lo, hi] for Clip). The kernels apply
  *   all of it in the GEMM's epilogue, while the output block is still in registers.
  * - Nodes whose outputs nothing reads (and that have no side effects: every op here) are
  *   removed; so are initializers that nothing reads any more.
@@ -217,6 +217,27 @@ static bool activation_of(struct opt *o, const struct ox_node *n, int v, float *
     return true;
 }
 
+/* SiLU as exported: Sigmoid(v) and Mul(v, that) (either order), the only readers of v,
+ * the Mul the only reader of the Sigmoid. */
+static bool silu_of(struct opt *o, int v, struct ox_node **sig, struct ox_node **mul) {
+    if (v < 0 || o->uses[v] != 2) return false;
+    struct ox_graph *g = o->g;
+    *sig = *mul = NULL;
+    for (int i = g->values[v].producer + 1; i < g->n_nodes; i++) {
+        struct ox_node *n = &g->nodes[i];
+        if (o->dead[i] || n->n_inputs < 1) continue;
+        if (is_op(n, "Sigmoid") && n->n_inputs == 1 && n->inputs[0] == v) *sig = n;
+    }
+    if (!*sig || (*sig)->n_outputs != 1) return false;
+    struct ox_node *m = only_reader(o, (*sig)->outputs[0]);
+    if (!is_op(m, "Mul") || m->n_inputs != 2) return false;
+    int s = (*sig)->outputs[0];
+    if (!((m->inputs[0] == v && m->inputs[1] == s) || (m->inputs[0] == s && m->inputs[1] == v)))
+        return false;
+    *mul = m;
+    return true;
+}
+
 /* The Add reading v whose other operand is z (not v itself), or NULL. */
 static struct ox_node *add_of(struct opt *o, int v, int *z) {
     struct ox_node *n = only_reader(o, v);
@@ -257,7 +278,7 @@ static ox_status fuse(struct opt *o, struct ox_node *n) {
     bool conv = is_op(n, "Conv"), gemm = is_op(n, "Gemm"), mm = is_op(n, "MatMul");
     if (!(conv || gemm || mm) || n->n_outputs != 1) return OX_OK;
     int out = n->outputs[0], z = -1, n_dead = 0;
-    struct ox_node *dead[2];
+    struct ox_node *dead[3];
     /* MatMul + Add of a constant vector: the bias; Conv + Add: the residual */
     int zz;
     struct ox_node *add = add_of(o, out, &zz);
@@ -274,12 +295,17 @@ static ox_status fuse(struct opt *o, struct ox_node *n) {
         dead[n_dead++] = add;
     }
     float lo = -INFINITY, hi = INFINITY;
-    struct ox_node *act = only_reader(o, out);
+    struct ox_node *act = only_reader(o, out), *sig, *mul;
+    const char *act_name = "";
     if (act && activation_of(o, act, out, &lo, &hi)) {
+        act_name = is_op(act, "Relu") ? "Relu" : "Clip";
         out = act->outputs[0];
         dead[n_dead++] = act;
-    } else {
-        act = NULL;
+    } else if (silu_of(o, out, &sig, &mul)) {
+        act_name = "Silu";
+        out = mul->outputs[0];
+        dead[n_dead++] = sig;
+        dead[n_dead++] = mul; /* the last of the chain */
     }
     if (!n_dead) return OX_OK;
     /* inputs: the op's own (Conv X, W, B; Gemm A, B, C; MatMul A, B), then Z */
@@ -292,7 +318,6 @@ static ox_status fuse(struct opt *o, struct ox_node *n) {
     if (folded_bias >= 0) ins[2] = folded_bias;
     ins[base] = z;
     memcpy(attrs, n->attrs, sizeof *attrs * (size_t)n->n_attrs);
-    const char *act_name = !act ? "" : is_op(act, "Relu") ? "Relu" : "Clip";
     attrs[n->n_attrs] = (struct ox_attr){
         .name = "activation", .type = OX_ATTR_STRING, .s = act_name, .s_len = strlen(act_name)};
     params[0] = lo, params[1] = hi;

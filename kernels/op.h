@@ -87,6 +87,7 @@ struct ox_epilogue {
     const float *residual; /* + residual[i * ld_residual + j], or NULL */
     int64_t ld_residual;
     float lo, hi; /* then clamp to [lo, hi] (-INFINITY, INFINITY: none) */
+    bool silu;    /* then x * sigmoid(x) (SiLU, Swish) */
 };
 /* A source of B: pack rows [k0, k1) and columns [j0, j1) (at most OX_GEMM_NR) into dst,
  * k-major with row stride OX_GEMM_NR, columns past j1 zero. */
@@ -267,21 +268,23 @@ void ox_sigmoid_floats(const float *x, float *y, int64_t n);
  * output (Add's rule); when that makes the output larger, the base op's output is put in
  * scratch ahead of the base op's own scratch. ox_fused_split, in the kernel: true when so,
  * with tmp the base op's output there and base_ctx the context to run the base op in.
- * ox_fused_post: y = clamp(src + z, lo, hi), both broadcast to y, any float type, src may
- * be y. */
+ * ox_fused_post: y = clamp(src + z, lo, hi) (silu: (src + z) sigmoid(src + z)), both
+ * broadcast to y, any float type, src may be y. */
 #define OX_DOMAIN_ONNXEXEC "ai.onnxexec"
 static inline bool ox_same_shape(const ox_tensor *a, const ox_tensor *b) {
     return a->dtype == b->dtype && a->rank == b->rank &&
            !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
 }
 void ox_fused_clamp(const struct ox_node *n, float *lo, float *hi);
+/* True when the fused op's activation is Silu: x * sigmoid(x) (the clamp is then none). */
+bool ox_fused_silu(const struct ox_node *n);
 ox_status ox_fused_infer(struct ox_infer_ctx *ctx, const struct ox_node *n, const ox_tensor *z,
                          ox_tensor *out);
 bool ox_fused_split(struct ox_kernel_ctx *ctx, const struct ox_node *n, const ox_tensor *const *in,
                     const ox_tensor *z, ox_infer_fn base_infer, ox_tensor *tmp,
                     struct ox_kernel_ctx *base_ctx);
 ox_status ox_fused_post(const struct ox_node *n, const ox_tensor *src, const ox_tensor *z,
-                        ox_tensor *y, float lo, float hi);
+                        ox_tensor *y, float lo, float hi, bool silu);
 
 /* Generic element access through double (slow path for rare types; exact for ints up to
  * 2^53). float16 and bfloat16 convert through float; the float8 types, float8e8m0 and

@@ -572,6 +572,10 @@ void ox_fused_clamp(const struct ox_node *n, float *lo, float *hi) {
     }
 }
 
+bool ox_fused_silu(const struct ox_node *n) {
+    return strcmp(ox_attr_str(n, "activation", ""), "Silu") == 0;
+}
+
 static size_t round64(size_t b) {
     return (b + 63) / 64 * 64;
 }
@@ -579,8 +583,9 @@ static size_t round64(size_t b) {
 ox_status ox_fused_infer(struct ox_infer_ctx *ctx, const struct ox_node *n, const ox_tensor *z,
                          ox_tensor *out) {
     const char *act = ox_attr_str(n, "activation", "");
-    if (*act && strcmp(act, "Relu") != 0 && strcmp(act, "Clip") != 0)
-        return ox_node_err(n, OX_E_INVALID, "activation '%s': expected Relu, Clip or none", act);
+    if (*act && strcmp(act, "Relu") != 0 && strcmp(act, "Clip") != 0 && strcmp(act, "Silu") != 0)
+        return ox_node_err(n, OX_E_INVALID, "activation '%s': expected Relu, Clip, Silu or none",
+                           act);
     if (!z) return OX_OK;
     if (z->dtype != out->dtype)
         return ox_node_err(n, OX_E_INVALID, "Z is %s, the output %s", ox_dtype_name(z->dtype),
@@ -622,7 +627,7 @@ bool ox_fused_split(struct ox_kernel_ctx *ctx, const struct ox_node *n, const ox
 }
 
 ox_status ox_fused_post(const struct ox_node *n, const ox_tensor *src, const ox_tensor *z,
-                        ox_tensor *y, float lo, float hi) {
+                        ox_tensor *y, float lo, float hi, bool silu) {
     int64_t total = ox_tensor_numel(y);
     int64_t ss[OX_MAX_RANK], zs[OX_MAX_RANK], idx[OX_MAX_RANK] = {0};
     ox_broadcast_strides(src, y->rank, y->dims, ss);
@@ -635,15 +640,25 @@ ox_status ox_fused_post(const struct ox_node *n, const ox_tensor *src, const ox_
         double v = f32 ? ((const float *)src->data)[so] : ox_get_f64(src, so);
         if (z) v += f32 ? ((const float *)z->data)[zo] : ox_get_f64(z, zo);
         if (f32) {
-            float f = (float)v;  /* float + float rounds once, as Add does */
-            f = f < lo ? lo : f; /* then hi: with lo > hi, hi everywhere (Clip) */
-            ((float *)y->data)[i] = f > hi ? hi : f;
+            float f = (float)v; /* float + float rounds once, as Add does */
+            if (silu) {
+                f = f / (1.0f + expf(-f)); /* as Sigmoid then Mul: x * (1 / (1 + e^-x)) */
+            } else {
+                f = f < lo ? lo : f; /* then hi: with lo > hi, hi everywhere (Clip) */
+                f = f > hi ? hi : f;
+            }
+            ((float *)y->data)[i] = f;
         } else {
             /* round to the element type first, as the unfused Add would */
             ox_set_f64(y, i, v);
             v = ox_get_f64(y, i);
-            v = v < lo ? lo : v;
-            ox_set_f64(y, i, v > hi ? hi : v);
+            if (silu) {
+                v = v / (1.0 + exp(-v));
+            } else {
+                v = v < lo ? lo : v;
+                v = v > hi ? hi : v;
+            }
+            ox_set_f64(y, i, v);
         }
         for (int d = y->rank - 1; d >= 0; d--) {
             so += ss[d];

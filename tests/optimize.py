@@ -546,6 +546,49 @@ def cases():
                           else_branch=branch("else", "Identity"))],
         {"X": X, "cond": np.array(True)}, ["Y", "R"], {"W": W, "B": B},
         no_fusion("Conv", "Relu", "If"), {"Y": relu(c), "R": -c}))
+
+    # 22. SiLU as exported (Sigmoid, then Mul with the same input, either order) after Conv,
+    # depthwise Conv, MatMul + bias and Gemm; not when the Sigmoid is read elsewhere too
+    def silu(y):
+        return y / (1.0 + np.exp(-y))
+    X, W, B = rnd(rng, (1, 4, 6, 6), scale=3.0), weights(rng, (8, 4, 3, 3)), rnd(rng, 8)
+    c = conv(X, W, B, pad=1)
+    for order in (("c", "s"), ("s", "c")):
+        out.append(Case(
+            "22a_conv_silu_mul_%s_%s" % order,
+            [helper.make_node("Conv", ["X", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", list(order), ["Y"])],
+            {"X": X}, ["Y"], {"W": W, "B": B},
+            {FUSED_CONV: 1, "Conv": 0, "Sigmoid": 0, "Mul": 0}, {"Y": silu(c)}))
+    Wd = weights(rng, (4, 1, 3, 3))
+    cd = conv(X, Wd, None, stride=2, pad=1, group=4)
+    out.append(Case(
+        "22b_depthwise_silu",
+        [helper.make_node("Conv", ["X", "Wd"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2], group=4),
+         helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", ["c", "s"], ["Y"])],
+        {"X": X}, ["Y"], {"Wd": Wd}, {FUSED_CONV: 1, "Conv": 0, "Sigmoid": 0, "Mul": 0},
+        {"Y": silu(cd)}))
+    A3, Bm, bias = rnd(rng, (2, 5, 16), scale=2.0), weights(rng, (16, 8)), rnd(rng, 8)
+    out.append(Case(
+        "22c_matmul_bias_silu",
+        [helper.make_node("MatMul", ["A", "Bm"], ["p"]), helper.make_node("Add", ["p", "bias"], ["q"]),
+         helper.make_node("Sigmoid", ["q"], ["s"]), helper.make_node("Mul", ["s", "q"], ["Y"])],
+        {"A": A3}, ["Y"], {"Bm": Bm, "bias": bias},
+        {FUSED_MM: 1, "MatMul": 0, "Add": 0, "Sigmoid": 0, "Mul": 0},
+        {"Y": silu(mm(A3, Bm) + bias)}))
+    Ag, Bg, Cg = rnd(rng, (4, 16), scale=2.0), weights(rng, (8, 16)), rnd(rng, 8)
+    out.append(Case(
+        "22d_gemm_silu",
+        [helper.make_node("Gemm", ["A", "B", "C"], ["g"], transB=1),
+         helper.make_node("Sigmoid", ["g"], ["s"]), helper.make_node("Mul", ["g", "s"], ["Y"])],
+        {"A": Ag}, ["Y"], {"B": Bg, "C": Cg}, {FUSED_GEMM: 1, "Gemm": 0, "Sigmoid": 0, "Mul": 0},
+        {"Y": silu(mm(Ag, Bg.T) + Cg)}))
+    out.append(Case(
+        "22e_conv_sigmoid_also_output_no_silu",
+        [helper.make_node("Conv", ["X", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Sigmoid", ["c"], ["S"]), helper.make_node("Mul", ["c", "S"], ["Y"])],
+        {"X": X}, ["Y", "S"], {"W": W, "B": B}, no_fusion("Conv", "Sigmoid", "Mul"),
+        {"Y": silu(c), "S": 1.0 / (1.0 + np.exp(-c))}))
     return out
 
 

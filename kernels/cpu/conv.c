@@ -443,6 +443,7 @@ struct conv_job {
     const float *packed_w; /* packed GEMM: group panels, ox_sgemm_packed_a_floats(mg, kdim) */
     const float *z;        /* fused ops: a residual of y's shape, or NULL */
     float lo, hi;          /* fused ops: the activation's clamp */
+    bool silu;             /* fused ops: x * sigmoid(x) instead */
     bool epilogue_done;    /* z and the clamp were applied by the path taken */
 };
 
@@ -499,7 +500,7 @@ static void conv_cols_piece(void *arg, int64_t b, int64_t e, int tid) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "kernels/cpu/vecmath.h"
 #define HAVE_DEPTHWISE_AVX512 1
 
 /* One channel of a 2-D depthwise convolution, 16 outputs of a row at a time: each tap is a
@@ -509,7 +510,7 @@ static void conv_cols_piece(void *arg, int64_t b, int64_t e, int tid) {
 __attribute__((target("avx512f"))) static void depthwise2d_avx512(const float *x, const float *w,
                                                                   float *y, const struct geom *g,
                                                                   float bias, const float *z,
-                                                                  float lo, float hi) {
+                                                                  float lo, float hi, bool silu) {
     int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1], KH = g->k[0];
     int64_t KW = g->k[1], SH = g->s[0], SW = g->s[1], DH = g->d[0], DW = g->d[1];
     int64_t PT = g->pb[0], PL = g->pb[1];
@@ -550,7 +551,10 @@ __attribute__((target("avx512f"))) static void depthwise2d_avx512(const float *x
             float *yr = y + oh * OW + ow0;
             acc = _mm512_add_ps(acc, vb);
             if (z) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(mo, z + oh * OW + ow0));
-            acc = _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc)); /* NaN kept; lo > hi: hi */
+            if (silu)
+                acc = silu16(acc);
+            else
+                acc = _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc)); /* NaN kept; lo > hi: hi */
             _mm512_mask_storeu_ps(yr, mo, acc);
         }
     }
@@ -568,7 +572,7 @@ static void depthwise_piece(void *arg, int64_t b, int64_t e, int tid) {
         if (g->nsp == 2 && g->in_size < INT32_MAX / 2 && ox_sgemm_is_fast()) {
             depthwise2d_avx512(j->x + ch * g->in_size, j->w + c * g->k_size, y, g,
                                j->b ? j->b[c] : 0.0f, j->z ? j->z + ch * g->out_size : NULL, j->lo,
-                               j->hi);
+                               j->hi, j->silu);
             continue;
         }
 #endif
@@ -578,8 +582,12 @@ static void depthwise_piece(void *arg, int64_t b, int64_t e, int tid) {
         for (int64_t p = 0; p < g->out_size; p++) { /* bias, residual, clamp (NaN kept) */
             float v = y[p] + bv;
             if (z) v += z[p];
-            v = v < lo ? lo : v; /* then hi: with lo > hi, hi everywhere (Clip) */
-            y[p] = v > hi ? hi : v;
+            if (j->silu) {
+                y[p] = v / (1.0f + expf(-v));
+            } else {
+                v = v < lo ? lo : v; /* then hi: with lo > hi, hi everywhere (Clip) */
+                y[p] = v > hi ? hi : v;
+            }
         }
     }
 }
@@ -734,7 +742,8 @@ static void fast_conv_unit(const struct conv_job *f, int64_t u, struct ox_pool *
                              .residual = f->z ? f->z + yo : NULL,
                              .ld_residual = os,
                              .lo = f->lo,
-                             .hi = f->hi};
+                             .hi = f->hi,
+                             .silu = f->silu};
     ox_sgemm_packed(pool, f->packed_w + gr * ox_sgemm_packed_a_floats(f->mg, f->kdim), f->mg, os,
                     f->kdim, &b, f->y + yo, os, &ep, false);
 }
@@ -772,7 +781,7 @@ static void to_float(const ox_tensor *t, float *dst) {
  * epilogues where the path has one, in a pass over y after it otherwise. */
 static ox_status conv_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n, const ox_tensor *x,
                            const ox_tensor *w, const ox_tensor *b, ox_tensor *y, const ox_tensor *z,
-                           float lo, float hi) {
+                           float lo, float hi, bool silu) {
     struct geom g;
     int64_t group;
     ox_status st = conv_setup(n, x, w, &g, &group);
@@ -785,6 +794,7 @@ static ox_status conv_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n, c
         j.z = z ? z->data : NULL;
         j.lo = lo;
         j.hi = hi;
+        j.silu = silu;
         if (conv_is_fast(C / group, M / group))
             conv_float_fast(ctx, &j, N);
         else
@@ -806,13 +816,15 @@ static ox_status conv_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n, c
         uint16_t *yh = y->data;
         for (int64_t i = 0; i < ny; i++) yh[i] = ox_float_to_half(fy[i]);
     }
-    if (!done && (z || lo > -INFINITY || hi < INFINITY)) return ox_fused_post(n, y, z, y, lo, hi);
+    if (!done && (z || silu || lo > -INFINITY || hi < INFINITY))
+        return ox_fused_post(n, y, z, y, lo, hi, silu);
     return OX_OK;
 }
 
 ox_status ox_nn_cpu_conv(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                          const ox_tensor *const *in, ox_tensor *const *out) {
-    return conv_exec(ctx, n, in[0], in[1], ox_in(n, in, 2), out[0], NULL, -INFINITY, INFINITY);
+    return conv_exec(ctx, n, in[0], in[1], ox_in(n, in, 2), out[0], NULL, -INFINITY, INFINITY,
+                     false);
 }
 
 /* FusedConv (ai.onnxexec, made by graph/optimize.c): Conv's inputs and attributes, then Z
@@ -828,21 +840,22 @@ ox_status ox_nn_cpu_fused_conv(struct ox_kernel_ctx *ctx, const struct ox_node *
                                const ox_tensor *const *in, ox_tensor *const *out) {
     float lo, hi;
     ox_fused_clamp(n, &lo, &hi);
+    bool silu = ox_fused_silu(n);
     const ox_tensor *z = ox_in(n, in, 3);
     ox_tensor tmp;
     struct ox_kernel_ctx bc;
     if (!ox_fused_split(ctx, n, in, z, ox_nn_infer_conv, &tmp, &bc)) {
         if (!z || ox_same_shape(z, out[0]))
-            return conv_exec(ctx, n, in[0], in[1], ox_in(n, in, 2), out[0], z, lo, hi);
+            return conv_exec(ctx, n, in[0], in[1], ox_in(n, in, 2), out[0], z, lo, hi, silu);
         /* Z broadcasts into the output: added after, in one pass with the clamp */
-        ox_status st =
-            conv_exec(ctx, n, in[0], in[1], ox_in(n, in, 2), out[0], NULL, -INFINITY, INFINITY);
-        return st ? st : ox_fused_post(n, out[0], z, out[0], lo, hi);
+        ox_status st = conv_exec(ctx, n, in[0], in[1], ox_in(n, in, 2), out[0], NULL, -INFINITY,
+                                 INFINITY, false);
+        return st ? st : ox_fused_post(n, out[0], z, out[0], lo, hi, silu);
     }
     /* Z broadcasts the output to a larger shape: the conv goes to scratch first */
     ox_status st =
-        conv_exec(&bc, n, in[0], in[1], ox_in(n, in, 2), &tmp, NULL, -INFINITY, INFINITY);
-    return st ? st : ox_fused_post(n, &tmp, z, out[0], lo, hi);
+        conv_exec(&bc, n, in[0], in[1], ox_in(n, in, 2), &tmp, NULL, -INFINITY, INFINITY, false);
+    return st ? st : ox_fused_post(n, &tmp, z, out[0], lo, hi, silu);
 }
 
 /* ---- pooling --------------------------------------------------------------------------- */

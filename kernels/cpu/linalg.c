@@ -103,7 +103,7 @@ static void mm_batch_piece(void *arg, int64_t begin, int64_t end, int tid) {
  * clamp, in which case *done is set. */
 static ox_status matmul_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n, const ox_tensor *a,
                              const ox_tensor *b, ox_tensor *y, const ox_tensor *bias, float lo,
-                             float hi, bool *done) {
+                             float hi, bool silu, bool *done) {
     *done = false;
     struct ox_matmul_shape m;
     ox_status st = ox_matmul_shape(n, a, b, &m);
@@ -116,12 +116,12 @@ static ox_status matmul_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     }
     if (matmul_is_fast(&m, a->dtype)) {
         struct fast_mm f = {false, false, M * m.batch, N, K, K, N, a->data, b->data};
-        struct ox_epilogue ep = {.lo = lo, .hi = hi};
+        struct ox_epilogue ep = {.lo = lo, .hi = hi, .silu = silu};
         if (bias && bias->rank == 1 && bias->dims[0] == N && bias->dtype == OX_FLOAT &&
             y->rank >= 1 && y->dims[y->rank - 1] == N)
             ep.bias_col = bias->data;
         else if (bias)
-            ep.lo = -INFINITY, ep.hi = INFINITY; /* all of it after, in one pass */
+            ep.lo = -INFINITY, ep.hi = INFINITY, ep.silu = false; /* all of it after */
         fast_mm_run(ctx, &f, y->data, &ep, false);
         *done = !bias || ep.bias_col;
         return OX_OK;
@@ -241,7 +241,7 @@ static void gemm_fill_c(const ox_tensor *c, ox_tensor *y, int64_t M, int64_t N, 
 
 /* y = alpha op(a) op(b) + beta c; with the packed kernel also the clamp (*done set). */
 static ox_status gemm_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n,
-                           const ox_tensor *const *in, ox_tensor *y, float lo, float hi,
+                           const ox_tensor *const *in, ox_tensor *y, float lo, float hi, bool silu,
                            bool *done) {
     const ox_tensor *a = in[0], *b = in[1], *c = ox_in(n, in, 2);
     *done = false;
@@ -254,7 +254,7 @@ static ox_status gemm_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     bool has_c = c && beta != 0;
     if (gemm_is_fast(n, a->dtype, K)) {
         struct fast_mm f = {ta, tb, M, N, K, a->dims[1], b->dims[1], a->data, b->data};
-        struct ox_epilogue ep = {.lo = lo, .hi = hi};
+        struct ox_epilogue ep = {.lo = lo, .hi = hi, .silu = silu};
         bool load_c = false;
         *done = true;
         int64_t c0 = !has_c         ? 0
@@ -314,13 +314,13 @@ static ox_status gemm_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n,
 ox_status ox_nn_cpu_matmul(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                            const ox_tensor *const *in, ox_tensor *const *out) {
     bool done;
-    return matmul_exec(ctx, n, in[0], in[1], out[0], NULL, -INFINITY, INFINITY, &done);
+    return matmul_exec(ctx, n, in[0], in[1], out[0], NULL, -INFINITY, INFINITY, false, &done);
 }
 
 ox_status ox_nn_cpu_gemm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                          const ox_tensor *const *in, ox_tensor *const *out) {
     bool done;
-    return gemm_exec(ctx, n, in, out[0], -INFINITY, INFINITY, &done);
+    return gemm_exec(ctx, n, in, out[0], -INFINITY, INFINITY, false, &done);
 }
 
 /* FusedMatMul (ai.onnxexec, graph/optimize.c): A, B, then Z (the bias the Add added), then
@@ -335,15 +335,16 @@ ox_status ox_nn_cpu_fused_matmul(struct ox_kernel_ctx *ctx, const struct ox_node
                                  const ox_tensor *const *in, ox_tensor *const *out) {
     float lo, hi;
     ox_fused_clamp(n, &lo, &hi);
+    bool silu = ox_fused_silu(n);
     const ox_tensor *z = ox_in(n, in, 2);
     ox_tensor tmp;
     struct ox_kernel_ctx bc;
     bool done, split = ox_fused_split(ctx, n, in, z, ox_nn_infer_matmul, &tmp, &bc);
     ox_tensor *y = split ? &tmp : out[0];
     ox_status st = matmul_exec(&bc, n, in[0], in[1], y, split ? NULL : z, split ? -INFINITY : lo,
-                               split ? INFINITY : hi, &done);
+                               split ? INFINITY : hi, silu && !split, &done);
     if (st || (done && !split)) return st;
-    return ox_fused_post(n, y, z, out[0], lo, hi);
+    return ox_fused_post(n, y, z, out[0], lo, hi, silu);
 }
 
 ox_status ox_nn_infer_fused_gemm(struct ox_infer_ctx *ctx, const struct ox_node *n,
@@ -355,9 +356,9 @@ ox_status ox_nn_infer_fused_gemm(struct ox_infer_ctx *ctx, const struct ox_node 
 ox_status ox_nn_cpu_fused_gemm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                                const ox_tensor *const *in, ox_tensor *const *out) {
     float lo, hi;
-    bool done;
+    bool done, silu = ox_fused_silu(n);
     ox_fused_clamp(n, &lo, &hi);
-    ox_status st = gemm_exec(ctx, n, in, out[0], lo, hi, &done);
-    if (st || done || (lo == -INFINITY && hi == INFINITY)) return st;
-    return ox_fused_post(n, out[0], NULL, out[0], lo, hi);
+    ox_status st = gemm_exec(ctx, n, in, out[0], lo, hi, silu, &done);
+    if (st || done || (lo == -INFINITY && hi == INFINITY && !silu)) return st;
+    return ox_fused_post(n, out[0], NULL, out[0], lo, hi, silu);
 }

@@ -24,7 +24,7 @@
 #include <math.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "kernels/cpu/vecmath.h"
 #define HAVE_AVX512_PATH 1
 #endif
 
@@ -154,6 +154,10 @@ kernel_8x32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, i
                 c0[i] = _mm512_min_ps(hi, _mm512_max_ps(lo, c0[i]));
                 c1[i] = _mm512_min_ps(hi, _mm512_max_ps(lo, c1[i]));
             }
+            if (ep->silu) {
+                c0[i] = silu16(c0[i]);
+                c1[i] = silu16(c1[i]);
+            }
         }
     }
 #pragma GCC unroll 8
@@ -180,6 +184,7 @@ static void kernel_8x32(int64_t kc, const float *a, const float *b, float *c, in
                 if (ep->residual) acc += ep->residual[(row0 + i) * ep->ld_residual + col0 + j];
                 acc = acc < ep->lo ? ep->lo : acc;
                 acc = acc > ep->hi ? ep->hi : acc;
+                if (ep->silu) acc = acc / (1.0f + expf(-acc));
             }
             c[i * ldc + j] = acc;
         }

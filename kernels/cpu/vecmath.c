@@ -9,28 +9,10 @@
  * vscalefps, which also gives +inf on overflow and 0 (through the subnormals) on
  * underflow. NaN stays NaN. Measured against expf: within 2 ulp (tests/test_sgemm.c).
  */
-#include "kernels/op.h"
+#include "kernels/cpu/vecmath.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-
-__attribute__((target("avx512f"))) static inline __m512 exp16(__m512 x) {
-    /* beyond these, exp is 0 or +inf in float; max(c, x) keeps a NaN x */
-    x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
-    __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f), x); /* ln2, high bits */
-    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.428606765330187e-06f), r);    /* ln2, the rest */
-    __m512 p = _mm512_set1_ps(1.0f / 5040);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, k);
-}
 
 static inline __mmask16 tail_mask(int64_t left) {
     return left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1);

@@ -1,0 +1,37 @@
+/* AVX-512 helpers shared by kernels (kernels/cpu/vecmath.c says how exp is computed). Only
+ * for code compiled for or dispatched to AVX-512 (target("avx512f") functions). */
+#ifndef OX_KERNELS_CPU_VECMATH_H
+#define OX_KERNELS_CPU_VECMATH_H
+
+#include "kernels/op.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* e^x for 16 floats, within 2 ulp; +inf past 88.7, 0 below -104, NaN kept. */
+__attribute__((target("avx512f"))) static inline __m512 exp16(__m512 x) {
+    /* beyond these, exp is 0 or +inf in float; max(c, x) keeps a NaN x */
+    x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+    __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f), x); /* ln2, high bits */
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.428606765330187e-06f), r);    /* ln2, the rest */
+    __m512 p = _mm512_set1_ps(1.0f / 5040);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, k);
+}
+
+/* x * sigmoid(x) = x / (1 + e^-x), for 16 floats (SiLU, Swish). */
+__attribute__((target("avx512f"))) static inline __m512 silu16(__m512 x) {
+    __m512 one = _mm512_set1_ps(1.0f);
+    return _mm512_div_ps(x, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+#endif
+
+#endif
