@@ -523,10 +523,31 @@ __attribute__((target("avx512f"))) static void depthwise2d_avx512(const float *x
         for (int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
             __mmask16 mo = OW - ow0 >= 16 ? 0xFFFF : (__mmask16)((1u << (OW - ow0)) - 1);
             __m512 acc = _mm512_setzero_ps();
+            int64_t iw0 = ow0 * SW - PL;
+            /* every tap of all 16 lanes inside the row (for stride 2, both loads): plain
+             * loads, no masks */
+            bool inside =
+                mo == 0xFFFF && iw0 >= 0 && iw0 + 16 * SW - 1 + (KW - 1) * DW < W && SW <= 2;
             for (int64_t kh = 0; kh < KH; kh++) {
                 int64_t ih = oh * SH - PT + kh * DH;
                 if (ih < 0 || ih >= H) continue;
                 const float *xr = x + ih * W;
+                const float *wk = w + kh * KW;
+                if (inside && SW == 1) {
+                    for (int64_t kw = 0; kw < KW; kw++)
+                        acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[kw]),
+                                              _mm512_loadu_ps(xr + iw0 + kw * DW), acc);
+                    continue;
+                }
+                if (inside) { /* stride 2: the even lanes of two loads */
+                    for (int64_t kw = 0; kw < KW; kw++) {
+                        const float *p = xr + iw0 + kw * DW;
+                        __m512 v = _mm512_permutex2var_ps(_mm512_loadu_ps(p), even,
+                                                          _mm512_loadu_ps(p + 16));
+                        acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[kw]), v, acc);
+                    }
+                    continue;
+                }
                 for (int64_t kw = 0; kw < KW; kw++) {
                     int64_t iw = ow0 * SW - PL + kw * DW;
                     __m512i iwv = _mm512_add_epi32(step, _mm512_set1_epi32((int)iw));
