@@ -121,13 +121,17 @@ def conv_ref(x, w, stride, pads, dil, group):
 
 def depthwise_cases():
     """3x3 depthwise convolutions (the MobileNet kernel) at the edges of its fast path: strides
-    1 and 2, dilation 2, asymmetric pads, widths where no output is interior."""
+    1 and 2, dilation 2, asymmetric pads, widths where no output is interior, and wide rows
+    where 16 outputs in a row have every tap inside it."""
     rng = np.random.default_rng(7)
     for name, hw, stride, pads, dil in (("dw3x3_s1_p1", (7, 9), (1, 1), (1, 1, 1, 1), (1, 1)),
                                         ("dw3x3_s2_p1", (8, 11), (2, 2), (1, 1, 1, 1), (1, 1)),
                                         ("dw3x3_s2_asym", (9, 10), (2, 2), (0, 2, 1, 0), (1, 1)),
                                         ("dw3x3_dil2", (9, 9), (1, 1), (2, 2, 2, 2), (2, 2)),
-                                        ("dw3x3_narrow", (5, 2), (1, 1), (1, 1, 1, 1), (1, 1))):
+                                        ("dw3x3_narrow", (5, 2), (1, 1), (1, 1, 1, 1), (1, 1)),
+                                        # wide rows: 16-output chunks wholly inside the row
+                                        ("dw3x3_s1_wide", (3, 70), (1, 1), (1, 1, 1, 1), (1, 1)),
+                                        ("dw3x3_s2_wide", (4, 101), (2, 2), (1, 1, 1, 1), (1, 1))):
         c = 3
         x = rng.standard_normal((2, c, *hw)).astype(np.float32)
         w = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
