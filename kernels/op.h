@@ -105,6 +105,9 @@ void ox_gemm_b_pack_matrix(const struct ox_gemm_b *b, int64_t k0, int64_t k1, in
 bool ox_sgemm_is_fast(void);
 int64_t ox_sgemm_packed_a_floats(int64_t M, int64_t K);
 void ox_sgemm_pack_a(const float *A, int64_t lda, bool ta, int64_t M, int64_t K, float *dst);
+/* The same, the panels split over the pool. */
+void ox_sgemm_pack_a_pool(struct ox_pool *pool, const float *A, int64_t lda, bool ta, int64_t M,
+                          int64_t K, float *dst);
 /* All of B (K x N) packed ahead, for constant weights: column blocks of OX_GEMM_NR, each
  * K rows of OX_GEMM_NR floats. */
 int64_t ox_sgemm_packed_b_floats(int64_t K, int64_t N);

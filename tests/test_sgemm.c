@@ -195,6 +195,20 @@ static void test_packed_gemm(void) {
     for (int r = 0; r < 40; r++)
         check_product(irand(1, 70), irand(1, 150), irand(1, 600), irand(0, 1), irand(0, 1),
                       (int)irand(0, 63), pools);
+    /* packing A over the pool gives the same panels as packing it on one thread */
+    for (int r = 0; r < 6; r++) {
+        int64_t M = irand(1, 700), K = irand(1, 300);
+        bool ta = r & 1;
+        float *A = alloc_floats(M * K), *p1 = alloc_floats(ox_sgemm_packed_a_floats(M, K));
+        float *p2 = alloc_floats(ox_sgemm_packed_a_floats(M, K));
+        for (int64_t i = 0; i < M * K; i++) A[i] = frand();
+        ox_sgemm_pack_a(A, ta ? M : K, ta, M, K, p1);
+        ox_sgemm_pack_a_pool(pools[1], A, ta ? M : K, ta, M, K, p2);
+        CHECK(!memcmp(p1, p2, sizeof(float) * (size_t)ox_sgemm_packed_a_floats(M, K)),
+              "pack_a over 2 threads differs (M %lld K %lld ta %d)", (long long)M, (long long)K,
+              ta);
+        free(A), free(p1), free(p2);
+    }
     /* NaN passes Relu and Clip, as ONNX's max/min do */
     {
         float A[8] = {NAN}, ap[8 * 1], C[32];

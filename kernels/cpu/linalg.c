@@ -26,7 +26,7 @@ static void pack_b_prepared(void *dst, void *arg) {
 static void fast_mm_run(struct ox_kernel_ctx *ctx, const struct fast_mm *f, float *Y,
                         const struct ox_epilogue *ep, bool load_c) {
     float *ap = ctx->scratch;
-    ox_sgemm_pack_a(f->A, f->lda, f->ta, f->M, f->K, ap);
+    ox_sgemm_pack_a_pool(ctx->pool, f->A, f->lda, f->ta, f->M, f->K, ap);
     struct ox_gemm_b b = {
         .pack = ox_gemm_b_pack_matrix, .data = f->B, .ld = f->ldb, .trans = f->tb};
     b.packed = ox_kernel_prepared(ctx, pack_b_prepared, (void *)f);

@@ -68,6 +68,31 @@ void ox_sgemm_pack_a(const float *A, int64_t lda, bool ta, int64_t M, int64_t K,
     }
 }
 
+struct pack_a_job {
+    const float *A;
+    int64_t lda, M, K;
+    bool ta;
+    float *dst;
+};
+
+static void pack_a_piece(void *arg, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const struct pack_a_job *j = arg;
+    int64_t r0 = b * MR, r1 = e * MR < j->M ? e * MR : j->M;
+    ox_sgemm_pack_a(j->ta ? j->A + r0 : j->A + r0 * j->lda, j->lda, j->ta, r1 - r0, j->K,
+                    j->dst + r0 * j->K);
+}
+
+void ox_sgemm_pack_a_pool(struct ox_pool *pool, const float *A, int64_t lda, bool ta, int64_t M,
+                          int64_t K, float *dst) {
+    struct pack_a_job j = {A, lda, M, K, ta, dst};
+    int64_t panels = (M + MR - 1) / MR;
+    if (M * K < 65536)
+        pack_a_piece(&j, 0, panels, 0);
+    else
+        ox_parallel_for(pool, panels, pack_a_piece, &j);
+}
+
 int64_t ox_sgemm_packed_b_floats(int64_t K, int64_t N) {
     return (N + NR - 1) / NR * NR * K;
 }
