@@ -7,7 +7,8 @@
  * threads and with B packed ahead; the vectorized exp is within 2 ulp of float64's and
  * softmax rows agree with float64.
  *
- *     test_sgemm     # exit status 0 when all pass
+ *     test_sgemm          # exit status 0 when all pass
+ *     test_sgemm --bench  # also the sgemm GFLOP/s (packed kernel, OpenBLAS) on 1 and 2 threads
  */
 #include "harness.h"
 
@@ -298,12 +299,70 @@ static void test_vecmath(void) {
     }
 }
 
+/* ---- --bench: the sgemm roofline (GFLOP/s of the packed kernel and of OpenBLAS) ------------ */
+
+#include <cblas.h>
+
+static double gflops_packed(struct ox_pool *pool, int64_t M, int64_t N, int64_t K) {
+    float *A = alloc_floats(M * K), *B = alloc_floats(K * N), *C = alloc_floats(M * N);
+    float *ap = alloc_floats(ox_sgemm_packed_a_floats(M, K));
+    for (int64_t i = 0; i < M * K; i++) A[i] = frand();
+    for (int64_t i = 0; i < K * N; i++) B[i] = frand();
+    ox_sgemm_pack_a(A, K, false, M, K, ap);
+    struct ox_gemm_b b = {.pack = ox_gemm_b_pack_matrix, .data = B, .ld = N};
+    struct ox_epilogue ep = {.lo = -INFINITY, .hi = INFINITY};
+    int reps = 0;
+    double t0 = now(), t;
+    do {
+        ox_sgemm_packed(pool, ap, M, N, K, &b, C, N, &ep, false);
+        reps++;
+    } while ((t = now() - t0) < 0.5);
+    free(A), free(B), free(C), free(ap);
+    return 2.0 * (double)M * (double)N * (double)K * reps / t * 1e-9;
+}
+
+static double gflops_blas(struct ox_pool *pool, int64_t M, int64_t N, int64_t K) {
+    float *A = alloc_floats(M * K), *B = alloc_floats(K * N), *C = alloc_floats(M * N);
+    for (int64_t i = 0; i < M * K; i++) A[i] = frand();
+    for (int64_t i = 0; i < K * N; i++) B[i] = frand();
+    int reps = 0;
+    double t0 = now(), t;
+    do {
+        ox_sgemm(pool, false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+        reps++;
+    } while ((t = now() - t0) < 0.5);
+    free(A), free(B), free(C);
+    return 2.0 * (double)M * (double)N * (double)K * reps / t * 1e-9;
+}
+
+char *openblas_get_corename(void);
+
+static void bench(void) {
+    openblas_set_num_threads(1); /* as sessions do: the pool splits, OpenBLAS runs each piece */
+    static const int64_t shapes[][3] = {
+        {1024, 1024, 1024}, {64, 3136, 576}, {128, 784, 1152}, {256, 196, 2304}, {512, 49, 4608}};
+    printf("sgemm GFLOP/s (packed: onnxexec's AVX-512 kernel%s, A packed ahead; blas: OpenBLAS, "
+           "core %s, in pieces over the pool)\n",
+           ox_sgemm_is_fast() ? "" : " (no AVX-512 here: not used)", openblas_get_corename());
+    for (int T = 1; T <= 2; T++) {
+        struct ox_pool *pool;
+        if (ox_pool_create(T, &pool)) return;
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+            int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+            printf("  threads %d  M %4lld N %4lld K %4lld   packed %6.1f   blas %6.1f\n", T,
+                   (long long)M, (long long)N, (long long)K,
+                   ox_sgemm_is_fast() ? gflops_packed(pool, M, N, K) : 0.0,
+                   gflops_blas(pool, M, N, K));
+        }
+        ox_pool_free(pool);
+    }
+}
+
 int main(int argc, char **argv) {
-    (void)argc, (void)argv;
     srand(7);
     test_pool();
     test_packed_gemm();
     test_split_sgemm();
     test_vecmath();
-    return harness_finish();
+    return harness_finish_bench(argc, argv, bench);
 }
