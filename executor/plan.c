@@ -384,6 +384,46 @@ static int root_of(const struct ox_plan *p, int v) {
     return v;
 }
 
+/* In-place elementwise ops: a step whose op allows it (OX_OP_INPLACE) writes its output
+ * into the memory of an input of the same type and shape that dies at that step (an arena
+ * value read by no later step, no graph output). The output becomes a view of that input,
+ * whose lifetime grows to cover the output's; the step still runs, reading and writing the
+ * same elements. */
+static void plan_in_place(struct ox_plan *p, int *first, int *last) {
+    const struct ox_graph *g = p->graph;
+    bool added = false;
+    for (int s = 0; s < p->n_steps; s++) {
+        const struct ox_step *st = &p->steps[s];
+        const struct ox_node *n = &g->nodes[st->node];
+        if (st->is_dynamic || !(n->op->flags & OX_OP_INPLACE) || n->n_outputs != 1) continue;
+        int o = n->outputs[0];
+        if (o < 0 || p->slot[o] != OX_SLOT_ARENA) continue;
+        for (int k = 0; k < n->n_inputs && k < 2; k++) {
+            int iv = n->inputs[k];
+            if (iv < 0) continue;
+            int r = root_of(p, iv);
+            const ox_tensor *a = &p->vals[iv], *y = &p->vals[o];
+            if (p->slot[r] != OX_SLOT_ARENA || last[r] != s || a->dtype != y->dtype ||
+                a->rank != y->rank || memcmp(a->dims, y->dims, sizeof(int64_t) * (size_t)a->rank))
+                continue;
+            p->slot[o] = OX_SLOT_VIEW;
+            p->alias[o] = iv;
+            last[r] = last[o];
+            first[o] = last[o] = -1;
+            added = true;
+            break;
+        }
+    }
+    if (!added) return;
+    /* views in the order of the nodes that make them: a source comes before its views */
+    p->n_views = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_outputs; k++) {
+            int v = g->nodes[i].outputs[k];
+            if (v >= 0 && p->slot[v] == OX_SLOT_VIEW) p->view_order[p->n_views++] = v;
+        }
+}
+
 /* Point each view at its source's data, in the order the views were made (a view of a view
  * comes after its source); again at every run, as inputs move. */
 static void bind_views(struct ox_plan *p) {
@@ -612,6 +652,7 @@ static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *in
         }
     }
     for (int k = 0; k < g->n_outputs; k++) last[root_of(p, g->outputs[k])] = p->n_steps;
+    plan_in_place(p, first, last);
     if ((st = assign_offsets(p, first, last))) goto fail;
     if (p->arena_bytes && !(p->arena = aligned_alloc_bytes(p->arena_bytes))) {
         st = ox_err(OX_E_NOMEM, "out of memory for an arena of %zu bytes", p->arena_bytes);

@@ -50,6 +50,10 @@ enum {
     OX_OP_ALLOCATES = 1 << 2,        /* control flow: always run at run time, infer is not
                                         called; the kernel sets each output's type and shape
                                         and allocates it with ox_kernel_alloc */
+    OX_OP_INPLACE = 1 << 4,          /* elementwise: element i of the output depends on
+                                        element i of an input of the same shape and type (and
+                                        broadcast operands) only, so the output may take that
+                                        input's memory when the input dies there */
 };
 
 struct ox_infer_ctx {

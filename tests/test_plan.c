@@ -1,6 +1,7 @@
 /* Plans: a static-shape model runs with no allocation after its first run; the plan is
  * cached per input-shape signature and a new shape makes a new plan; arena offsets let
- * values that are never alive together share memory; Flatten is a view, not a copy.
+ * values that are never alive together share memory; Flatten is a view, not a copy; an
+ * elementwise op whose input dies there writes in place.
  *
  * Linked with -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=posix_memalign so the
  * library's allocations can be counted. The model is the shipped Fashion-MNIST CNN.
@@ -100,6 +101,30 @@ int main(int argc, char **argv) {
     EXPECT(ox_session_run(s, &bad, 1, out) == OX_E_SHAPE);
     EXPECT(strstr(ox_errmsg(), "image") != NULL);
 
+    ox_session_free(s);
+    ox_model_free(m);
+
+    /* unoptimized, the model's Relus run in place: each writes over its input, which dies
+     * there (the output is a view of it), and the logits do not change */
+    ox_model_options no_opt = {.no_optimize = true};
+    EXPECT(ox_model_load_with(path, &no_opt, &m) == OX_OK);
+    EXPECT(ox_session_create(m, NULL, &s) == OX_OK);
+    EXPECT(ox_session_run(s, &in, 1, out) == OX_OK);
+    for (int k = 0; k < 10; k++) {
+        float a = ((const float *)out[0]->data)[k];
+        EXPECT(a - first[k] < 1e-4f && first[k] - a < 1e-4f);
+    }
+    EXPECT(ox_session_plan(s, &plan) == OX_OK);
+    int n_relu_in_place = 0;
+    for (int i = 0; i < plan->n_views; i++) {
+        int v = plan->view_order[i], src = plan->alias[v];
+        const struct ox_graph *mg = ox_model_graph(m);
+        int prod = mg->values[v].producer;
+        EXPECT(plan->vals[v].data == plan->vals[src].data);
+        if (prod >= 0 && !strcmp(mg->nodes[prod].op_type, "Relu")) n_relu_in_place++;
+    }
+    printf("Relus in place: %d\n", n_relu_in_place);
+    EXPECT(n_relu_in_place >= 2);
     ox_session_free(s);
     ox_model_free(m);
     return harness_finish();
