@@ -356,20 +356,22 @@ static void free_tensor_ptr(ox_tensor *t, bool borrowed) {
     if (!borrowed) ox_tensor_free_data(t);
 }
 
+void ox_node_free_attrs(struct ox_node *n) {
+    for (int k = 0; k < n->n_attrs; k++) {
+        struct ox_attr *a = &n->attrs[k];
+        free_tensor_ptr(a->t, false);
+        ox_graph_free(a->g);
+        for (int j = 0; a->tensors && j < a->n; j++) free_tensor_ptr(a->tensors[j], false);
+        for (int j = 0; a->graphs && j < a->n; j++) ox_graph_free(a->graphs[j]);
+    }
+    n->n_attrs = 0;
+}
+
 void ox_graph_free(struct ox_graph *g) {
     if (!g) return;
     for (int i = 0; i < g->n_values; i++)
         free_tensor_ptr(g->values[i].init, g->values[i].init_borrowed);
-    for (int i = 0; i < g->n_nodes; i++) {
-        struct ox_node *n = &g->nodes[i];
-        for (int k = 0; k < n->n_attrs; k++) {
-            struct ox_attr *a = &n->attrs[k];
-            free_tensor_ptr(a->t, false);
-            ox_graph_free(a->g);
-            for (int j = 0; a->tensors && j < a->n; j++) free_tensor_ptr(a->tensors[j], false);
-            for (int j = 0; a->graphs && j < a->n; j++) ox_graph_free(a->graphs[j]);
-        }
-    }
+    for (int i = 0; i < g->n_nodes; i++) ox_node_free_attrs(&g->nodes[i]);
     for (int i = 0; i < g->n_maps; i++) ox_unmap(g->maps[i].addr, g->maps[i].len);
     free(g->maps);
     free(g->values);

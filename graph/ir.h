@@ -198,6 +198,9 @@ int ox_graph_add_value(struct ox_graph *g, const char *name);
 struct ox_node *ox_graph_add_node(struct ox_graph *g, const char *name, const char *domain,
                                   const char *op_type, int n_inputs, const int *inputs,
                                   int n_outputs, const int *outputs);
+/* Free what a node's attributes own (tensor data, subgraphs) and forget them: for a node
+ * taken out of its graph (the rest lives in the graph's arena). */
+void ox_node_free_attrs(struct ox_node *n);
 /* Attribute lookup (NULL if absent). */
 const struct ox_attr *ox_node_attr(const struct ox_node *n, const char *name);
 /* Restore topological order (stable: keeps file order where it is already valid). Fails

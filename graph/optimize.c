@@ -13,6 +13,9 @@
  * inputs and attributes plus an input Z (the residual or the bias) and the attributes "activation"
  *   ("Relu", "Clip", "Silu" or "") and "activation_params" ([lo, hi] for Clip). The kernels apply
  *   all of it in the GEMM's epilogue, while the output block is still in registers.
+ * - LayerNormalization over the last axis, exported below opset 17 as ReduceMean, Sub, Pow,
+ *   ReduceMean, Add(epsilon), Sqrt, Div, Mul(gamma), Add(beta), becomes one
+ *   LayerNormalization node (opset 17's op; constant gamma and beta).
  * - Nodes whose outputs nothing reads (and that have no side effects: every op here) are
  *   removed; so are initializers that nothing reads any more.
  *
@@ -345,9 +348,116 @@ static ox_status fuse(struct opt *o, struct ox_node *n) {
     for (int k = 0; k < n_dead; k++)
         if (dead[k] != last) g->values[dead[k]->outputs[0]].producer = -1;
     o->dead[n - g->nodes] = true;
+    n->n_attrs = 0; /* the fused node owns them now */
     *last = fused;
     g->values[out].producer = (int)(last - g->nodes);
     o->st->fused_nodes += n_dead;
+    return count_uses(o);
+}
+
+/* ---- LayerNormalization from its exported pieces --------------------------------------- */
+
+/* The readers of v (at most max) among live nodes; returns how many there are. */
+static int readers_of(struct opt *o, int v, struct ox_node **r, int max) {
+    struct ox_graph *g = o->g;
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (o->dead[i]) continue;
+        for (int k = 0; k < g->nodes[i].n_inputs; k++)
+            if (g->nodes[i].inputs[k] == v) {
+                if (n < max) r[n] = &g->nodes[i];
+                n++;
+                break;
+            }
+    }
+    return n;
+}
+
+/* A ReduceMean over the last axis only, keeping it (axes [-1] as attribute or constant). */
+static bool mean_last_axis(struct opt *o, const struct ox_node *n) {
+    if (!is_op(n, "ReduceMean") || n->n_outputs != 1 || !ox_attr_int(n, "keepdims", 1))
+        return false;
+    const struct ox_attr *a = ox_node_attr(n, "axes");
+    if (a) return a->type == OX_ATTR_INTS && a->n == 1 && a->ints[0] == -1 && n->n_inputs == 1;
+    if (n->n_inputs != 2) return false;
+    const ox_tensor *t = const_of(o, n->inputs[1]);
+    return t && t->dtype == OX_INT64 && ox_tensor_numel(t) == 1 && *(const int64_t *)t->data == -1;
+}
+
+/* The one float value of a constant scalar (or one-element tensor) v. */
+static bool const_scalar(struct opt *o, int v, float *out) {
+    const ox_tensor *t = const_float(o, v);
+    if (!t || ox_tensor_numel(t) != 1) return false;
+    *out = *(const float *)t->data;
+    return true;
+}
+
+/* The other input of a two-input node reading v, or -1. */
+static int other_input(const struct ox_node *n, int v) {
+    if (n->n_inputs != 2) return -1;
+    return n->inputs[0] == v ? n->inputs[1] : n->inputs[1] == v ? n->inputs[0] : -1;
+}
+
+/* x -> ReduceMean -> Sub(x, mean) = d; d -> Pow(d, 2) -> ReduceMean -> Add(eps) -> Sqrt;
+ * Div(d, sqrt) -> Mul(gamma) -> Add(beta): LayerNormalization(x, gamma, beta) over the last
+ * axis, as torch exports it below opset 17. */
+static ox_status fold_layernorm(struct opt *o, struct ox_node *rm1) {
+    struct ox_graph *g = o->g;
+    if (!mean_last_axis(o, rm1)) return OX_OK;
+    int x = rm1->inputs[0];
+    struct ox_node *sub = only_reader(o, rm1->outputs[0]), *r[3];
+    if (!is_op(sub, "Sub") || sub->n_inputs != 2 || sub->inputs[0] != x ||
+        sub->inputs[1] != rm1->outputs[0])
+        return OX_OK;
+    int d = sub->outputs[0];
+    /* two readers (three uses when the square is Mul(d, d)), nothing else */
+    if (readers_of(o, d, r, 3) != 2 || o->uses[d] > 3) return OX_OK;
+    struct ox_node *sq = is_op(r[0], "Div") ? r[1] : r[0], *div = is_op(r[0], "Div") ? r[0] : r[1];
+    float two, eps;
+    bool square =
+        (is_op(sq, "Pow") && sq->n_inputs == 2 && sq->inputs[0] == d &&
+         const_scalar(o, sq->inputs[1], &two) && two == 2.0f) ||
+        (is_op(sq, "Mul") && sq->n_inputs == 2 && sq->inputs[0] == d && sq->inputs[1] == d);
+    if (!square || !is_op(div, "Div") || div->inputs[0] != d) return OX_OK;
+    struct ox_node *rm2 = only_reader(o, sq->outputs[0]);
+    if (!rm2 || !mean_last_axis(o, rm2) || rm2->inputs[0] != sq->outputs[0]) return OX_OK;
+    struct ox_node *add_eps = only_reader(o, rm2->outputs[0]);
+    if (!is_op(add_eps, "Add") || !const_scalar(o, other_input(add_eps, rm2->outputs[0]), &eps))
+        return OX_OK;
+    struct ox_node *sqrt_n = only_reader(o, add_eps->outputs[0]);
+    if (!is_op(sqrt_n, "Sqrt") || only_reader(o, sqrt_n->outputs[0]) != div ||
+        div->inputs[1] != sqrt_n->outputs[0])
+        return OX_OK;
+    struct ox_node *mul = only_reader(o, div->outputs[0]);
+    int vg = mul && is_op(mul, "Mul") ? other_input(mul, div->outputs[0]) : -1;
+    const ox_tensor *gamma = const_float(o, vg);
+    if (!gamma || gamma->rank != 1) return OX_OK;
+    struct ox_node *add_b = only_reader(o, mul->outputs[0]);
+    int vb = add_b && is_op(add_b, "Add") ? other_input(add_b, mul->outputs[0]) : -1;
+    const ox_tensor *beta = const_float(o, vb);
+    if (!beta || beta->rank != 1 || beta->dims[0] != gamma->dims[0]) return OX_OK;
+    const struct ox_op *op = ox_op_find("", "LayerNormalization", 17);
+    int *ins = ox_graph_alloc(g, sizeof(int) * 3);
+    struct ox_attr *attrs = ox_graph_alloc(g, sizeof *attrs * 2);
+    if (!op || !ins || !attrs) return ox_err(OX_E_NOMEM, "out of memory fusing LayerNormalization");
+    ins[0] = x, ins[1] = vg, ins[2] = vb;
+    attrs[0] = (struct ox_attr){.name = "axis", .type = OX_ATTR_INT, .i = -1};
+    attrs[1] = (struct ox_attr){.name = "epsilon", .type = OX_ATTR_FLOAT, .f = eps};
+    struct ox_node *chain[] = {rm1, sub, sq, rm2, add_eps, sqrt_n, div, mul};
+    for (size_t k = 0; k < sizeof chain / sizeof *chain; k++) {
+        g->values[chain[k]->outputs[0]].producer = -1;
+        o->dead[chain[k] - g->nodes] = true;
+    }
+    /* the fused node takes the last one's place: x, gamma and beta all come before it */
+    add_b->domain = "";
+    add_b->op_type = "LayerNormalization";
+    add_b->opset = 17;
+    add_b->op = op;
+    add_b->inputs = ins;
+    add_b->n_inputs = 3;
+    add_b->attrs = attrs;
+    add_b->n_attrs = 2;
+    o->st->fused_nodes += 8;
     return count_uses(o);
 }
 
@@ -370,10 +480,13 @@ static void remove_dead(struct opt *o) {
         for (int k = 0; k < n->n_outputs; k++)
             if (n->outputs[k] >= 0) g->values[n->outputs[k]].producer = -1;
     }
-    /* compact the node array, keeping the order */
+    /* compact the node array, keeping the order; removed nodes free their attributes */
     int w = 0;
     for (int i = 0; i < g->n_nodes; i++) {
-        if (o->dead[i]) continue;
+        if (o->dead[i]) {
+            ox_node_free_attrs(&g->nodes[i]);
+            continue;
+        }
         if (w != i) g->nodes[w] = g->nodes[i];
         for (int k = 0; k < g->nodes[w].n_outputs; k++)
             if (g->nodes[w].outputs[k] >= 0) g->values[g->nodes[w].outputs[k]].producer = w;
@@ -400,6 +513,8 @@ ox_status ox_graph_optimize(struct ox_graph *g, struct ox_opt_stats *st) {
     ox_status rc = o.dead ? count_uses(&o) : ox_err(OX_E_NOMEM, "out of memory");
     for (int i = 0; i < g->n_nodes && !rc; i++)
         if (!o.dead[i]) rc = fold_bn(&o, &g->nodes[i]);
+    for (int i = 0; i < g->n_nodes && !rc; i++)
+        if (!o.dead[i]) rc = fold_layernorm(&o, &g->nodes[i]);
     for (int i = 0; i < g->n_nodes && !rc; i++)
         if (!o.dead[i]) rc = fuse(&o, &g->nodes[i]);
     if (!rc) remove_dead(&o);

@@ -589,6 +589,40 @@ def cases():
          helper.make_node("Sigmoid", ["c"], ["S"]), helper.make_node("Mul", ["c", "S"], ["Y"])],
         {"X": X}, ["Y", "S"], {"W": W, "B": B}, no_fusion("Conv", "Sigmoid", "Mul"),
         {"Y": silu(c), "S": 1.0 / (1.0 + np.exp(-c))}))
+
+    # 23. LayerNormalization as exported below opset 17 -> one LayerNormalization node
+    def ln_ref(x, gm, bt, eps):
+        m = x.mean(-1, keepdims=True)
+        return (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + eps) * gm + bt
+
+    def ln_nodes(square="pow", extra_reader=False):
+        sq = (helper.make_node("Pow", ["d", "two"], ["p"]) if square == "pow"
+              else helper.make_node("Mul", ["d", "d"], ["p"]))
+        nodes = [helper.make_node("ReduceMean", ["X"], ["m"], axes=[-1]),
+                 helper.make_node("Sub", ["X", "m"], ["d"]), sq,
+                 helper.make_node("ReduceMean", ["p"], ["v"], axes=[-1]),
+                 helper.make_node("Add", ["v", "eps"], ["ve"]),
+                 helper.make_node("Sqrt", ["ve"], ["s"]), helper.make_node("Div", ["d", "s"], ["n"]),
+                 helper.make_node("Mul", ["n", "gamma"], ["g"]),
+                 helper.make_node("Add", ["g", "beta"], ["Y"])]
+        if extra_reader:
+            nodes.append(helper.make_node("Neg", ["d"], ["D"]))
+        return nodes
+    X = rnd(rng, (2, 5, 16), scale=3.0) + 1.5
+    gm, bt = rnd(rng, 16), rnd(rng, 16)
+    inits = {"gamma": gm, "beta": bt, "two": np.array(2.0, np.float32),
+             "eps": np.array(1e-5, np.float32)}
+    want = ln_ref(X.astype(np.float64), gm, bt, 1e-5)
+    gone = {"LayerNormalization": 1, "ReduceMean": 0, "Sub": 0, "Pow": 0, "Sqrt": 0, "Div": 0}
+    out.append(Case("23a_layernorm_pattern_pow", ln_nodes("pow"), {"X": X}, ["Y"], inits,
+                    gone, {"Y": want}, opset=14))
+    out.append(Case("23b_layernorm_pattern_mul_dd", ln_nodes("mul"), {"X": X}, ["Y"], inits,
+                    {"LayerNormalization": 1, "ReduceMean": 0, "Sub": 0, "Sqrt": 0}, {"Y": want},
+                    opset=14))
+    out.append(Case("23c_layernorm_pattern_d_read_elsewhere_no_fusion",
+                    ln_nodes("pow", extra_reader=True), {"X": X}, ["Y", "D"], inits,
+                    {"LayerNormalization": 0, "ReduceMean": 2, "Sqrt": 1},
+                    {"Y": want, "D": -(X - X.mean(-1, keepdims=True))}, opset=14))
     return out
 
 
