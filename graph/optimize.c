@@ -16,6 +16,8 @@
  * - LayerNormalization over the last axis, exported below opset 17 as ReduceMean, Sub, Pow,
  *   ReduceMean, Add(epsilon), Sqrt, Div, Mul(gamma), Add(beta), becomes one
  *   LayerNormalization node (opset 17's op; constant gamma and beta).
+ * - GELU exported as Div(x, sqrt 2), Erf, Add(1), Mul(x), Mul(0.5) (either order of the
+ *   multiplications) becomes one Gelu node (opset 20's op).
  * - Nodes whose outputs nothing reads (and that have no side effects: every op here) are
  *   removed; so are initializers that nothing reads any more.
  *
@@ -461,6 +463,59 @@ static ox_status fold_layernorm(struct opt *o, struct ox_node *rm1) {
     return count_uses(o);
 }
 
+/* ---- GELU from its exported pieces ----------------------------------------------------- */
+
+/* Div(x, sqrt 2) -> Erf -> Add(1) -> Mul(x, .) -> Mul(0.5) (or Mul(Mul(x, 0.5), .)): Gelu(x),
+ * opset 20's op (exact, erf form), as torch exports nn.GELU. */
+static ox_status fold_gelu(struct opt *o, struct ox_node *div) {
+    struct ox_graph *g = o->g;
+    float c, one, half;
+    if (!is_op(div, "Div") || div->n_inputs != 2 || !const_scalar(o, div->inputs[1], &c) ||
+        fabsf(c - 1.41421356f) > 1e-6f)
+        return OX_OK;
+    int x = div->inputs[0];
+    struct ox_node *erf_n = only_reader(o, div->outputs[0]);
+    if (!is_op(erf_n, "Erf")) return OX_OK;
+    struct ox_node *add = only_reader(o, erf_n->outputs[0]);
+    if (!is_op(add, "Add") || !const_scalar(o, other_input(add, erf_n->outputs[0]), &one) ||
+        one != 1.0f)
+        return OX_OK;
+    struct ox_node *m = only_reader(o, add->outputs[0]), *last, *extra = NULL;
+    if (!is_op(m, "Mul")) return OX_OK;
+    int other = other_input(m, add->outputs[0]);
+    if (other == x) { /* x (1 + erf), then times 0.5 */
+        last = only_reader(o, m->outputs[0]);
+        if (!is_op(last, "Mul") || !const_scalar(o, other_input(last, m->outputs[0]), &half) ||
+            half != 0.5f)
+            return OX_OK;
+    } else { /* (x 0.5) (1 + erf) */
+        extra = other >= 0 && g->values[other].producer >= 0 ? &g->nodes[g->values[other].producer]
+                                                             : NULL;
+        if (!is_op(extra, "Mul") || o->uses[other] != 1 || other_input(extra, x) < 0 ||
+            !const_scalar(o, other_input(extra, x), &half) || half != 0.5f)
+            return OX_OK;
+        last = m;
+    }
+    const struct ox_op *op = ox_op_find("", "Gelu", 20);
+    int *ins = ox_graph_alloc(g, sizeof(int));
+    if (!op || !ins) return ox_err(OX_E_NOMEM, "out of memory fusing Gelu");
+    ins[0] = x;
+    struct ox_node *chain[] = {div, erf_n, add, last == m ? extra : m};
+    for (size_t k = 0; k < sizeof chain / sizeof *chain; k++) {
+        g->values[chain[k]->outputs[0]].producer = -1;
+        o->dead[chain[k] - g->nodes] = true;
+    }
+    ox_node_free_attrs(last);
+    last->domain = "";
+    last->op_type = "Gelu";
+    last->opset = 20;
+    last->op = op;
+    last->inputs = ins;
+    last->n_inputs = 1;
+    o->st->fused_nodes += 4;
+    return count_uses(o);
+}
+
 /* ---- dead code ------------------------------------------------------------------------- */
 
 static void remove_dead(struct opt *o) {
@@ -515,6 +570,8 @@ ox_status ox_graph_optimize(struct ox_graph *g, struct ox_opt_stats *st) {
         if (!o.dead[i]) rc = fold_bn(&o, &g->nodes[i]);
     for (int i = 0; i < g->n_nodes && !rc; i++)
         if (!o.dead[i]) rc = fold_layernorm(&o, &g->nodes[i]);
+    for (int i = 0; i < g->n_nodes && !rc; i++)
+        if (!o.dead[i]) rc = fold_gelu(&o, &g->nodes[i]);
     for (int i = 0; i < g->n_nodes && !rc; i++)
         if (!o.dead[i]) rc = fuse(&o, &g->nodes[i]);
     if (!rc) remove_dead(&o);

@@ -623,6 +623,26 @@ def cases():
                     ln_nodes("pow", extra_reader=True), {"X": X}, ["Y", "D"], inits,
                     {"LayerNormalization": 0, "ReduceMean": 2, "Sqrt": 1},
                     {"Y": want, "D": -(X - X.mean(-1, keepdims=True))}, opset=14))
+
+    # 24. GELU as torch exports nn.GELU (and with the 0.5 applied to x first) -> Gelu
+    import math
+    Xg = rnd(rng, (3, 40), scale=3.0)
+    gelu = np.vectorize(lambda v: 0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0))))(
+        Xg.astype(np.float64))
+    ginits = {"sqrt2": np.array(math.sqrt(2.0), np.float32), "one": np.array(1.0, np.float32),
+              "half": np.array(0.5, np.float32)}
+    out.append(Case(
+        "24a_gelu_pattern_torch",
+        [helper.make_node("Div", ["X", "sqrt2"], ["a"]), helper.make_node("Erf", ["a"], ["e"]),
+         helper.make_node("Add", ["e", "one"], ["p"]), helper.make_node("Mul", ["X", "p"], ["q"]),
+         helper.make_node("Mul", ["q", "half"], ["Y"])],
+        {"X": Xg}, ["Y"], ginits, {"Gelu": 1, "Erf": 0, "Div": 0, "Mul": 0}, {"Y": gelu}, opset=17))
+    out.append(Case(
+        "24b_gelu_pattern_half_first",
+        [helper.make_node("Mul", ["X", "half"], ["h"]), helper.make_node("Div", ["X", "sqrt2"], ["a"]),
+         helper.make_node("Erf", ["a"], ["e"]), helper.make_node("Add", ["one", "e"], ["p"]),
+         helper.make_node("Mul", ["h", "p"], ["Y"])],
+        {"X": Xg}, ["Y"], ginits, {"Gelu": 1, "Erf": 0, "Div": 0, "Mul": 0}, {"Y": gelu}, opset=17))
     return out
 
 
