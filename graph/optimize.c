@@ -357,6 +357,31 @@ static ox_status fuse(struct opt *o, struct ox_node *n) {
     return count_uses(o);
 }
 
+/* Take the chain's nodes out and make `last` (which comes after all of them and after
+ * every input) the one node that replaces them: op `type` of the default domain. */
+static ox_status replace_chain(struct opt *o, struct ox_node *const *chain, int n_chain,
+                               struct ox_node *last, const char *type, int opset, int *ins,
+                               int n_ins, struct ox_attr *attrs, int n_attrs) {
+    struct ox_graph *g = o->g;
+    const struct ox_op *op = ox_op_find("", type, opset);
+    if (!op) return ox_err(OX_E_INTERNAL, "no operator-table row for %s", type);
+    for (int k = 0; k < n_chain; k++) {
+        g->values[chain[k]->outputs[0]].producer = -1;
+        o->dead[chain[k] - g->nodes] = true;
+    }
+    ox_node_free_attrs(last);
+    last->domain = "";
+    last->op_type = type;
+    last->opset = opset;
+    last->op = op;
+    last->inputs = ins;
+    last->n_inputs = n_ins;
+    last->attrs = attrs;
+    last->n_attrs = n_attrs;
+    o->st->fused_nodes += n_chain;
+    return count_uses(o);
+}
+
 /* ---- LayerNormalization from its exported pieces --------------------------------------- */
 
 /* The readers of v (at most max) among live nodes; returns how many there are. */
@@ -438,29 +463,14 @@ static ox_status fold_layernorm(struct opt *o, struct ox_node *rm1) {
     int vb = add_b && is_op(add_b, "Add") ? other_input(add_b, mul->outputs[0]) : -1;
     const ox_tensor *beta = const_float(o, vb);
     if (!beta || beta->rank != 1 || beta->dims[0] != gamma->dims[0]) return OX_OK;
-    const struct ox_op *op = ox_op_find("", "LayerNormalization", 17);
     int *ins = ox_graph_alloc(g, sizeof(int) * 3);
     struct ox_attr *attrs = ox_graph_alloc(g, sizeof *attrs * 2);
-    if (!op || !ins || !attrs) return ox_err(OX_E_NOMEM, "out of memory fusing LayerNormalization");
+    if (!ins || !attrs) return ox_err(OX_E_NOMEM, "out of memory fusing LayerNormalization");
     ins[0] = x, ins[1] = vg, ins[2] = vb;
     attrs[0] = (struct ox_attr){.name = "axis", .type = OX_ATTR_INT, .i = -1};
     attrs[1] = (struct ox_attr){.name = "epsilon", .type = OX_ATTR_FLOAT, .f = eps};
     struct ox_node *chain[] = {rm1, sub, sq, rm2, add_eps, sqrt_n, div, mul};
-    for (size_t k = 0; k < sizeof chain / sizeof *chain; k++) {
-        g->values[chain[k]->outputs[0]].producer = -1;
-        o->dead[chain[k] - g->nodes] = true;
-    }
-    /* the fused node takes the last one's place: x, gamma and beta all come before it */
-    add_b->domain = "";
-    add_b->op_type = "LayerNormalization";
-    add_b->opset = 17;
-    add_b->op = op;
-    add_b->inputs = ins;
-    add_b->n_inputs = 3;
-    add_b->attrs = attrs;
-    add_b->n_attrs = 2;
-    o->st->fused_nodes += 8;
-    return count_uses(o);
+    return replace_chain(o, chain, 8, add_b, "LayerNormalization", 17, ins, 3, attrs, 2);
 }
 
 /* ---- GELU from its exported pieces ----------------------------------------------------- */
@@ -496,24 +506,11 @@ static ox_status fold_gelu(struct opt *o, struct ox_node *div) {
             return OX_OK;
         last = m;
     }
-    const struct ox_op *op = ox_op_find("", "Gelu", 20);
     int *ins = ox_graph_alloc(g, sizeof(int));
-    if (!op || !ins) return ox_err(OX_E_NOMEM, "out of memory fusing Gelu");
+    if (!ins) return ox_err(OX_E_NOMEM, "out of memory fusing Gelu");
     ins[0] = x;
     struct ox_node *chain[] = {div, erf_n, add, last == m ? extra : m};
-    for (size_t k = 0; k < sizeof chain / sizeof *chain; k++) {
-        g->values[chain[k]->outputs[0]].producer = -1;
-        o->dead[chain[k] - g->nodes] = true;
-    }
-    ox_node_free_attrs(last);
-    last->domain = "";
-    last->op_type = "Gelu";
-    last->opset = 20;
-    last->op = op;
-    last->inputs = ins;
-    last->n_inputs = 1;
-    o->st->fused_nodes += 4;
-    return count_uses(o);
+    return replace_chain(o, chain, 4, last, "Gelu", 20, ins, 1, NULL, 0);
 }
 
 /* ---- dead code ------------------------------------------------------------------------- */
