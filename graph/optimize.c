@@ -3,8 +3,8 @@
  *     struct ox_opt_stats st;
  *     ox_graph_optimize(g, &st);   // g keeps computing the same outputs
  *
- * - BatchNormalization (inference) after a Conv whose weights are constant is folded into
- *   the Conv's weights and bias (computed in double, rounded once).
+ * - BatchNormalization (inference) after a Conv (or a Gemm with beta 1) whose weights are
+ *   constant is folded into its weights and bias (computed in double, rounded once).
  * - A Conv, a Gemm or a MatMul whose output feeds only one node is fused with what
  *   follows, in this order: a bias (MatMul: Add of a constant vector over the last axis),
  *   a residual Add (Conv: any tensor added to its output), and an activation (Relu, Clip
@@ -149,7 +149,8 @@ static int new_const(struct ox_graph *g, const char *base, int rank, const int64
 
 static ox_status fold_bn(struct opt *o, struct ox_node *conv) {
     struct ox_graph *g = o->g;
-    if (!is_op(conv, "Conv") || conv->n_outputs != 1) return OX_OK;
+    bool gemm = is_op(conv, "Gemm");
+    if (!(gemm || is_op(conv, "Conv")) || conv->n_outputs != 1) return OX_OK;
     struct ox_node *bn = only_reader(o, conv->outputs[0]);
     if (!is_op(bn, "BatchNormalization") || bn->n_inputs != 5 || bn->inputs[0] != conv->outputs[0])
         return OX_OK;
@@ -159,14 +160,20 @@ static ox_status fold_bn(struct opt *o, struct ox_node *conv) {
     const ox_tensor *w = const_float(o, conv->inputs[1]);
     const ox_tensor *b =
         conv->n_inputs > 2 && conv->inputs[2] >= 0 ? const_float(o, conv->inputs[2]) : NULL;
-    if (!w || w->rank < 3 || (conv->n_inputs > 2 && conv->inputs[2] >= 0 && !b)) return OX_OK;
-    int64_t M = w->dims[0], per = ox_tensor_numel(w) / (M ? M : 1);
+    if (!w || (conv->n_inputs > 2 && conv->inputs[2] >= 0 && !b)) return OX_OK;
+    /* Conv: output channel m is W's row m. Gemm (beta 1): output column n is B's row n
+     * (transB) or column n; the bias C a vector over the columns. */
+    bool tb = gemm && ox_attr_int(conv, "transB", 0);
+    if (gemm ? w->rank != 2 || ox_attr_float(conv, "beta", 1.0f) != 1.0f : w->rank < 3)
+        return OX_OK;
+    int64_t M = gemm && !tb ? w->dims[1] : w->dims[0], per = ox_tensor_numel(w) / (M ? M : 1);
     const ox_tensor *p[4];
     for (int k = 0; k < 4; k++) {
         p[k] = const_float(o, bn->inputs[k + 1]);
         if (!p[k] || p[k]->rank != 1 || p[k]->dims[0] != M) return OX_OK;
     }
-    if (b && (b->rank != 1 || b->dims[0] != M)) return OX_OK;
+    if (b && (ox_tensor_numel(b) != M || (b->rank == 2 && b->dims[0] != 1) || b->rank > 2))
+        return OX_OK;
     double eps = ox_attr_float(bn, "epsilon", 1e-5f);
     const float *scale = p[0]->data, *beta = p[1]->data, *mean = p[2]->data, *var = p[3]->data;
     ox_tensor *nw, *nb;
@@ -181,7 +188,10 @@ static ox_status fold_bn(struct opt *o, struct ox_node *conv) {
     for (int64_t m = 0; m < M; m++) {
         /* the same float32 steps as BatchNormalization's kernel would take for its factor */
         double s = (double)scale[m] / sqrt((double)var[m] + eps);
-        for (int64_t i = 0; i < per; i++) nwd[m * per + i] = (float)((double)wd[m * per + i] * s);
+        for (int64_t i = 0; i < per; i++) { /* W's row m, or (Gemm, B not transposed) column */
+            int64_t at = gemm && !tb ? i * M + m : m * per + i;
+            nwd[at] = (float)((double)wd[at] * s);
+        }
         nbd[m] = (float)(((bd ? (double)bd[m] : 0.0) - mean[m]) * s + beta[m]);
     }
     /* Conv now reads the folded constants and writes BN's output */

@@ -643,6 +643,25 @@ def cases():
          helper.make_node("Erf", ["a"], ["e"]), helper.make_node("Add", ["one", "e"], ["p"]),
          helper.make_node("Mul", ["h", "p"], ["Y"])],
         {"X": Xg}, ["Y"], ginits, {"Gelu": 1, "Erf": 0, "Div": 0, "Mul": 0}, {"Y": gelu}, opset=17))
+
+    # 25. Gemm -> BatchNormalization (an MLP's BatchNorm1d) -> Relu: folded, then fused
+    A = rnd(rng, (5, 12))
+    for tb, with_c in ((1, True), (0, True), (1, False)):
+        Wg = weights(rng, (8, 12) if tb else (12, 8))
+        p = bn_params(rng, 8)
+        inits = {"B": Wg, **bn_inits(p, "bn")}
+        ins = ["A", "B"]
+        y = mm(A, Wg.T if tb else Wg)
+        if with_c:
+            inits["C"] = rnd(rng, 8)
+            ins.append("C")
+            y = y + inits["C"]
+        out.append(Case(
+            "25_gemm_transB%d_%s_bn_relu" % (tb, "C" if with_c else "noC"),
+            [helper.make_node("Gemm", ins, ["g"], transB=tb), bn_node("g", "b", "bn"),
+             helper.make_node("Relu", ["b"], ["Y"])],
+            {"A": A}, ["Y"], inits, {FUSED_GEMM: 1, "Gemm": 0, "BatchNormalization": 0, "Relu": 0},
+            {"Y": relu(bn(y, **p))}))
     return out
 
 
