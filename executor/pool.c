@@ -183,7 +183,13 @@ int ox_pool_size(const struct ox_pool *p) {
 }
 
 void ox_parallel_for(struct ox_pool *p, int64_t n, ox_range_fn fn, void *arg) {
+    ox_parallel_for_pieces(p, n, PIECES_PER_THREAD, fn, arg);
+}
+
+void ox_parallel_for_pieces(struct ox_pool *p, int64_t n, int per_thread, ox_range_fn fn,
+                            void *arg) {
     if (n <= 0) return;
+    if (per_thread < 1) per_thread = 1;
     if (!p || p->n_threads == 1 || n == 1 || in_piece || pthread_mutex_trylock(&p->use)) {
         fn(arg, 0, n, 0);
         return;
@@ -192,7 +198,7 @@ void ox_parallel_for(struct ox_pool *p, int64_t n, ox_range_fn fn, void *arg) {
     p->fn = fn;
     p->arg = arg;
     p->n = n;
-    int64_t np = (int64_t)p->n_threads * PIECES_PER_THREAD;
+    int64_t np = (int64_t)p->n_threads * per_thread;
     p->n_pieces = (int)(n < np ? n : np);
     unsigned gen = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
     /* release: whoever takes a piece of this job sees the fields above */

@@ -74,6 +74,10 @@ ox_status ox_pool_create(int n_threads, struct ox_pool **out);
 void ox_pool_free(struct ox_pool *p);
 int ox_pool_size(const struct ox_pool *p);
 void ox_parallel_for(struct ox_pool *p, int64_t n, ox_range_fn fn, void *arg);
+/* The same with at most per_thread pieces per thread (ox_parallel_for takes 4): fewer, for
+ * work whose pieces each repeat a setup (a GEMM split by rows packs all of B per piece). */
+void ox_parallel_for_pieces(struct ox_pool *p, int64_t n, int per_thread, ox_range_fn fn,
+                            void *arg);
 /* C = alpha * op(A) op(B) + beta * C for row-major float matrices (cblas_sgemm's contract),
  * split over the pool (kernels/cpu/gemm.c). */
 void ox_sgemm(struct ox_pool *pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,

@@ -75,6 +75,11 @@ static void test_pool(void) {
             CHECK(visits_are(n, 1), "threads %d, n %lld: an index ran other than once", T,
                   (long long)n);
         }
+        for (int per = 1; per <= 3; per++) { /* fewer pieces, still every index once */
+            clear_visits();
+            ox_parallel_for_pieces(pool, 29, per, visit, &va);
+            CHECK(visits_are(29, 1), "threads %d, %d pieces per thread", T, per);
+        }
         /* many jobs in a row: no lost wake-up, no piece run twice */
         clear_visits();
         for (int r = 0; r < 2000; r++) ox_parallel_for(pool, 7, visit, &va);

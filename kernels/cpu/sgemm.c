@@ -277,5 +277,8 @@ void ox_sgemm_packed(struct ox_pool *pool, const float *ap, int64_t M, int64_t N
     }
     /* column blocks when each thread gets a few, else row panels if there are more */
     j.by_cols = col_blocks >= 3 * T || col_blocks >= row_panels;
-    ox_parallel_for(pool, j.by_cols ? col_blocks : row_panels, sgemm_piece, &j);
+    if (j.by_cols)
+        ox_parallel_for(pool, col_blocks, sgemm_piece, &j);
+    else /* every row piece packs all of B: one piece per thread */
+        ox_parallel_for_pieces(pool, row_panels, 1, sgemm_piece, &j);
 }
