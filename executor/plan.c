@@ -56,6 +56,7 @@ void ox_plan_free(struct ox_plan *p) {
     free(p->scratch);
     free(p->outer);
     free(p->alias);
+    free(p->view_off);
     free(p->view_order);
     ox_arena_free(&p->strings);
     while (p->subplans) {
@@ -384,6 +385,65 @@ static int root_of(const struct ox_plan *p, int v) {
     return v;
 }
 
+/* Concat without copies: when each input is a contiguous block of the output (nothing
+ * before the axis but ones) and is an arena value that only this Concat reads, the inputs
+ * become views at their offsets in the output, their producers write there, and the Concat
+ * step has nothing left to do. */
+static ox_status plan_concat_in_place(struct ox_plan *p) {
+    const struct ox_graph *g = p->graph;
+    int *uses = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof(int));
+    if (!uses) return ox_err(OX_E_NOMEM, "out of memory planning");
+    for (int i = 0; i < g->n_nodes; i++) {
+        const struct ox_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0) uses[n->inputs[k]]++;
+        for (int a = 0; a < n->n_attrs; a++) { /* subgraphs read outer names */
+            const struct ox_attr *at = &n->attrs[a];
+            for (int j = 0; j < (at->g ? 1 : at->graphs ? at->n : 0); j++) {
+                const struct ox_graph *sub = at->g ? at->g : at->graphs[j];
+                for (int v = 0; v < sub->n_values; v++) {
+                    int id =
+                        sub->values[v].is_outer ? ox_graph_find_value(g, sub->values[v].name) : -1;
+                    if (id >= 0) uses[id] += 2;
+                }
+            }
+        }
+    }
+    for (int k = 0; k < g->n_outputs; k++) uses[g->outputs[k]] += 2;
+    for (int s = 0; s < p->n_steps; s++) {
+        struct ox_step *st = &p->steps[s];
+        const struct ox_node *n = &g->nodes[st->node];
+        if (st->is_dynamic || n->domain[0] || strcmp(n->op_type, "Concat") != 0 ||
+            n->n_outputs != 1 || n->outputs[0] < 0 || p->slot[n->outputs[0]] != OX_SLOT_ARENA)
+            continue;
+        const ox_tensor *y = &p->vals[n->outputs[0]];
+        int64_t axis = ox_attr_int(n, "axis", 0), outer = 1;
+        if (axis < 0) axis += y->rank;
+        if (axis < 0 || axis >= y->rank) continue;
+        for (int d = 0; d < axis; d++) outer *= y->dims[d];
+        bool ok = outer == 1 && n->n_inputs > 1;
+        for (int k = 0; k < n->n_inputs && ok; k++) {
+            int v = n->inputs[k];
+            ok = v >= 0 && p->slot[v] == OX_SLOT_ARENA && uses[v] == 1 &&
+                 p->vals[v].dtype == y->dtype && g->values[v].producer >= 0;
+        }
+        if (!ok) continue;
+        size_t off = 0;
+        for (int k = 0; k < n->n_inputs; k++) {
+            int v = n->inputs[k];
+            size_t b = (size_t)ox_tensor_numel(&p->vals[v]) * ox_dtype_size(y->dtype);
+            p->slot[v] = OX_SLOT_VIEW;
+            p->alias[v] = n->outputs[0];
+            p->view_off[v] = off;
+            p->view_order[p->n_views++] = v;
+            off += b;
+        }
+        st->is_skipped = true;
+    }
+    free(uses);
+    return OX_OK;
+}
+
 /* In-place elementwise ops: a step whose op allows it (OX_OP_INPLACE) writes its output
  * into the memory of an input of the same type and shape that dies at that step (an arena
  * value read by no later step, no graph output). The output becomes a view of that input,
@@ -429,7 +489,7 @@ static void plan_in_place(struct ox_plan *p, int *first, int *last) {
 static void bind_views(struct ox_plan *p) {
     for (int i = 0; i < p->n_views; i++) {
         int v = p->view_order[i];
-        p->vals[v].data = p->vals[p->alias[v]].data;
+        p->vals[v].data = (char *)p->vals[p->alias[v]].data + p->view_off[v];
     }
 }
 
@@ -485,11 +545,12 @@ static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *in
     p->offset = calloc((size_t)nv, sizeof *p->offset);
     p->steps = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->steps);
     p->alias = malloc(sizeof(int) * (size_t)nv);
+    p->view_off = calloc((size_t)nv, sizeof(size_t));
     p->view_order = malloc(sizeof(int) * (size_t)nv);
     first = malloc(sizeof(int) * (size_t)nv);
     last = malloc(sizeof(int) * (size_t)nv);
-    if (!p->vals || !p->slot || !p->offset || !p->steps || !p->alias || !p->view_order || !first ||
-        !last) {
+    if (!p->vals || !p->slot || !p->offset || !p->steps || !p->alias || !p->view_off ||
+        !p->view_order || !first || !last) {
         st = ox_err(OX_E_NOMEM, "out of memory");
         goto fail;
     }
@@ -628,13 +689,16 @@ static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *in
             goto fail;
         }
 
-    /* lifetimes over the schedule: first write to last read; graph outputs live to the end */
+    if ((st = plan_concat_in_place(p))) goto fail;
+    /* lifetimes over the schedule: first write to last read (of the memory: a view's writes
+     * and reads count for the value it shows); graph outputs live to the end */
     for (int v = 0; v < g->n_values; v++) first[v] = last[v] = -1;
     for (int s = 0; s < p->n_steps; s++) {
         const struct ox_node *n = &g->nodes[p->steps[s].node];
-        for (int k = 0; k < n->n_outputs; k++)
-            if (n->outputs[k] >= 0 && first[n->outputs[k]] < 0)
-                first[n->outputs[k]] = last[n->outputs[k]] = s;
+        for (int k = 0; k < n->n_outputs; k++) {
+            int r = n->outputs[k] >= 0 ? root_of(p, n->outputs[k]) : -1;
+            if (r >= 0 && first[r] < 0) first[r] = last[r] = s;
+        }
         for (int k = 0; k < n->n_inputs; k++)
             if (n->inputs[k] >= 0) last[root_of(p, n->inputs[k])] = s;
         /* values read by the node's subgraphs through their outer names */
@@ -717,6 +781,7 @@ ox_status ox_plan_run_scoped(struct ox_plan *p, const ox_tensor *const *inputs,
         struct ox_step *st = &p->steps[s];
         const struct ox_node *n = &g->nodes[st->node];
         ox_status rc;
+        if (st->is_skipped) continue;
         if (st->is_dynamic) {
             struct ox_infer_ctx ic = {.graph = g, .n_threads = ox_pool_size(p->pool)};
             bool seq_in = false;

@@ -54,6 +54,7 @@ struct ox_step {
     const ox_tensor **in; /* node->n_inputs pointers into plan->vals (NULL if omitted) */
     ox_tensor **out;      /* node->n_outputs pointers (NULL if omitted) */
     void *prepared;       /* the kernel's prepared memory (ox_kernel_prepared), or NULL */
+    bool is_skipped;      /* a Concat whose inputs were written in place: nothing to do */
 };
 
 struct ox_plan {
@@ -74,6 +75,7 @@ struct ox_plan {
     size_t scratch_bytes;
     struct ox_arena strings; /* new strings made by kernels (see ox_kernel_ctx) */
     int *alias;              /* per value: the value a view shows, else -1 */
+    size_t *view_off;        /* per view: its byte offset in that value (Concat inputs) */
     int n_views;
     int *view_order; /* views in the order they are bound */
     int n_outer;

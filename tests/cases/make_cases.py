@@ -167,6 +167,38 @@ def layernorm_double():
     save_case("layernorm_double", model, [("x", x)], [("y", y)])
 
 
+def concat_in_place():
+    """Concat whose inputs the planner has their producers write in place (Relu after two
+    1x1 convolutions, batch 1), next to Concats it must leave alone: batch 2 (the inputs are
+    not contiguous blocks of the output), an input that is also a graph output, and an input
+    read twice."""
+    rng = np.random.default_rng(11)
+    for name, n, extra_out, twice in (("concat_in_place", 1, False, False),
+                                      ("concat_batch2", 2, False, False),
+                                      ("concat_input_is_output", 1, True, False),
+                                      ("concat_input_read_twice", 1, False, True)):
+        x = rng.standard_normal((n, 3, 4, 5)).astype(np.float32)
+        w1 = rng.standard_normal((2, 3, 1, 1)).astype(np.float32)
+        w2 = rng.standard_normal((4, 3, 1, 1)).astype(np.float32)
+        c1 = np.maximum(np.einsum("nchw,oc->nohw", x, w1[:, :, 0, 0]), 0)
+        c2 = np.maximum(np.einsum("nchw,oc->nohw", x, w2[:, :, 0, 0]), 0)
+        y = np.concatenate([c1, c2, c1 if twice else c2[:, :0]], axis=1)
+        nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]), helper.make_node("Relu", ["a"], ["r1"]),
+                 helper.make_node("Conv", ["x", "w2"], ["b"]), helper.make_node("Relu", ["b"], ["r2"]),
+                 helper.make_node("Concat", ["r1", "r2"] + (["r1"] if twice else []), ["y"], axis=1)]
+        outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y.shape))]
+        vals = [("y", y.astype(np.float32))]
+        if extra_out:
+            outs.append(helper.make_tensor_value_info("r2", TensorProto.FLOAT, list(c2.shape)))
+            vals.append(("r2", c2.astype(np.float32)))
+        g = helper.make_graph(nodes, name,
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                              outs, [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = 7
+        save_case(name, model, [("x", x)], vals)
+
+
 def maxpool_nan():
     """A NaN in a pooling window gives NaN (as numpy's max and PyTorch do), on the float 2-D
     path and on the general path (with the Indices output)."""
@@ -199,3 +231,4 @@ if __name__ == "__main__":
     loop_swap_views()
     depthwise_cases()
     layernorm_double()
+    concat_in_place()
