@@ -78,6 +78,9 @@ ox_status ox_nn_infer_matmul(struct ox_infer_ctx *ctx, const struct ox_node *n,
     ox_set_shape(out[0], a->dtype, m.rank, m.dims);
     if (matmul_is_fast(&m, a->dtype))
         fast_mm_reserve(ctx, m.M * m.batch, m.N, m.K, ctx->const_inputs & 2);
+    else if (a->dtype == OX_FLOAT && ox_sgemm_is_fast() && m.K > 0) /* batched: A per thread */
+        ctx->scratch_bytes = (size_t)ox_sgemm_packed_a_floats(m.M, m.K) * sizeof(float) *
+                             (size_t)(ctx->n_threads > 1 ? ctx->n_threads : 1);
     return OX_OK;
 }
 
@@ -85,17 +88,25 @@ struct mm_batch_job {
     const struct ox_matmul_shape *m;
     const float *a, *b;
     float *y;
+    float *scratch; /* packed A, one per thread (the packed kernel), or NULL (OpenBLAS) */
 };
 
 static void mm_batch_piece(void *arg, int64_t begin, int64_t end, int tid) {
-    (void)tid;
     const struct mm_batch_job *j = arg;
     int64_t M = j->m->M, N = j->m->N, K = j->m->K;
+    float *ap = j->scratch ? j->scratch + tid * ox_sgemm_packed_a_floats(M, K) : NULL;
+    struct ox_epilogue ep = {.lo = -INFINITY, .hi = INFINITY};
     for (int64_t i = begin; i < end; i++) {
         int64_t ao, bo;
         ox_matmul_offsets(j->m, i, &ao, &bo);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
-                    j->a + ao, (int)K, j->b + bo, (int)N, 0.0f, j->y + i * M * N, (int)N);
+        if (ap) {
+            ox_sgemm_pack_a(j->a + ao, K, false, M, K, ap);
+            struct ox_gemm_b b = {.pack = ox_gemm_b_pack_matrix, .data = j->b + bo, .ld = N};
+            ox_sgemm_packed(NULL, ap, M, N, K, &b, j->y + i * M * N, N, &ep, false);
+        } else {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
+                        j->a + ao, (int)K, j->b + bo, (int)N, 0.0f, j->y + i * M * N, (int)N);
+        }
     }
 }
 
@@ -134,9 +145,10 @@ static ox_status matmul_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     }
     int64_t rows = M, batch = m.batch;
     if (b_shared && a_contig) rows = M * m.batch, batch = 1;
-    if (a->dtype == OX_FLOAT && batch > 1 && ox_pool_size(ctx->pool) > 1) {
-        /* many GEMMs (attention heads): one thread per group of batch items */
-        struct mm_batch_job j = {&m, a->data, b->data, y->data};
+    if (a->dtype == OX_FLOAT && batch > 1) {
+        /* many GEMMs (attention heads): items split over the pool */
+        struct mm_batch_job j = {&m, a->data, b->data, y->data,
+                                 ox_sgemm_is_fast() && ctx->scratch ? ctx->scratch : NULL};
         ox_parallel_for(ctx->pool, batch, mm_batch_piece, &j);
         return OX_OK;
     }
