@@ -11,7 +11,8 @@ entries without a model.onnx are skipped with a note. ONNX Runtime comes from np
 (onnxruntime-node, CPU), installed into a scratch folder (--ort-dir, default build/ort) with
 its install script skipped; it is never a dependency of onnxexec. For every model and thread
 count the two runtimes run alternately (ORT: graph optimization level "all", intra-op
-threads = ours), each timing `--runs` runs after one warm-up, in rounds so that load on the
+threads = ours), each timing `--runs` runs after the first and `--warmup` untimed ones (both
+sides alike), in rounds so that load on the
 machine hits both alike.
 
 Per configuration (model x threads) it reports: median latency of both and the ratio
@@ -51,7 +52,7 @@ const rssKb = (k) => {
 const baseRss = rssKb('VmRSS');   // node itself, before ONNX Runtime is loaded
 const ort = require('onnxruntime-node');
 (async () => {
-  const [model, metaPath, threads, runs] = process.argv.slice(2);
+  const [model, metaPath, threads, runs, warmup] = process.argv.slice(2);
   const meta = JSON.parse(fs.readFileSync(metaPath));
   const t0 = process.hrtime.bigint();
   const s = await ort.InferenceSession.create(model, {
@@ -69,6 +70,7 @@ const ort = require('onnxruntime-node');
   const f0 = process.hrtime.bigint();
   await s.run(feeds);
   const first = Number(process.hrtime.bigint() - f0) / 1e6;
+  for (let i = 0; i < Number(warmup); i++) await s.run(feeds);
   const times = [];
   for (let i = 0; i < Number(runs); i++) {
     const a = process.hrtime.bigint();
@@ -373,7 +375,8 @@ def bench_config(args, js, case, model, meta, inputs, th, gflop):
     for _ in range(args.rounds):  # alternate the two runtimes
         if ox_err is None:
             j, ox_err = run_json([args.onnxexec, "bench", model, "--json", "--threads", str(th),
-                                  "--runs", str(per_round)] + inputs, args.timeout)
+                                  "--runs", str(per_round), "--warmup", str(args.warmup)] + inputs,
+                                 args.timeout)
             if j is not None:
                 ox_t.append(j["median_ms"])
                 ox_load.append(j["load_ms"] + j["create_ms"])
@@ -381,7 +384,8 @@ def bench_config(args, js, case, model, meta, inputs, th, gflop):
                 ox_mem = j
                 ox_rss = max(ox_rss, j["peak_rss_kb"])
         if ort_err is None:
-            j, ort_err = run_json(["node", js, model, meta, str(th), str(per_round)],
+            j, ort_err = run_json(["node", js, model, meta, str(th), str(per_round),
+                                   str(args.warmup)],
                                   args.timeout)
             if j is not None:
                 ort_t.append(statistics.median(j["times"]))
@@ -532,6 +536,8 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=3,
+                    help="untimed runs after the first, on both sides (default 3)")
     ap.add_argument("--ort-dir", default="build/ort")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per process (default 600)")
     ap.add_argument("--no-flops", action="store_true", help="skip counting FLOPs")
@@ -582,12 +588,14 @@ def main():
             f.write("Produced by:\n\n    %s\n\n" % cmd)
             f.write("ONNX Runtime: onnxruntime-node %s from npm, CPU, graph optimization level all, "
                     "intra-op threads as onnxexec's. Medians of %d runs in %d alternating rounds "
-                    "after a warm-up; batch as in each model's test input. GFLOP: 2 x the MACs of "
+                    "after the first run and %d untimed ones on each side; batch as in each "
+                    "model's test input. GFLOP: 2 x the MACs of "
                     "Conv/Gemm/MatMul counted from the ONNX graph (\"+\": some nodes' shapes "
                     "unknown, not counted). Load: onnxexec model load + session creation, ORT "
                     "InferenceSession.create; onnxexec plans at the first run. Peak RSS: VmHWM of "
                     "each process; \"net of node\" subtracts node's RSS before ONNX Runtime was "
-                    "loaded.\n\n" % ("/".join(versions) or "?", args.runs, args.rounds))
+                    "loaded.\n\n" % ("/".join(versions) or "?", args.runs, args.rounds,
+                                       args.warmup))
             f.write("\n".join(text) + "\n")
     if args.json_out:
         with open(args.json_out, "w") as f:

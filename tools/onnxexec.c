@@ -93,7 +93,7 @@ static const char usage_main[] =
 static const char usage_bench[] =
     "usage: onnxexec bench MODEL [-i [NAME=]FILE]... [--shape NAME=d0,d1,...]...\n"
     "                            [--batch N] [--threads N] [--runs N] [--json]\n"
-    "                            [--no-optimize]\n"
+    "                            [--warmup N] [--no-optimize]\n"
     "\n"
     "Time MODEL: model load, session creation, the first run (which plans), then N more\n"
     "runs (median, p90, min), the peak resident memory of the process, and the memory\n"
@@ -107,6 +107,7 @@ static const char usage_bench[] =
     "  --no-optimize         run the graph as the file has it (no BatchNormalization\n"
     "                        folding, no fused Conv/Gemm/MatMul; for comparisons)\n"
     "  --runs N              timed runs after the first (default 20)\n"
+    "  --warmup N            untimed runs between the first and the timed ones (default 0)\n"
     "  --json                one JSON object on stdout instead of the table\n"
     "  -i, --shape, --seed   as for `run`\n"
     "\n"
@@ -1012,15 +1013,17 @@ static long peak_rss_kb(void) {
     return kb;
 }
 
-/* Time the first run and `runs` more; print a table or JSON. */
-static int bench_report(struct run_state *r, int n_pass, int runs, bool json, const char *path,
-                        double t_load, double t_create) {
+/* Time the first run and, after `warmup` untimed ones, `runs` more; print a table or JSON. */
+static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, bool json,
+                        const char *path, double t_load, double t_create) {
     double *t = malloc(sizeof *t * (size_t)runs);
     if (!t) return errorf(EXIT_FAIL, "out of memory");
     double t_first = now_ms();
     ox_status st = ox_session_run(r->s, r->pass, n_pass, r->outs);
     t_first = now_ms() - t_first;
     bool tty = isatty(STDERR_FILENO) && !json;
+    for (int k = 0; st == OX_OK && k < warmup; k++)
+        st = ox_session_run(r->s, r->pass, n_pass, r->outs);
     for (int k = 0; st == OX_OK && k < runs; k++) {
         double t0 = now_ms();
         st = ox_session_run(r->s, r->pass, n_pass, r->outs);
@@ -1065,7 +1068,7 @@ static int bench_report(struct run_state *r, int n_pass, int runs, bool json, co
 /* `run` and `bench`: the same inputs and session; bench times instead of printing. */
 static int run_main(int argc, char **argv, bool bench) {
     const char *model_path = NULL, *out_dir = NULL;
-    int runs = 20;
+    int runs = 20, warmup = 0;
     bool json = false;
     const char *labels_path = NULL, *truth_path = NULL;
     bool want_npy = true, want_pb = false;
@@ -1087,7 +1090,8 @@ static int run_main(int argc, char **argv, bool bench) {
                      strcmp(arg, "--format") == 0 || strcmp(arg, "--threads") == 0 ||
                      strcmp(arg, "--repeat") == 0 || strcmp(arg, "--labels") == 0 ||
                      strcmp(arg, "--truth") == 0 ||
-                     (bench && (strcmp(arg, "--runs") == 0 || strcmp(arg, "--batch") == 0));
+                     (bench && (strcmp(arg, "--runs") == 0 || strcmp(arg, "--batch") == 0 ||
+                                strcmp(arg, "--warmup") == 0));
         if (is_help(arg)) {
             fputs(bench ? usage_bench : usage_run, stdout);
             rc = 0;
@@ -1132,6 +1136,11 @@ static int run_main(int argc, char **argv, bool bench) {
         } else if (bench && strcmp(arg, "--runs") == 0) {
             if (!parse_int(val, 1, 1000000, &runs)) {
                 rc = errorf(EXIT_USAGE, "--runs '%s': expected a number >= 1", val);
+                goto done;
+            }
+        } else if (bench && strcmp(arg, "--warmup") == 0) {
+            if (!parse_int(val, 0, 1000000, &warmup)) {
+                rc = errorf(EXIT_USAGE, "--warmup '%s': expected a number >= 0", val);
                 goto done;
             }
         } else if (bench && strcmp(arg, "--batch") == 0) {
@@ -1206,7 +1215,7 @@ static int run_main(int argc, char **argv, bool bench) {
         goto done;
     }
     if (bench) {
-        rc = bench_report(&r, n_pass, runs, json, model_path, t_load, t_create);
+        rc = bench_report(&r, n_pass, warmup, runs, json, model_path, t_load, t_create);
         goto done;
     }
     double best = INFINITY, total = 0;
