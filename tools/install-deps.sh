@@ -4,7 +4,7 @@
 # Tests only: the ONNX backend test data, Python with numpy/onnx/torch (model generation).
 set -e
 PKGS="build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev
-      libopenblas-dev libopenblas-serial-dev libonnx-testdata python3 python3-numpy python3-onnx python3-torch
+      libopenblas-dev libonnx-testdata python3 python3-numpy python3-onnx python3-torch
       python3-torchvision"
 missing=""
 for p in $PKGS; do
