@@ -112,7 +112,11 @@ typedef struct ox_session ox_session;
 
 /* Options for a session; NULL means defaults. */
 typedef struct ox_session_options {
-    int n_threads; /* 0: number of cores */
+    /* Threads of the session's pool (0: number of cores). Every kernel, OpenBLAS included
+     * (on one thread inside the pool's pieces), runs on it. OpenBLAS starts threads of its
+     * own when it loads and lets them spin for a while; run the program with
+     * OPENBLAS_NUM_THREADS=1 so that it does not (the onnxexec tool does this itself). */
+    int n_threads;
 } ox_session_options;
 
 /* The message of the last error on this thread ("" if none). Borrowed. */

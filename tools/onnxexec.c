@@ -1887,6 +1887,14 @@ static int cmd_help(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    /* OpenBLAS starts its own threads when it loads and lets them spin for a while, but the
+     * library runs OpenBLAS on one thread inside its own pool: those threads would only
+     * compete with the pool for the cores. With OPENBLAS_NUM_THREADS=1 at load OpenBLAS
+     * starts none, so the tool restarts itself once with it set (unless the user set it). */
+    if (!getenv("OPENBLAS_NUM_THREADS")) {
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);
+        execv("/proc/self/exe", argv); /* on failure, go on as we are */
+    }
     if (argc < 2) {
         fputs(usage_main, stderr);
         return EXIT_USAGE;
