@@ -393,23 +393,7 @@ static ox_status plan_concat_in_place(struct ox_plan *p) {
     const struct ox_graph *g = p->graph;
     int *uses = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof(int));
     if (!uses) return ox_err(OX_E_NOMEM, "out of memory planning");
-    for (int i = 0; i < g->n_nodes; i++) {
-        const struct ox_node *n = &g->nodes[i];
-        for (int k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] >= 0) uses[n->inputs[k]]++;
-        for (int a = 0; a < n->n_attrs; a++) { /* subgraphs read outer names */
-            const struct ox_attr *at = &n->attrs[a];
-            for (int j = 0; j < (at->g ? 1 : at->graphs ? at->n : 0); j++) {
-                const struct ox_graph *sub = at->g ? at->g : at->graphs[j];
-                for (int v = 0; v < sub->n_values; v++) {
-                    int id =
-                        sub->values[v].is_outer ? ox_graph_find_value(g, sub->values[v].name) : -1;
-                    if (id >= 0) uses[id] += 2;
-                }
-            }
-        }
-    }
-    for (int k = 0; k < g->n_outputs; k++) uses[g->outputs[k]] += 2;
+    ox_graph_count_uses(g, NULL, uses);
     for (int s = 0; s < p->n_steps; s++) {
         struct ox_step *st = &p->steps[s];
         const struct ox_node *n = &g->nodes[st->node];

@@ -356,6 +356,39 @@ static void free_tensor_ptr(ox_tensor *t, bool borrowed) {
     if (!borrowed) ox_tensor_free_data(t);
 }
 
+/* Names that `sub` (or a subgraph inside it) reads from g. */
+static void count_outer_reads(const struct ox_graph *g, const struct ox_graph *sub, int *uses) {
+    for (int v = 0; v < sub->n_values; v++) {
+        if (!sub->values[v].is_outer) continue;
+        int pv = ox_graph_find_value(g, sub->values[v].name);
+        if (pv >= 0) uses[pv] += OX_USES_OUTSIDE;
+    }
+    for (int i = 0; i < sub->n_nodes; i++)
+        for (int a = 0; a < sub->nodes[i].n_attrs; a++) {
+            const struct ox_attr *at = &sub->nodes[i].attrs[a];
+            if (at->type == OX_ATTR_GRAPH && at->g) count_outer_reads(g, at->g, uses);
+            for (int k = 0; at->type == OX_ATTR_GRAPHS && k < at->n; k++)
+                count_outer_reads(g, at->graphs[k], uses);
+        }
+}
+
+void ox_graph_count_uses(const struct ox_graph *g, const bool *skip, int *uses) {
+    memset(uses, 0, sizeof *uses * (size_t)g->n_values);
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (skip && skip[i]) continue;
+        const struct ox_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] >= 0) uses[n->inputs[k]]++;
+        for (int a = 0; a < n->n_attrs; a++) {
+            const struct ox_attr *at = &n->attrs[a];
+            if (at->type == OX_ATTR_GRAPH && at->g) count_outer_reads(g, at->g, uses);
+            for (int k = 0; at->type == OX_ATTR_GRAPHS && k < at->n; k++)
+                count_outer_reads(g, at->graphs[k], uses);
+        }
+    }
+    for (int k = 0; k < g->n_outputs; k++) uses[g->outputs[k]] += OX_USES_OUTSIDE;
+}
+
 void ox_node_free_attrs(struct ox_node *n) {
     for (int k = 0; k < n->n_attrs; k++) {
         struct ox_attr *a = &n->attrs[k];

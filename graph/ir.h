@@ -201,6 +201,11 @@ struct ox_node *ox_graph_add_node(struct ox_graph *g, const char *name, const ch
 /* Free what a node's attributes own (tensor data, subgraphs) and forget them: for a node
  * taken out of its graph (the rest lives in the graph's arena). */
 void ox_node_free_attrs(struct ox_node *n);
+/* Readers of each of g's values, into uses[g->n_values]: one per node input (nodes with
+ * skip[i] set left out; skip may be NULL), and OX_USES_OUTSIDE for a graph output or a name
+ * that a subgraph, at any depth, reads from g. Passes use it to find values read once. */
+#define OX_USES_OUTSIDE 1000
+void ox_graph_count_uses(const struct ox_graph *g, const bool *skip, int *uses);
 /* Attribute lookup (NULL if absent). */
 const struct ox_attr *ox_node_attr(const struct ox_node *n, const char *name);
 /* Restore topological order (stable: keeps file order where it is already valid). Fails

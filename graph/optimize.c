@@ -37,7 +37,7 @@
 
 struct opt {
     struct ox_graph *g;
-    int *uses; /* per value: readers (nodes, graph outputs; subgraph reads count as many) */
+    int *uses; /* per value: readers (ox_graph_count_uses) */
     int cap_uses;
     bool *dead; /* per node */
     struct ox_opt_stats *st;
@@ -67,22 +67,6 @@ static const ox_tensor *const_float(const struct opt *o, int v) {
     return t && t->dtype == OX_FLOAT && t->kind == OX_IO_TENSOR ? t : NULL;
 }
 
-/* Names a subgraph reads from its enclosing scopes, marked as used many times. */
-static void mark_outer_reads(struct opt *o, const struct ox_graph *sub) {
-    for (int v = 0; v < sub->n_values; v++) {
-        if (!sub->values[v].is_outer) continue;
-        int pv = ox_graph_find_value(o->g, sub->values[v].name);
-        if (pv >= 0) o->uses[pv] += 1000;
-    }
-    for (int i = 0; i < sub->n_nodes; i++)
-        for (int a = 0; a < sub->nodes[i].n_attrs; a++) {
-            const struct ox_attr *at = &sub->nodes[i].attrs[a];
-            if (at->type == OX_ATTR_GRAPH && at->g) mark_outer_reads(o, at->g);
-            for (int k = 0; at->type == OX_ATTR_GRAPHS && k < at->n; k++)
-                mark_outer_reads(o, at->graphs[k]);
-        }
-}
-
 static ox_status count_uses(struct opt *o) {
     struct ox_graph *g = o->g;
     if (g->n_values > o->cap_uses) { /* folding adds values */
@@ -91,20 +75,7 @@ static ox_status count_uses(struct opt *o) {
         o->uses = u;
         o->cap_uses = g->n_values;
     }
-    memset(o->uses, 0, sizeof *o->uses * (size_t)g->n_values);
-    for (int i = 0; i < g->n_nodes; i++) {
-        if (o->dead[i]) continue;
-        const struct ox_node *n = &g->nodes[i];
-        for (int k = 0; k < n->n_inputs; k++)
-            if (n->inputs[k] >= 0) o->uses[n->inputs[k]]++;
-        for (int a = 0; a < n->n_attrs; a++) {
-            if (n->attrs[a].type == OX_ATTR_GRAPH && n->attrs[a].g)
-                mark_outer_reads(o, n->attrs[a].g);
-            for (int k = 0; n->attrs[a].type == OX_ATTR_GRAPHS && k < n->attrs[a].n; k++)
-                mark_outer_reads(o, n->attrs[a].graphs[k]);
-        }
-    }
-    for (int k = 0; k < g->n_outputs; k++) o->uses[g->outputs[k]] += 1000;
+    ox_graph_count_uses(g, o->dead, o->uses);
     return OX_OK;
 }
 
