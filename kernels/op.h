@@ -287,6 +287,14 @@ static inline bool ox_same_shape(const ox_tensor *a, const ox_tensor *b) {
            !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
 }
 void ox_fused_clamp(const struct ox_node *n, float *lo, float *hi);
+/* The fused ops' activation on one float: x * sigmoid(x) = x / (1 + e^-x) (silu), else
+ * clamped to [lo, hi], the max first (with lo > hi: hi, as Clip does; a NaN stays). The
+ * AVX-512 epilogues do the same on 16 lanes. */
+static inline float ox_fused_act(float v, float lo, float hi, bool silu) {
+    if (silu) return v / (1.0f + expf(-v));
+    v = v < lo ? lo : v;
+    return v > hi ? hi : v;
+}
 /* True when the fused op's activation is Silu: x * sigmoid(x) (the clamp is then none). */
 bool ox_fused_silu(const struct ox_node *n);
 ox_status ox_fused_infer(struct ox_infer_ctx *ctx, const struct ox_node *n, const ox_tensor *z,

@@ -640,14 +640,8 @@ ox_status ox_fused_post(const struct ox_node *n, const ox_tensor *src, const ox_
         double v = f32 ? ((const float *)src->data)[so] : ox_get_f64(src, so);
         if (z) v += f32 ? ((const float *)z->data)[zo] : ox_get_f64(z, zo);
         if (f32) {
-            float f = (float)v; /* float + float rounds once, as Add does */
-            if (silu) {
-                f = f / (1.0f + expf(-f)); /* as Sigmoid then Mul: x * (1 / (1 + e^-x)) */
-            } else {
-                f = f < lo ? lo : f; /* then hi: with lo > hi, hi everywhere (Clip) */
-                f = f > hi ? hi : f;
-            }
-            ((float *)y->data)[i] = f;
+            /* float + float rounds once, as Add does */
+            ((float *)y->data)[i] = ox_fused_act((float)v, lo, hi, silu);
         } else {
             /* round to the element type first, as the unfused Add would */
             ox_set_f64(y, i, v);

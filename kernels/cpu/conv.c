@@ -603,12 +603,7 @@ static void depthwise_piece(void *arg, int64_t b, int64_t e, int tid) {
         for (int64_t p = 0; p < g->out_size; p++) { /* bias, residual, clamp (NaN kept) */
             float v = y[p] + bv;
             if (z) v += z[p];
-            if (j->silu) {
-                y[p] = v / (1.0f + expf(-v));
-            } else {
-                v = v < lo ? lo : v; /* then hi: with lo > hi, hi everywhere (Clip) */
-                y[p] = v > hi ? hi : v;
-            }
+            y[p] = ox_fused_act(v, lo, hi, j->silu);
         }
     }
 }

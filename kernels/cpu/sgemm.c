@@ -207,9 +207,7 @@ static void kernel_8x32(int64_t kc, const float *a, const float *b, float *c, in
                 if (ep->bias_row) acc += ep->bias_row[row0 + i];
                 if (ep->bias_col) acc += ep->bias_col[col0 + j];
                 if (ep->residual) acc += ep->residual[(row0 + i) * ep->ld_residual + col0 + j];
-                acc = acc < ep->lo ? ep->lo : acc;
-                acc = acc > ep->hi ? ep->hi : acc;
-                if (ep->silu) acc = acc / (1.0f + expf(-acc));
+                acc = ox_fused_act(acc, ep->lo, ep->hi, ep->silu);
             }
             c[i * ldc + j] = acc;
         }
