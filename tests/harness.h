@@ -252,9 +252,8 @@ static inline ox_status run_node(const char *domain, const char *op, int opset,
         printf("harness: no memory for %zu bytes of scratch\n", ictx.scratch_bytes);
         exit(2);
     }
-    struct ox_kernel_ctx kctx = {.scratch = scratch,
-                                 .scratch_bytes = ictx.scratch_bytes,
-                                 .strings = &harness_strings};
+    struct ox_kernel_ctx kctx = {
+        .scratch = scratch, .scratch_bytes = ictx.scratch_bytes, .strings = &harness_strings};
     st = o->cpu(&kctx, &node, in, outs);
     free(scratch);
     if (st)
