@@ -1,5 +1,7 @@
 /* The public model and session API (include/onnxexec.h) over the importer and plans. */
 #include "executor/session.h"
+#include "exporter/onnx.h"
+#include "graph/opset.h"
 #include "graph/optimize.h"
 #include "importer/onnx.h"
 
@@ -23,7 +25,7 @@ struct ox_session {
 
 static ox_status model_finish(ox_model *m, const ox_model_options *opt, ox_model **out) {
     if (!opt || !opt->no_optimize) {
-        ox_status st = ox_graph_optimize(m->graph, NULL);
+        ox_status st = ox_graph_optimize(m->graph, opt && opt->standard_ops_only, NULL);
         if (st) {
             ox_model_free(m);
             return st;
@@ -50,6 +52,11 @@ ox_status ox_model_load_with(const char *path, const ox_model_options *opt, ox_m
 }
 
 ox_status ox_model_load_buffer(const void *buf, size_t len, const char *dir, ox_model **out) {
+    return ox_model_load_buffer_with(buf, len, dir, NULL, out);
+}
+
+ox_status ox_model_load_buffer_with(const void *buf, size_t len, const char *dir,
+                                    const ox_model_options *opt, ox_model **out) {
     *out = NULL;
     ox_model *m = calloc(1, sizeof *m);
     if (!m) return ox_err(OX_E_NOMEM, "out of memory");
@@ -58,7 +65,7 @@ ox_status ox_model_load_buffer(const void *buf, size_t len, const char *dir, ox_
         free(m);
         return st;
     }
-    return model_finish(m, NULL, out);
+    return model_finish(m, opt, out);
 }
 
 void ox_model_free(ox_model *m) {
@@ -116,6 +123,24 @@ const char *ox_model_producer(const ox_model *m) {
 
 const char *ox_model_producer_version(const ox_model *m) {
     return m->graph->producer_version ? m->graph->producer_version : "";
+}
+
+ox_status ox_model_save(const ox_model *m, const char *path, const ox_save_options *opt) {
+    struct ox_export_options o = {0};
+    if (opt) {
+        o.external_data = opt->external_data;
+        o.external_threshold = opt->external_threshold;
+        o.external_name = opt->external_file;
+    }
+    return ox_onnx_export_file(m->graph, path, &o);
+}
+
+ox_status ox_model_convert_opset(ox_model *m, int opset) {
+    return ox_graph_convert_opset(m->graph, opset);
+}
+
+ox_status ox_model_save_buffer(const ox_model *m, void **buf, size_t *len) {
+    return ox_onnx_export_buffer(m->graph, buf, len);
 }
 
 int64_t ox_model_ir_version(const ox_model *m) {

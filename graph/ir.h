@@ -88,6 +88,12 @@ struct ox_attr {
     int64_t *ints;
     const char **strings;
     size_t *string_lens;
+    /* TYPE_PROTO(S): the serialized TypeProto (what `s`/`strings` describe), so that the
+     * exporter writes back exactly what was read. */
+    const uint8_t *type_pb;
+    size_t type_pb_len;
+    const uint8_t **type_pbs;
+    size_t *type_pb_lens;
     ox_tensor **tensors;
     struct ox_graph **graphs;
 };
@@ -119,7 +125,12 @@ struct ox_value {
     int producer;       /* index of the node that writes it; -1 for inputs and constants */
     ox_tensor *init;    /* constant data (initializer), or NULL; the struct is in the arena */
     bool init_borrowed; /* init->data points into one of g->maps: not freed with the graph */
+    bool init_sparse;   /* the file held `init` as a sparse initializer (densified here) */
     bool is_outer;      /* in a subgraph: a name from an enclosing scope */
+    /* Sequences, maps, optionals and sparse tensors: the serialized TypeProto the file gave
+     * (the fields above keep only the innermost element type); NULL otherwise. */
+    const uint8_t *type_pb;
+    size_t type_pb_len;
 };
 
 /* ---- nodes ----------------------------------------------------------------------------- */
@@ -160,11 +171,18 @@ struct ox_graph {
     int *inputs;
     int n_outputs;
     int *outputs;
+    const char *graph_doc; /* GraphProto.doc_string (every graph) */
     /* Model-level facts (top-level graph only). */
     int n_opsets;
     struct ox_opset *opsets;
     int64_t ir_version;
-    const char *producer_name, *producer_version, *doc;
+    const char *producer_name, *producer_version, *doc; /* doc: ModelProto.doc_string */
+    const char *model_domain;
+    int64_t model_version;
+    int n_meta; /* metadata_props, in file order */
+    struct ox_meta {
+        const char *key, *value;
+    } * meta;
     /* Memory maps the graph keeps alive (the model file, external data files); unmapped by
      * ox_graph_free with ox_unmap. Attribute tensors always own their data. */
     int n_maps;

@@ -1,7 +1,7 @@
 /* Graph optimizations, run on a model's main graph when it is loaded (unless turned off):
  *
  *     struct ox_opt_stats st;
- *     ox_graph_optimize(g, &st);   // g keeps computing the same outputs
+ *     ox_graph_optimize(g, false, &st);   // g keeps computing the same outputs
  *
  * - BatchNormalization (inference) after a Conv (or a Gemm with beta 1) whose weights are
  *   constant is folded into its weights and bias (computed in double, rounded once).
@@ -20,6 +20,10 @@
  *   multiplications) becomes one Gelu node (opset 20's op).
  * - Nodes whose outputs nothing reads (and that have no side effects: every op here) are
  *   removed; so are initializers that nothing reads any more.
+ *
+ * With standard_only (what `onnxexec convert --optimize` writes, for other runtimes too) the
+ * result uses only the default domain at the model's own opset: no fused ai.onnxexec ops,
+ * and LayerNormalization and Gelu only where that opset has them (17 and 20).
  *
  * The pass never looks inside subgraphs, and leaves alone any value that a subgraph reads
  * by name or that is a graph output (except the last value of a fused chain, which the
@@ -537,7 +541,7 @@ static void remove_dead(struct opt *o) {
     }
 }
 
-ox_status ox_graph_optimize(struct ox_graph *g, struct ox_opt_stats *st) {
+ox_status ox_graph_optimize(struct ox_graph *g, bool standard_only, struct ox_opt_stats *st) {
     struct ox_opt_stats dummy;
     if (!st) st = &dummy;
     memset(st, 0, sizeof *st);
@@ -546,11 +550,12 @@ ox_status ox_graph_optimize(struct ox_graph *g, struct ox_opt_stats *st) {
     ox_status rc = o.dead ? count_uses(&o) : ox_err(OX_E_NOMEM, "out of memory");
     for (int i = 0; i < g->n_nodes && !rc; i++)
         if (!o.dead[i]) rc = fold_bn(&o, &g->nodes[i]);
-    for (int i = 0; i < g->n_nodes && !rc; i++)
+    int64_t opset = ox_graph_opset(g, "");
+    for (int i = 0; i < g->n_nodes && !rc && (!standard_only || opset >= 17); i++)
         if (!o.dead[i]) rc = fold_layernorm(&o, &g->nodes[i]);
-    for (int i = 0; i < g->n_nodes && !rc; i++)
+    for (int i = 0; i < g->n_nodes && !rc && (!standard_only || opset >= 20); i++)
         if (!o.dead[i]) rc = fold_gelu(&o, &g->nodes[i]);
-    for (int i = 0; i < g->n_nodes && !rc; i++)
+    for (int i = 0; i < g->n_nodes && !rc && !standard_only; i++)
         if (!o.dead[i]) rc = fuse(&o, &g->nodes[i]);
     if (!rc) remove_dead(&o);
     free(o.uses);

@@ -11,8 +11,9 @@ struct ox_opt_stats {
     int removed_constants; /* initializers nothing read any more */
 };
 
-/* Optimize g's main graph in place; st (may be NULL) receives what was done. On failure
+/* Optimize g's main graph in place; st (may be NULL) receives what was done. With
+ * standard_only, only rewrites into default-domain ops of the model's opset. On failure
  * (out of memory) the graph may be half-rewritten and must be freed. */
-ox_status ox_graph_optimize(struct ox_graph *g, struct ox_opt_stats *st);
+ox_status ox_graph_optimize(struct ox_graph *g, bool standard_only, struct ox_opt_stats *st);
 
 #endif

@@ -422,6 +422,17 @@ static ox_dtype type_dtype(const Onnx__TypeProto *tp) {
     return dt;
 }
 
+/* The TypeProto serialized into g's arena (kept for the exporter). */
+static ox_status pack_type(struct ox_graph *g, const Onnx__TypeProto *tp, const uint8_t **out,
+                           size_t *len) {
+    *len = onnx__type_proto__get_packed_size(tp);
+    uint8_t *b = ox_graph_alloc(g, *len ? *len : 1);
+    if (!b) return nomem();
+    onnx__type_proto__pack(tp, b);
+    *out = b;
+    return OX_OK;
+}
+
 /* Set a value's kind, dtype and shape from a TypeProto (only when it has none yet if
  * `if_unknown`). */
 static ox_status set_type(struct ox_graph *g, int v, const Onnx__TypeProto *tp, bool if_unknown) {
@@ -454,11 +465,19 @@ static ox_status set_type(struct ox_graph *g, int v, const Onnx__TypeProto *tp, 
             }
         }
     }
+    const uint8_t *pb = NULL;
+    size_t pb_len = 0;
+    if (kind != OX_KIND_TENSOR) {
+        ox_status st = pack_type(g, tp, &pb, &pb_len);
+        if (st) return st;
+    }
     val = &g->values[v];
     val->kind = kind;
     val->dtype = dt;
     val->rank = rank;
     val->dims = dims;
+    val->type_pb = pb;
+    val->type_pb_len = pb_len;
     return OX_OK;
 }
 
@@ -676,7 +695,7 @@ static ox_status convert_attr(struct imp *im, const struct scope *s, const char 
         if (!a->s) return nomem();
         a->s_len = strlen(buf);
         a->i = type_dtype(ap->tp);
-        break;
+        return pack_type(g, ap->tp, &a->type_pb, &a->type_pb_len);
     }
     case OX_ATTR_FLOATS:
         a->n = (int)n;
@@ -729,8 +748,13 @@ static ox_status convert_attr(struct imp *im, const struct scope *s, const char 
         a->strings = ox_graph_alloc(g, sizeof(char *) * nn);
         a->string_lens = ox_graph_alloc(g, sizeof(size_t) * nn);
         a->ints = ox_graph_alloc(g, sizeof(int64_t) * nn);
-        if (!a->strings || !a->string_lens || !a->ints) return nomem();
+        a->type_pbs = ox_graph_alloc(g, sizeof(uint8_t *) * nn);
+        a->type_pb_lens = ox_graph_alloc(g, sizeof(size_t) * nn);
+        if (!a->strings || !a->string_lens || !a->ints || !a->type_pbs || !a->type_pb_lens)
+            return nomem();
         for (size_t k = 0; k < n; k++) {
+            st = pack_type(g, ap->type_protos[k], &a->type_pbs[k], &a->type_pb_lens[k]);
+            if (st) return st;
             char buf[1024];
             size_t pos = 0;
             buf[0] = 0;
@@ -1089,6 +1113,7 @@ static ox_status add_initializer(struct imp *im, const struct scope *s, Onnx__Te
     t->name = g->values[v].name;
     g->values[v].init = t;
     g->values[v].init_borrowed = borrowed;
+    g->values[v].init_sparse = sp != NULL;
     if (borrowed && raw_at) im->borrowed_from_map = true;
     return type_from_tensor(g, v, t);
 }
@@ -1100,7 +1125,8 @@ static ox_status import_graph(struct imp *im, const struct scope *s, Onnx__Graph
         return ox_err(OX_E_INVALID, "graph '%s' has too many inputs, outputs or nodes",
                       str(gp->name));
     g->name = gstrdup(g, gp->name);
-    if (!g->name) return nomem();
+    g->graph_doc = gstrdup(g, gp->doc_string);
+    if (!g->name || !g->graph_doc) return nomem();
     /* 1. every name the graph defines */
     g->inputs = ox_graph_alloc(g, sizeof(int) * (gp->n_input + 1));
     g->outputs = ox_graph_alloc(g, sizeof(int) * (gp->n_output + 1));
@@ -1262,10 +1288,30 @@ static ox_status import_model(struct imp *im, const uint8_t *buf, size_t len) {
     g->ir_version = m->has_ir_version ? m->ir_version : 0;
     g->producer_name = gstrdup(g, m->producer_name);
     g->producer_version = gstrdup(g, m->producer_version);
-    g->doc = gstrdup(g, m->doc_string && *m->doc_string ? m->doc_string : m->graph->doc_string);
-    if (!g->producer_name || !g->producer_version || !g->doc) {
+    g->doc = gstrdup(g, m->doc_string);
+    g->model_domain = gstrdup(g, m->domain);
+    g->model_version = m->has_model_version ? m->model_version : 0;
+    if (!g->producer_name || !g->producer_version || !g->doc || !g->model_domain) {
         st = nomem();
         goto out;
+    }
+    if (m->n_metadata_props > MAX_COUNT) {
+        st = ox_err(OX_E_INVALID, "too many metadata_props");
+        goto out;
+    }
+    g->meta = ox_graph_alloc(g, sizeof *g->meta * (m->n_metadata_props + 1));
+    if (!g->meta) {
+        st = nomem();
+        goto out;
+    }
+    for (size_t i = 0; i < m->n_metadata_props; i++) {
+        g->meta[i].key = gstrdup(g, m->metadata_props[i]->key);
+        g->meta[i].value = gstrdup(g, m->metadata_props[i]->value);
+        if (!g->meta[i].key || !g->meta[i].value) {
+            st = nomem();
+            goto out;
+        }
+        g->n_meta++;
     }
     if (m->n_opset_import > MAX_COUNT) {
         st = ox_err(OX_E_INVALID, "too many opset imports");

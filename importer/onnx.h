@@ -87,6 +87,12 @@ ox_status ox_tensor_from_proto(struct Onnx__TensorProto *tp, const struct ox_pb_
 /* Densify a SparseTensorProto into `out` (owned, malloc'd data). */
 ox_status ox_tensor_from_sparse_proto(struct Onnx__SparseTensorProto *sp,
                                       const struct ox_pb_src *src, ox_tensor *out);
+/* The bytes of a fixed-size tensor's elements as raw_data and external data hold them
+ * (little-endian, sub-byte types packed two or four to a byte, bool as 0/1). *bytes points
+ * at t->data when that is already the layout (*owned NULL), else at *owned (malloc'd: the
+ * caller frees it). Errors: OX_E_INVALID (string or undefined type), OX_E_NOMEM. */
+ox_status ox_tensor_wire(const ox_tensor *t, const unsigned char **bytes, size_t *len,
+                         unsigned char **owned);
 /* A whole file read into malloc'd memory (size-checked); messages name the file. */
 ox_status ox_pb_read_file(const char *path, unsigned char **buf, size_t *len);
 /* The folder of a path, malloc'd ("." for a bare name); NULL on OOM. */

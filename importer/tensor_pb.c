@@ -680,6 +680,43 @@ ox_status ox_tensor_read_pb(const char *path, ox_tensor *out, char **name) {
     return OX_OK;
 }
 
+ox_status ox_tensor_wire(const ox_tensor *t, const unsigned char **bytes, size_t *len,
+                         unsigned char **owned) {
+    *owned = NULL;
+    *bytes = NULL;
+    size_t numel, wire;
+    if (!ox_tensor_bytes(t->dtype, t->rank, t->dims, &numel) || t->dtype == OX_STRING ||
+        t->dtype == OX_UNDEFINED || (unsigned)t->dtype >= OX_N_DTYPES)
+        return ox_err(OX_E_INVALID, "tensor has no fixed-size element type or valid dims");
+    numel /= ox_dtype_size(t->dtype);
+    wire_bytes(t->dtype, numel, &wire);
+    *len = wire;
+    const unsigned char *d = t->data;
+    int bits = sub_byte_bits(t->dtype);
+    bool direct = !bits && (OX_HOST_LE || component_size(t->dtype) == 1);
+    if (direct && t->dtype == OX_BOOL)
+        for (size_t k = 0; k < numel && direct; k++) direct = d[k] <= 1;
+    if (direct || wire == 0) {
+        *bytes = wire ? d : (const unsigned char *)"";
+        return OX_OK;
+    }
+    unsigned char *raw = calloc(1, wire);
+    if (!raw) return ox_err(OX_E_NOMEM, "out of memory");
+    if (bits) {
+        int per = 8 / bits;
+        for (size_t k = 0; k < numel; k++)
+            raw[k / (size_t)per] |=
+                (unsigned char)((d[k] & ((1u << bits) - 1)) << (bits * (int)(k % (size_t)per)));
+    } else if (t->dtype == OX_BOOL) {
+        for (size_t k = 0; k < numel; k++) raw[k] = d[k] != 0;
+    } else {
+        swap_copy(raw, d, numel, ox_dtype_size(t->dtype), component_size(t->dtype));
+    }
+    *owned = raw;
+    *bytes = raw;
+    return OX_OK;
+}
+
 static ox_status write_file(const char *path, const void *data, size_t len) {
     FILE *f = fopen(path, "wb");
     if (!f) return ox_err(OX_E_IO, "%s: %s", path, strerror(errno));
@@ -727,26 +764,12 @@ ox_status ox_tensor_write_pb(const char *path, const ox_tensor *t, const char *n
         tp.n_string_data = numel;
         tp.string_data = strs;
     } else {
+        const unsigned char *bytes;
         size_t wire;
-        wire_bytes(t->dtype, numel, &wire);
-        raw = calloc(1, wire ? wire : 1);
-        if (!raw) return ox_err(OX_E_NOMEM, "out of memory");
-        const unsigned char *d = t->data;
-        int bits = sub_byte_bits(t->dtype);
-        if (bits) {
-            int per = 8 / bits;
-            for (size_t k = 0; k < numel; k++)
-                raw[k / (size_t)per] |=
-                    (unsigned char)((d[k] & ((1u << bits) - 1)) << (bits * (int)(k % (size_t)per)));
-        } else if (t->dtype == OX_BOOL) {
-            for (size_t k = 0; k < numel; k++) raw[k] = d[k] != 0;
-        } else if (OX_HOST_LE || component_size(t->dtype) == 1) {
-            if (wire) memcpy(raw, d, wire);
-        } else {
-            swap_copy(raw, d, numel, ox_dtype_size(t->dtype), component_size(t->dtype));
-        }
+        st = ox_tensor_wire(t, &bytes, &wire, &raw);
+        if (st) return ox_err_prefix(st, "%s: ", path);
         tp.has_raw_data = 1;
-        tp.raw_data.data = raw;
+        tp.raw_data.data = (uint8_t *)bytes;
         tp.raw_data.len = wire;
     }
     size_t len = onnx__tensor_proto__get_packed_size(&tp);

@@ -145,6 +145,11 @@ typedef struct ox_model_options {
      * residual Add and Relu/Clip (ops of domain "ai.onnxexec"); unused nodes go. Outputs
      * stay within float32 rounding of the unoptimized graph's. */
     bool no_optimize;
+    /* Optimize with standard ONNX operators only, at the model's own opset: BatchNormalization
+     * folding, LayerNormalization and Gelu where the opset has them (17, 20), unused nodes
+     * removed; no ops of domain "ai.onnxexec". What `onnxexec convert --optimize` writes, so
+     * that other runtimes can read it. */
+    bool standard_ops_only;
 } ox_model_options;
 
 /* Load an ONNX model from a file. Errors: OX_E_IO, OX_E_INVALID, OX_E_UNSUPPORTED. */
@@ -152,7 +157,32 @@ ox_status ox_model_load(const char *path, ox_model **out);
 ox_status ox_model_load_with(const char *path, const ox_model_options *opt, ox_model **out);
 /* Load from memory; `dir` is the folder external data is relative to (may be NULL). */
 ox_status ox_model_load_buffer(const void *buf, size_t len, const char *dir, ox_model **out);
+ox_status ox_model_load_buffer_with(const void *buf, size_t len, const char *dir,
+                                    const ox_model_options *opt, ox_model **out);
 void ox_model_free(ox_model *m);
+
+/* Options for writing a model; NULL means defaults. */
+typedef struct ox_save_options {
+    /* Tensors of external_threshold bytes or more (0: 1024) go to a side file beside the model,
+     * `external_file` (relative to the model's folder; NULL: the model's file name + ".data").
+     * A model too big for protobuf's 2 GiB limit is written that way even without it. */
+    bool external_data;
+    size_t external_threshold;
+    const char *external_file;
+} ox_save_options;
+
+/* Write the model (as loaded: optimized unless its options said otherwise) as an ONNX file.
+ * Written to a temporary file and renamed into place: a failure leaves no partial file.
+ * The same model gives the same bytes. Errors: OX_E_INVALID (something ONNX cannot express,
+ * named in the message), OX_E_IO, OX_E_NOMEM. */
+ox_status ox_model_save(const ox_model *m, const char *path, const ox_save_options *opt);
+/* Rewrite the model for another opset of the default ONNX domain (up or down), where its
+ * operators allow it. Before any session of the model exists. Errors: OX_E_UNSUPPORTED (the
+ * message names the node that has no way across; the model is then unchanged). */
+ox_status ox_model_convert_opset(ox_model *m, int opset);
+/* Serialize the model into *buf (malloc'd: free it with free()). OX_E_NOMEM when it is over
+ * protobuf's 2 GiB limit. */
+ox_status ox_model_save_buffer(const ox_model *m, void **buf, size_t *len);
 
 int ox_model_n_inputs(const ox_model *m);
 int ox_model_n_outputs(const ox_model *m);

@@ -152,7 +152,8 @@ static const char usage_run[] =
     "  onnxexec run model.onnx -i input=x.npy --shape batch=4 -o out/ --format both\n";
 
 static const char usage_test[] =
-    "usage: onnxexec test DIR... [--rtol R] [--atol A] [--threads N] [--no-optimize] [-v]\n"
+    "usage: onnxexec test DIR... [--rtol R] [--atol A] [--threads N] [--no-optimize]\n"
+    "                            [--roundtrip] [--export-dir DIR] [-v]\n"
     "\n"
     "Run ONNX backend test cases. A case is a folder with model.onnx and\n"
     "test_data_set_*/input_N.pb, output_N.pb; a DIR that holds case folders (like\n"
@@ -174,6 +175,11 @@ static const char usage_test[] =
     "  --threads N           threads for the CPU kernels (default: number of cores)\n"
     "  --no-optimize         run the graph as the file has it (no BatchNormalization\n"
     "                        folding, no fused Conv/Gemm/MatMul; for comparisons)\n"
+    "  --roundtrip           also write each model back out as ONNX (as loaded: optimized\n"
+    "                        unless --no-optimize), load that, and require the same\n"
+    "                        outputs bit for bit, and the same bytes when the reloaded\n"
+    "                        model is written again\n"
+    "  --export-dir DIR      with --roundtrip: keep each written model as DIR/CASE.onnx\n"
     "  -v, --verbose         show each data set's time and every mismatching output\n"
     "\n"
     "example:\n"
@@ -1256,6 +1262,8 @@ struct test_opts {
     double rtol, atol;
     int n_threads;
     bool verbose;
+    bool roundtrip;         /* also check export -> import against the model as loaded */
+    const char *export_dir; /* with roundtrip: keep each exported model there as CASE.onnx */
 };
 
 static int cmp_str(const void *a, const void *b) {
@@ -1520,12 +1528,110 @@ static int compare(int k, const char *name, const ox_tensor *exp, const ox_tenso
 enum { R_PASS, R_FAIL, R_SKIP };
 
 /* Run one case; the reason of a FAIL or SKIP goes to `why`. */
+static const char *case_name(const char *path);
+
+/* Bit-for-bit equality of two values (the round trip's check); the first difference goes
+ * to why. */
+static int same_bits(const char *name, const ox_tensor *a, const ox_tensor *b, char *why,
+                     size_t len) {
+    if (a->kind != b->kind || a->dtype != b->dtype || a->n_items != b->n_items ||
+        (a->kind == OX_IO_TENSOR && !same_shape(a, b))) {
+        char ta[600], tb[600];
+        fmt_type(a, NULL, ta, sizeof ta);
+        fmt_type(b, NULL, tb, sizeof tb);
+        snprintf(why, len, "'%s': %s %s after the round trip, %s %s before", name,
+                 kind_name(b->kind), tb, kind_name(a->kind), ta);
+        return 1;
+    }
+    for (int i = 0; i < a->n_items; i++) {
+        char item[300];
+        snprintf(item, sizeof item, "%.280s[%d]", name, i);
+        if (same_bits(item, &a->items[i], &b->items[i], why, len)) return 1;
+    }
+    if (a->kind != OX_IO_TENSOR) return 0;
+    int64_t n = ox_tensor_numel(a);
+    size_t sz = ox_dtype_size(a->dtype);
+    for (int64_t i = 0; i < n; i++) {
+        bool same = a->dtype == OX_STRING ? strcmp(get_s(a, i), get_s(b, i)) == 0
+                                          : memcmp((const char *)a->data + (size_t)i * sz,
+                                                   (const char *)b->data + (size_t)i * sz, sz) == 0;
+        if (!same) {
+            char at[128], ea[128], eb[128];
+            fmt_index(a, i, at, sizeof at);
+            fmt_elem(a, i, ea, sizeof ea);
+            fmt_elem(b, i, eb, sizeof eb);
+            snprintf(why, len, "'%s'%s: %s after the round trip, %s before (bits differ)", name, at,
+                     eb, ea);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The round trip of a loaded model: export, import the bytes again, export that: the two
+ * exports must be the same bytes. *m2 receives the re-imported model. */
+static int roundtrip_model(const ox_model *m, const char *dir, const struct test_opts *o,
+                           ox_model **m2, char *why, size_t len) {
+    void *b1 = NULL, *b2 = NULL;
+    size_t l1 = 0, l2 = 0;
+    int rc = 1;
+    ox_status st = ox_model_save_buffer(m, &b1, &l1);
+    if (st) {
+        char msg[2048];
+        one_line(msg, sizeof msg, lib_msg(st));
+        snprintf(why, len, "round trip: export: %s", msg);
+        goto out;
+    }
+    if (o->export_dir) {
+        char *p = malloc(strlen(o->export_dir) + strlen(case_name(dir)) + 8);
+        if (p) {
+            sprintf(p, "%s/%s.onnx", o->export_dir, case_name(dir));
+            FILE *f = fopen(p, "wb");
+            bool ok = f && fwrite(b1, 1, l1, f) == l1;
+            if (f) ok &= fclose(f) == 0;
+            if (!ok) snprintf(why, len, "round trip: cannot write %s: %s", p, strerror(errno));
+            free(p);
+            if (!ok) goto out;
+        }
+    }
+    ox_model_options keep = {.no_optimize = true}; /* the graph as exported */
+    st = ox_model_load_buffer_with(b1, l1, dir, &keep, m2);
+    if (st) {
+        char msg[2048];
+        one_line(msg, sizeof msg, lib_msg(st));
+        snprintf(why, len, "round trip: the exported model does not load: %s", msg);
+        goto out;
+    }
+    st = ox_model_save_buffer(*m2, &b2, &l2);
+    if (st) {
+        char msg[2048];
+        one_line(msg, sizeof msg, lib_msg(st));
+        snprintf(why, len, "round trip: second export: %s", msg);
+        goto out;
+    }
+    if (l1 != l2 || memcmp(b1, b2, l1) != 0) {
+        size_t at = 0;
+        while (at < l1 && at < l2 && ((char *)b1)[at] == ((char *)b2)[at]) at++;
+        snprintf(why, len,
+                 "round trip: exporting the re-imported model gives other bytes (%zu and %zu "
+                 "bytes, first difference at byte %zu)",
+                 l1, l2, at);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(b1);
+    free(b2);
+    return rc;
+}
+
 static int run_case(const char *dir, const struct test_opts *o, char *why, size_t len) {
     char *model_path = path_join(dir, "model.onnx");
     ox_model *m = NULL;
-    ox_session *s = NULL;
+    ox_session *s = NULL, *s2 = NULL;
+    ox_model *m2 = NULL;
     struct str_list sets = {0};
-    const ox_tensor **outs = NULL;
+    const ox_tensor **outs = NULL, **outs2 = NULL;
     int result = R_FAIL;
     if (!model_path) {
         snprintf(why, len, "out of memory");
@@ -1567,8 +1673,16 @@ static int run_case(const char *dir, const struct test_opts *o, char *why, size_
         one_line(why, len, lib_msg(st));
         goto done;
     }
+    if (o->roundtrip) {
+        if (roundtrip_model(m, dir, o, &m2, why, len)) goto done;
+        if ((st = ox_session_create(m2, &so, &s2)) != OX_OK) {
+            one_line(why, len, lib_msg(st));
+            goto done;
+        }
+    }
     outs = calloc((size_t)(n_out > 0 ? n_out : 1), sizeof *outs);
-    if (!outs) {
+    outs2 = calloc((size_t)(n_out > 0 ? n_out : 1), sizeof *outs2);
+    if (!outs || !outs2) {
         snprintf(why, len, "out of memory");
         goto done;
     }
@@ -1645,6 +1759,26 @@ static int run_case(const char *dir, const struct test_opts *o, char *why, size_
             result = R_FAIL;
             goto next;
         }
+        if (s2) { /* the re-imported model: the same bits as the model as loaded */
+            st = ox_session_run(s2, in, n_given, outs2);
+            if (st != OX_OK) {
+                char msg[2048];
+                one_line(msg, sizeof msg, lib_msg(st));
+                snprintf(why, len, "%sround trip: %s", pre, msg);
+                result = R_FAIL;
+                goto next;
+            }
+            for (int k = 0; k < n_out; k++) {
+                ox_tensor d = {0};
+                ox_model_output(m, k, &d, NULL);
+                char w[2048];
+                if (same_bits(d.name ? d.name : "?", outs[k], outs2[k], w, sizeof w)) {
+                    snprintf(why, len, "%sround trip: output %d %s", pre, k, w);
+                    result = R_FAIL;
+                    goto next;
+                }
+            }
+        }
         for (int k = 0; k < n_ex; k++) {
             ox_tensor d = {0};
             ox_model_output(m, k, &d, NULL);
@@ -1666,8 +1800,11 @@ static int run_case(const char *dir, const struct test_opts *o, char *why, size_
     }
 done:
     free(outs);
+    free(outs2);
     list_free(&sets);
     ox_session_free(s);
+    ox_session_free(s2);
+    ox_model_free(m2);
     ox_model_free(m);
     free(model_path);
     return result;
@@ -1696,6 +1833,16 @@ static int cmd_test(int argc, char **argv) {
                 errorf(EXIT_USAGE, "%s '%s': expected a number >= 0", arg, val ? val : "");
                 goto done;
             }
+            a++;
+        } else if (strcmp(arg, "--roundtrip") == 0) {
+            o.roundtrip = true;
+        } else if (strcmp(arg, "--export-dir") == 0) {
+            if (!val || !is_dir(val)) {
+                errorf(EXIT_USAGE, "--export-dir '%s': not a folder", val ? val : "");
+                goto done;
+            }
+            o.roundtrip = true;
+            o.export_dir = val;
             a++;
         } else if (strcmp(arg, "--threads") == 0) {
             if (!parse_int(val, 0, 4096, &o.n_threads)) {
@@ -1873,6 +2020,119 @@ static int cmd_info(int argc, char **argv) {
     return 0;
 }
 
+/* ---- convert --------------------------------------------------------------------------- */
+
+static const char usage_convert[] =
+    "usage: onnxexec convert IN OUT [--optimize[=standard|all]] [--opset N]\n"
+    "                               [--external-data] [--external-threshold BYTES]\n"
+    "                               [--external-file NAME]\n"
+    "\n"
+    "Read the model IN and write it to OUT as ONNX. Without options the graph is written as\n"
+    "read (local functions inlined): the same outputs, bit for bit, from a file that\n"
+    "onnx.checker accepts. Converting a converted file again gives the same bytes.\n"
+    "OUT is written to a temporary file and renamed into place, so a failure never leaves\n"
+    "a partial file. A model over protobuf's 2 GiB limit is written with external data.\n"
+    "\n"
+    "options:\n"
+    "  --optimize[=standard] write the graph after onnxexec's graph optimizations that keep\n"
+    "                        to standard ONNX operators at the model's opset\n"
+    "                        (BatchNormalization folded into Conv/Gemm, LayerNormalization\n"
+    "                        and Gelu recognised where the opset has them, dead nodes\n"
+    "                        removed): any ONNX runtime can read the result\n"
+    "  --optimize=all        also the fused operators of domain ai.onnxexec (FusedConv,\n"
+    "                        FusedGemm, FusedMatMul): what onnxexec runs; only onnxexec\n"
+    "                        reads these\n"
+    "  --opset N             convert the default domain to opset N first (up or down)\n"
+    "                        where the operators allow it; fails naming the node otherwise\n"
+    "  --external-data       put tensors of BYTES or more in a side file next to OUT\n"
+    "  --external-threshold BYTES\n"
+    "                        (default 1024)\n"
+    "  --external-file NAME  the side file, relative to OUT's folder (default OUT's name\n"
+    "                        + \".data\")\n"
+    "\n"
+    "examples:\n"
+    "  onnxexec convert resnet50.onnx resnet50-opt.onnx --optimize\n"
+    "  onnxexec convert big.onnx out/big.onnx --external-data\n"
+    "  onnxexec convert model.onnx model-opset18.onnx --opset 18\n";
+
+static int cmd_convert(int argc, char **argv) {
+    const char *in = NULL, *out = NULL;
+    ox_save_options so = {0};
+    int opset = 0;
+    for (int a = 0; a < argc; a++) {
+        const char *arg = argv[a];
+        if (is_help(arg)) {
+            fputs(usage_convert, stdout);
+            return 0;
+        }
+        if (strcmp(arg, "--optimize") == 0 || strcmp(arg, "--optimize=standard") == 0) {
+            model_opts.no_optimize = false;
+            model_opts.standard_ops_only = true;
+        } else if (strcmp(arg, "--optimize=all") == 0) {
+            model_opts.no_optimize = false;
+            model_opts.standard_ops_only = false;
+        } else if (strncmp(arg, "--optimize=", 11) == 0) {
+            return errorf(EXIT_USAGE, "convert: --optimize takes 'standard' or 'all', not '%s'",
+                          arg + 11);
+        } else if (strcmp(arg, "--external-data") == 0) {
+            so.external_data = true;
+        } else if (strcmp(arg, "--opset") == 0 || strcmp(arg, "--external-threshold") == 0 ||
+                   strcmp(arg, "--external-file") == 0) {
+            if (a + 1 >= argc) return errorf(EXIT_USAGE, "convert: %s needs a value", arg);
+            const char *v = argv[++a];
+            if (strcmp(arg, "--opset") == 0) {
+                if (!parse_int(v, 1, 1000, &opset))
+                    return errorf(EXIT_USAGE, "convert: --opset takes an opset number, not '%s'",
+                                  v);
+            } else if (strcmp(arg, "--external-threshold") == 0) {
+                int64_t t;
+                if (!parse_i64(v, &t) || t < 1)
+                    return errorf(EXIT_USAGE,
+                                  "convert: --external-threshold takes a byte count, not '%s'", v);
+                so.external_threshold = (size_t)t;
+                so.external_data = true;
+            } else {
+                so.external_file = v;
+                so.external_data = true;
+            }
+        } else if (arg[0] == '-' && arg[1]) {
+            return errorf(EXIT_USAGE, "convert: unknown option '%s' (see onnxexec convert --help)",
+                          arg);
+        } else if (!in) {
+            in = arg;
+        } else if (!out) {
+            out = arg;
+        } else {
+            return errorf(EXIT_USAGE, "convert: one model at a time ('%s' is extra)", arg);
+        }
+    }
+    if (!in || !out)
+        return errorf(EXIT_USAGE, "convert: needs an input and an output file (usage: onnxexec "
+                                  "convert IN OUT)");
+    if (is_dir(out))
+        return errorf(EXIT_USAGE, "convert: %s is a folder: name the output file", out);
+    double t0 = now_ms();
+    ox_model *m;
+    int rc = load_model(in, &m);
+    if (rc) return rc;
+    ox_status st = OX_OK;
+    if (opset) {
+        st = ox_model_convert_opset(m, opset);
+        if (st) {
+            ox_model_free(m);
+            return errorf(EXIT_FAIL, "%s: %s", in, lib_msg(st));
+        }
+    }
+    st = ox_model_save(m, out, &so);
+    int n_nodes = ox_model_n_nodes(m);
+    ox_model_free(m);
+    if (st) return errorf(EXIT_FAIL, "%s", lib_msg(st));
+    struct stat sb;
+    long long bytes = stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
+    printf("wrote %s: %d nodes, %lld bytes, in %.0f ms\n", out, n_nodes, bytes, now_ms() - t0);
+    return 0;
+}
+
 /* ---- main ------------------------------------------------------------------------------ */
 
 static int cmd_help(int argc, char **argv) {
@@ -1881,8 +2141,10 @@ static int cmd_help(int argc, char **argv) {
     if (strcmp(argv[0], "test") == 0) return fputs(usage_test, stdout), 0;
     if (strcmp(argv[0], "info") == 0) return fputs(usage_info, stdout), 0;
     if (strcmp(argv[0], "bench") == 0) return fputs(usage_bench, stdout), 0;
+    if (strcmp(argv[0], "convert") == 0) return fputs(usage_convert, stdout), 0;
     if (strcmp(argv[0], "help") == 0) return fputs(usage_main, stdout), 0;
-    return errorf(EXIT_USAGE, "help: unknown command '%s' (commands: run, test, bench, info)",
+    return errorf(EXIT_USAGE,
+                  "help: unknown command '%s' (commands: run, test, bench, convert, info)",
                   argv[0]);
 }
 
@@ -1920,5 +2182,9 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "test") == 0) return cmd_test(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
     if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
+    if (strcmp(cmd, "convert") == 0) {
+        model_opts.no_optimize = true; /* as read, unless --optimize */
+        return cmd_convert(argc - 2, argv + 2);
+    }
     return errorf(EXIT_USAGE, "unknown command '%s' (try onnxexec --help)", cmd);
 }
