@@ -438,6 +438,15 @@ static bool is_listed(const int *ids, int n, int v) {
     return false;
 }
 
+static _Thread_local const struct ox_graph *sort_ctx;
+
+static int cmp_init(const void *pa, const void *pb) {
+    int a = *(const int *)pa, b = *(const int *)pb;
+    int oa = sort_ctx->values[a].init_order, ob = sort_ctx->values[b].init_order;
+    if (oa != ob) return oa == 0 ? 1 : ob == 0 ? -1 : oa < ob ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
 static ox_status graph_proto(struct ex *e, const struct ox_graph *g, Onnx__GraphProto **out) {
     Onnx__GraphProto *gp = XNEW(e, Onnx__GraphProto, ONNX__GRAPH_PROTO__INIT);
     if (!gp) return nomem();
@@ -458,10 +467,16 @@ static ox_status graph_proto(struct ex *e, const struct ox_graph *g, Onnx__Graph
         st = value_info(e, &g->values[g->inputs[i]], &gp->input[gp->n_input++]);
         if (st) return ox_err_prefix(st, "graph input '%s': ", g->values[g->inputs[i]].name);
     }
-    /* initializers in value order: the order a re-import gives them again */
-    for (int v = 0; v < g->n_values; v++) {
-        const struct ox_value *val = &g->values[v];
-        if (!val->init || val->is_outer) continue;
+    /* initializers in the file's order, then those made since in value order: a re-import
+     * numbers them in this order again */
+    int *order = xalloc(e, sizeof(int) * (size_t)g->n_values), n_order = 0;
+    if (!order) return nomem();
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].init && !g->values[v].is_outer) order[n_order++] = v;
+    sort_ctx = g;
+    qsort(order, (size_t)n_order, sizeof *order, cmp_init);
+    for (int i = 0; i < n_order; i++) {
+        const struct ox_value *val = &g->values[order[i]];
         st = val->init_sparse
                  ? sparse_proto(e, val->init, val->name,
                                 &gp->sparse_initializer[gp->n_sparse_initializer++])

@@ -126,6 +126,7 @@ struct ox_value {
     ox_tensor *init;    /* constant data (initializer), or NULL; the struct is in the arena */
     bool init_borrowed; /* init->data points into one of g->maps: not freed with the graph */
     bool init_sparse;   /* the file held `init` as a sparse initializer (densified here) */
+    int init_order;     /* 1 + its place among the file's initializers; 0: made later */
     bool is_outer;      /* in a subgraph: a name from an enclosing scope */
     /* Sequences, maps, optionals and sparse tensors: the serialized TypeProto the file gave
      * (the fields above keep only the innermost element type); NULL otherwise. */

@@ -18,6 +18,8 @@
  *   LayerNormalization node (opset 17's op; constant gamma and beta).
  * - GELU exported as Div(x, sqrt 2), Erf, Add(1), Mul(x), Mul(0.5) (either order of the
  *   multiplications) becomes one Gelu node (opset 20's op).
+ *   Where the model's opset is older than the op, the node is onnxexec's twin of it (domain
+ *   ai.onnxexec), so that the graph can still be written at the model's own opset.
  * - Nodes whose outputs nothing reads (and that have no side effects: every op here) are
  *   removed; so are initializers that nothing reads any more.
  *
@@ -343,19 +345,24 @@ static ox_status fuse(struct opt *o, struct ox_node *n) {
 }
 
 /* Take the chain's nodes out and make `last` (which comes after all of them and after
- * every input) the one node that replaces them: op `type` of the default domain. */
+ * every input) the one node that replaces them: op `type`, which the default domain has
+ * from opset `since`. A model of an older opset gets onnxexec's twin of the op instead
+ * (domain ai.onnxexec, version 1), so that the graph stays expressible at its own opset. */
 static ox_status replace_chain(struct opt *o, struct ox_node *const *chain, int n_chain,
-                               struct ox_node *last, const char *type, int opset, int *ins,
+                               struct ox_node *last, const char *type, int since, int *ins,
                                int n_ins, struct ox_attr *attrs, int n_attrs) {
     struct ox_graph *g = o->g;
-    const struct ox_op *op = ox_op_find("", type, opset);
+    int64_t model = ox_graph_opset(g, "");
+    const char *domain = model >= since ? "" : OX_DOMAIN_ONNXEXEC;
+    int opset = model >= since ? (int)model : 1;
+    const struct ox_op *op = ox_op_find(domain, type, opset);
     if (!op) return ox_err(OX_E_INTERNAL, "no operator-table row for %s", type);
     for (int k = 0; k < n_chain; k++) {
         g->values[chain[k]->outputs[0]].producer = -1;
         o->dead[chain[k] - g->nodes] = true;
     }
     ox_node_free_attrs(last);
-    last->domain = "";
+    last->domain = domain;
     last->op_type = type;
     last->opset = opset;
     last->op = op;

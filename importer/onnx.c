@@ -254,6 +254,7 @@ struct imp {
     int n_funcs;
     struct func *funcs;
     long n_nodes;
+    int n_inits; /* initializers so far, in file order (init_order) */
     unsigned long fresh;
 };
 
@@ -575,6 +576,13 @@ static int output_id(const struct scope *s, const char *name) {
 
 /* ---- tensors --------------------------------------------------------------------------- */
 
+/* An attribute tensor's own name (for the exporter); none when the file gave none. */
+static ox_status keep_tensor_name(struct ox_graph *g, ox_tensor *t, const char *name) {
+    if (!name || !*name) return OX_OK;
+    t->name = ox_graph_strdup(g, name);
+    return t->name ? OX_OK : nomem();
+}
+
 /* A tensor attribute or constant: arena struct, owned malloc'd data. */
 static ox_status attr_tensor(struct imp *im, const struct scope *s, Onnx__TensorProto *tp,
                              ox_tensor **out) {
@@ -588,7 +596,7 @@ static ox_status attr_tensor(struct imp *im, const struct scope *s, Onnx__Tensor
     ox_status st = ox_tensor_from_proto(tp, &src, t, &borrowed);
     if (st) return st;
     *out = t;
-    return OX_OK;
+    return keep_tensor_name(s->g, t, tp->name);
 }
 
 static ox_status attr_sparse(struct imp *im, const struct scope *s, Onnx__SparseTensorProto *sp,
@@ -600,7 +608,7 @@ static ox_status attr_sparse(struct imp *im, const struct scope *s, Onnx__Sparse
     ox_status st = ox_tensor_from_sparse_proto(sp, &src, t);
     if (st) return st;
     *out = t;
-    return OX_OK;
+    return keep_tensor_name(s->g, t, sp->values ? sp->values->name : NULL);
 }
 
 /* ---- graphs, nodes, attributes, functions ---------------------------------------------- */
@@ -1114,6 +1122,7 @@ static ox_status add_initializer(struct imp *im, const struct scope *s, Onnx__Te
     g->values[v].init = t;
     g->values[v].init_borrowed = borrowed;
     g->values[v].init_sparse = sp != NULL;
+    g->values[v].init_order = ++im->n_inits;
     if (borrowed && raw_at) im->borrowed_from_map = true;
     return type_from_tensor(g, v, t);
 }

@@ -27,6 +27,7 @@ import argparse
 import os
 import re
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -160,13 +161,69 @@ def run_suite(args, data, suite):
         extra += ["--atol", str(args.atol)]
     if args.threads is not None:
         extra += ["--threads", str(args.threads)]
+    export_dir = None
+    if args.roundtrip:
+        extra += ["--roundtrip"]
+        if args.checker:
+            export_dir = tempfile.mkdtemp(prefix="ox-roundtrip-")
+            extra += ["--export-dir", export_dir]
     results = {}
     problems = []
     start = 0
     while start < len(cases):
         start += run_batch(args.onnxexec, extra, suite_dir, cases[start:], args.timeout,
                            results, problems, args.verbose)
-    return cases, results, problems
+    return cases, results, problems, export_dir
+
+
+def checker_supports(model, onnx):
+    """True when this onnx package knows the model's IR version and opsets."""
+    if model.ir_version > onnx.IR_VERSION:
+        return False
+    known = {"": onnx.defs.onnx_opset_version(), "ai.onnx": onnx.defs.onnx_opset_version()}
+    try:
+        known["ai.onnx.ml"] = onnx.defs.get_schema("LinearClassifier", 100, "ai.onnx.ml").since_version
+        known["ai.onnx.ml"] = max(known["ai.onnx.ml"], 3)
+    except Exception:
+        pass
+    for op in model.opset_import:
+        if op.domain in known and op.version > known[op.domain]:
+            return False
+    return True
+
+
+def check_exported(suite_dir, export_dir, cases, results, counts):
+    """onnx.checker (full check) on the exported model of every passing case whose IR
+    version and opsets the onnx package knows. The exported file must pass wherever the
+    original does. Returns a list of problems."""
+    import onnx  # Debian's python3-onnx; only needed here
+    problems = []
+    for c in cases:
+        if results.get(c, ("FAIL",))[0] != "PASS":
+            continue
+        path = os.path.join(export_dir, c + ".onnx")
+        if not os.path.exists(path):
+            problems.append("%s: no exported model" % c)
+            continue
+        exported = onnx.load(path)
+        if not checker_supports(exported, onnx):
+            counts["unsupported"] += 1
+            continue
+        try:
+            onnx.checker.check_model(exported, full_check=True)
+            counts["ok"] += 1
+            continue
+        except Exception as e:
+            why = " ".join(str(e).split())[:300]
+        try:
+            onnx.checker.check_model(onnx.load(os.path.join(suite_dir, c, "model.onnx")),
+                                     full_check=True)
+        except Exception:
+            counts["original_fails"] += 1  # the checker rejects the original as well
+            continue
+        problems.append("%s: onnx.checker rejects the exported model (and accepts the "
+                        "original): %s" % (c, why))
+    return problems
 
 
 def read_known(path):
@@ -236,6 +293,13 @@ def main():
     p.add_argument("--rtol", type=float, help="passed to onnxexec test")
     p.add_argument("--atol", type=float, help="passed to onnxexec test")
     p.add_argument("--threads", type=int, help="passed to onnxexec test")
+    p.add_argument("--roundtrip", action="store_true",
+                   help="run the cases through onnxexec test --roundtrip (export, import "
+                        "again: same outputs bit for bit, same bytes on a second export)")
+    p.add_argument("--checker", action="store_true",
+                   help="with --roundtrip: onnx.checker (full check) on every exported model "
+                        "of a passing case whose IR version and opsets it knows; it must "
+                        "accept each one whose original it accepts")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="print every failing and skipped case")
     args = p.parse_args()
@@ -261,11 +325,20 @@ def main():
 
     all_results = {}  # '[label/]suite/case' -> (status, reason)
     all_problems = []  # abnormal exits after all cases of a batch reported
+    checker_problems = []
     totals = [0, 0, 0, 0]
     for label, folder, suite in runs:
         t0 = time.monotonic()
-        cases, results, problems = run_suite(args, folder, suite)
+        cases, results, problems, export_dir = run_suite(args, folder, suite)
         all_problems += problems
+        if export_dir:
+            cc = {"ok": 0, "unsupported": 0, "original_fails": 0}
+            bad = check_exported(os.path.join(folder, suite), export_dir, cases, results, cc)
+            shutil.rmtree(export_dir, ignore_errors=True)
+            checker_problems.extend(bad)
+            print("  onnx.checker: %d exported models accepted, %d rejected, %d rejected like "
+                  "their originals, %d beyond what it knows (IR/opset)"
+                  % (cc["ok"], len(bad), cc["original_fails"], cc["unsupported"]))
         name = (label + "/" if label else "") + suite
         counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
         for c in cases:
@@ -323,6 +396,11 @@ def main():
         print("\nLISTED BUT NOT FOUND (remove them from %s):" % args.known)
         for k in stale:
             print("  " + k)
+    if checker_problems:
+        ok = False
+        print("\nEXPORTED MODELS THAT onnx.checker REJECTS:")
+        for p in checker_problems:
+            print("  " + p)
     if all_problems:
         ok = False
         print("\nABNORMAL EXITS:")

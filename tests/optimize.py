@@ -613,12 +613,17 @@ def cases():
     inits = {"gamma": gm, "beta": bt, "two": np.array(2.0, np.float32),
              "eps": np.array(1e-5, np.float32)}
     want = ln_ref(X.astype(np.float64), gm, bt, 1e-5)
-    gone = {"LayerNormalization": 1, "ReduceMean": 0, "Sub": 0, "Pow": 0, "Sqrt": 0, "Div": 0}
+    # below opset 17 the fused node is onnxexec's twin of LayerNormalization
+    gone = {"ai.onnxexec.LayerNormalization": 1, "ReduceMean": 0, "Sub": 0, "Pow": 0, "Sqrt": 0,
+            "Div": 0}
     out.append(Case("23a_layernorm_pattern_pow", ln_nodes("pow"), {"X": X}, ["Y"], inits,
                     gone, {"Y": want}, opset=14))
     out.append(Case("23b_layernorm_pattern_mul_dd", ln_nodes("mul"), {"X": X}, ["Y"], inits,
-                    {"LayerNormalization": 1, "ReduceMean": 0, "Sub": 0, "Sqrt": 0}, {"Y": want},
-                    opset=14))
+                    {"ai.onnxexec.LayerNormalization": 1, "ReduceMean": 0, "Sub": 0, "Sqrt": 0},
+                    {"Y": want}, opset=14))
+    out.append(Case("23d_layernorm_pattern_opset17", ln_nodes("pow"), {"X": X}, ["Y"], inits,
+                    {"LayerNormalization": 1, "ai.onnxexec.LayerNormalization": 0,
+                     "ReduceMean": 0, "Sub": 0, "Sqrt": 0}, {"Y": want}, opset=17))
     out.append(Case("23c_layernorm_pattern_d_read_elsewhere_no_fusion",
                     ln_nodes("pow", extra_reader=True), {"X": X}, ["Y", "D"], inits,
                     {"LayerNormalization": 0, "ReduceMean": 2, "Sqrt": 1},
@@ -636,13 +641,15 @@ def cases():
         [helper.make_node("Div", ["X", "sqrt2"], ["a"]), helper.make_node("Erf", ["a"], ["e"]),
          helper.make_node("Add", ["e", "one"], ["p"]), helper.make_node("Mul", ["X", "p"], ["q"]),
          helper.make_node("Mul", ["q", "half"], ["Y"])],
-        {"X": Xg}, ["Y"], ginits, {"Gelu": 1, "Erf": 0, "Div": 0, "Mul": 0}, {"Y": gelu}, opset=17))
+        {"X": Xg}, ["Y"], ginits, {"ai.onnxexec.Gelu": 1, "Erf": 0, "Div": 0, "Mul": 0}, {"Y": gelu},
+        opset=17))
     out.append(Case(
         "24b_gelu_pattern_half_first",
         [helper.make_node("Mul", ["X", "half"], ["h"]), helper.make_node("Div", ["X", "sqrt2"], ["a"]),
          helper.make_node("Erf", ["a"], ["e"]), helper.make_node("Add", ["one", "e"], ["p"]),
          helper.make_node("Mul", ["h", "p"], ["Y"])],
-        {"X": Xg}, ["Y"], ginits, {"Gelu": 1, "Erf": 0, "Div": 0, "Mul": 0}, {"Y": gelu}, opset=17))
+        {"X": Xg}, ["Y"], ginits, {"ai.onnxexec.Gelu": 1, "Erf": 0, "Div": 0, "Mul": 0}, {"Y": gelu},
+        opset=17))
 
     # 25. Gemm -> BatchNormalization (an MLP's BatchNorm1d) -> Relu: folded, then fused
     A = rnd(rng, (5, 12))
