@@ -4,6 +4,7 @@
 #include "graph/opset.h"
 #include "graph/optimize.h"
 #include "importer/onnx.h"
+#include "importer/torchscript/torchscript.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -39,11 +40,33 @@ ox_status ox_model_load(const char *path, ox_model **out) {
     return ox_model_load_with(path, NULL, out);
 }
 
+/* A TorchScript archive (a zip) rather than an ONNX protobuf. */
+static bool is_archive(const char *path) {
+    unsigned char head[4];
+    FILE *f = fopen(path, "rb");
+    bool zip = f && fread(head, 1, 4, f) == 4 && ox_ts_is_archive(head, 4);
+    if (f) fclose(f);
+    return zip;
+}
+
 ox_status ox_model_load_with(const char *path, const ox_model_options *opt, ox_model **out) {
     *out = NULL;
     ox_model *m = calloc(1, sizeof *m);
     if (!m) return ox_err(OX_E_NOMEM, "out of memory");
-    ox_status st = ox_onnx_import_file(path, &m->graph);
+    ox_status st;
+    if (is_archive(path)) {
+        struct ox_ts_input in[64];
+        int n = opt && opt->n_input_shapes > 0 ? opt->n_input_shapes : 0;
+        if (n > 64) n = 64;
+        for (int i = 0; i < n; i++) {
+            const ox_tensor *t = &opt->input_shapes[i];
+            in[i] = (struct ox_ts_input){.name = t->name, .dtype = t->dtype, .rank = t->rank};
+            memcpy(in[i].dims, t->dims, sizeof in[i].dims);
+        }
+        st = ox_ts_import_file(path, in, n, &m->graph);
+    } else {
+        st = ox_onnx_import_file(path, &m->graph);
+    }
     if (st) {
         free(m);
         return st;

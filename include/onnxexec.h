@@ -150,9 +150,16 @@ typedef struct ox_model_options {
      * removed; no ops of domain "ai.onnxexec". What `onnxexec convert --optimize` writes, so
      * that other runtimes can read it. */
     bool standard_ops_only;
+    /* TorchScript archives (.pt): the types and shapes of forward's tensor arguments (each
+     * `name` set: by name; else by position; data unused), which the import needs because
+     * traced code folds shapes. Without them a torch 2.x traced archive gives the shapes it
+     * was traced with; others fail naming the argument. Ignored for ONNX files. */
+    const ox_tensor *input_shapes;
+    int n_input_shapes;
 } ox_model_options;
 
-/* Load an ONNX model from a file. Errors: OX_E_IO, OX_E_INVALID, OX_E_UNSUPPORTED. */
+/* Load a model from a file: ONNX, or a TorchScript archive written by torch.jit.save
+ * (recognised by its contents). Errors: OX_E_IO, OX_E_INVALID, OX_E_UNSUPPORTED. */
 ox_status ox_model_load(const char *path, ox_model **out);
 ox_status ox_model_load_with(const char *path, const ox_model_options *opt, ox_model **out);
 /* Load from memory; `dir` is the folder external data is relative to (may be NULL). */

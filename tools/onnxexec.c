@@ -731,6 +731,46 @@ static void run_state_free(struct run_state *r) {
 
 /* Bind the -i options to graph inputs: NAME=FILE when NAME is a graph input, else by
  * position among the inputs that no NAME= option names. */
+/* For a TorchScript archive: the input shapes its import needs, from the -i files
+ * (NAME=FILE, or by position) and the --shape options, into model_opts (*shapes malloc'd:
+ * freed by the caller after the load). Nothing for other files. */
+static int archive_shapes(struct run_state *r, const char *path, ox_tensor **shapes) {
+    unsigned char head[4];
+    FILE *f = fopen(path, "rb");
+    bool zip = f && fread(head, 1, 4, f) == 4 && memcmp(head, "PK\003\004", 4) == 0;
+    if (f) fclose(f);
+    *shapes = NULL;
+    if (!zip) return 0;
+    int n = r->n_iopts + r->n_sopts, k = 0;
+    *shapes = calloc((size_t)(n ? n : 1), sizeof **shapes);
+    if (!*shapes) return errorf(EXIT_FAIL, "out of memory");
+    for (int i = 0; i < r->n_iopts; i++) {
+        const char *arg = r->iopts[i].arg, *eq = strchr(arg, '=');
+        const char *file = eq && !is_file(arg) ? eq + 1 : arg;
+        ox_tensor t = {0};
+        char err[1200];
+        if (read_tensor(file, &t, NULL, err, sizeof err))
+            return errorf(EXIT_FAIL, "-i %s: %s", arg, err);
+        ox_tensor *d = &(*shapes)[k++];
+        d->dtype = t.dtype;
+        d->rank = t.rank;
+        memcpy(d->dims, t.dims, sizeof d->dims);
+        d->name = eq && file != arg ? strndup(arg, (size_t)(eq - arg)) : NULL;
+        ox_tensor_free_data(&t);
+    }
+    for (int i = 0; i < r->n_sopts; i++) {
+        if (r->sopts[i].rank < 1) continue; /* a symbolic dim's value: not a shape */
+        ox_tensor *d = &(*shapes)[k++];
+        d->dtype = OX_FLOAT;
+        d->rank = r->sopts[i].rank;
+        memcpy(d->dims, r->sopts[i].dims, sizeof(int64_t) * (size_t)d->rank);
+        d->name = strdup(r->sopts[i].name);
+    }
+    model_opts.input_shapes = *shapes;
+    model_opts.n_input_shapes = k;
+    return 0;
+}
+
 static int bind_input_opts(struct run_state *r, const char *model_path) {
     for (int k = 0; k < r->n_iopts; k++) {
         struct input_opt *io = &r->iopts[k];
@@ -1179,8 +1219,16 @@ static int run_main(int argc, char **argv, bool bench) {
         rc = errorf(EXIT_USAGE, "run: no model given (usage: onnxexec run MODEL [options])");
         goto done;
     }
+    ox_tensor *ts_shapes = NULL;
+    if ((rc = archive_shapes(&r, model_path, &ts_shapes))) goto done;
     double t_load = now_ms();
-    if ((rc = load_model(model_path, &r.m))) goto done;
+    rc = load_model(model_path, &r.m);
+    for (int i = 0; ts_shapes && i < model_opts.n_input_shapes; i++)
+        free((void *)ts_shapes[i].name);
+    free(ts_shapes);
+    model_opts.input_shapes = NULL;
+    model_opts.n_input_shapes = 0;
+    if (rc) goto done;
     t_load = now_ms() - t_load;
 
     r.n_in = ox_model_n_inputs(r.m);
@@ -2025,13 +2073,15 @@ static int cmd_info(int argc, char **argv) {
 static const char usage_convert[] =
     "usage: onnxexec convert IN OUT [--optimize[=standard|all]] [--opset N]\n"
     "                               [--external-data] [--external-threshold BYTES]\n"
-    "                               [--external-file NAME]\n"
+    "                               [--external-file NAME] [--shape NAME=d0,d1,...]...\n"
     "\n"
     "Read the model IN and write it to OUT as ONNX. Without options the graph is written as\n"
     "read (local functions inlined): the same outputs, bit for bit, from a file that\n"
     "onnx.checker accepts. Converting a converted file again gives the same bytes.\n"
     "OUT is written to a temporary file and renamed into place, so a failure never leaves\n"
     "a partial file. A model over protobuf's 2 GiB limit is written with external data.\n"
+    "IN may be a TorchScript archive (torch.jit.save): give the shapes of its forward\n"
+    "arguments with --shape (torch 2.x traced archives carry their own).\n"
     "\n"
     "options:\n"
     "  --optimize[=standard] write the graph after onnxexec's graph optimizations that keep\n"
@@ -2049,16 +2099,19 @@ static const char usage_convert[] =
     "                        (default 1024)\n"
     "  --external-file NAME  the side file, relative to OUT's folder (default OUT's name\n"
     "                        + \".data\")\n"
+    "  --shape NAME=d0,d1,.. the shape of a TorchScript model's input NAME (float32)\n"
     "\n"
     "examples:\n"
     "  onnxexec convert resnet50.onnx resnet50-opt.onnx --optimize\n"
     "  onnxexec convert big.onnx out/big.onnx --external-data\n"
-    "  onnxexec convert model.onnx model-opset18.onnx --opset 18\n";
+    "  onnxexec convert model.onnx model-opset18.onnx --opset 18\n"
+    "  onnxexec convert resnet18.pt resnet18.onnx --shape x=1,3,224,224\n";
 
 static int cmd_convert(int argc, char **argv) {
     const char *in = NULL, *out = NULL;
     ox_save_options so = {0};
-    int opset = 0;
+    int opset = 0, n_shapes = 0;
+    static ox_tensor shapes[64]; /* names leak with the process: a few bytes */
     for (int a = 0; a < argc; a++) {
         const char *arg = argv[a];
         if (is_help(arg)) {
@@ -2076,6 +2129,16 @@ static int cmd_convert(int argc, char **argv) {
                           arg + 11);
         } else if (strcmp(arg, "--external-data") == 0) {
             so.external_data = true;
+        } else if (strcmp(arg, "--shape") == 0) {
+            if (a + 1 >= argc) return errorf(EXIT_USAGE, "convert: --shape needs a value");
+            struct shape_opt so1 = {0};
+            int rc1 = parse_shape_opt(argv[++a], &so1);
+            if (rc1) return rc1;
+            if (n_shapes == 64) return errorf(EXIT_USAGE, "convert: too many --shape options");
+            shapes[n_shapes] = (ox_tensor){.dtype = OX_FLOAT, .rank = so1.rank, .name = so1.name};
+            memcpy(shapes[n_shapes++].dims, so1.dims, sizeof so1.dims);
+            model_opts.input_shapes = shapes;
+            model_opts.n_input_shapes = n_shapes;
         } else if (strcmp(arg, "--opset") == 0 || strcmp(arg, "--external-threshold") == 0 ||
                    strcmp(arg, "--external-file") == 0) {
             if (a + 1 >= argc) return errorf(EXIT_USAGE, "convert: %s needs a value", arg);

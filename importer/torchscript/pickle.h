@@ -17,8 +17,9 @@
 
 #include "graph/ir.h"
 
-#define OX_PICKLE_MAX_MEMO  (1 << 24) /* memo index bound */
-#define OX_PICKLE_MAX_DEPTH 1000      /* stack depth and nesting of values */
+#define OX_PICKLE_MAX_MEMO  (1 << 24)         /* memo index bound */
+#define OX_PICKLE_MAX_DEPTH 1000              /* stack depth and nesting of values */
+#define OX_PICKLE_MAX_BYTES ((size_t)1 << 30) /* memory for the values of one load */
 
 typedef enum {
     OX_PV_NONE,
@@ -28,21 +29,24 @@ typedef enum {
     OX_PV_STR,     /* s, s_len (UTF-8, may hold NUL) */
     OX_PV_TUPLE,   /* items[n] */
     OX_PV_LIST,    /* items[n] (build_*list and restore_type_tag unwrapped) */
-    OX_PV_DICT,    /* items[2n]: key0, value0, key1, value1, ... in insertion order */
+    OX_PV_DICT,    /* items[2n]: key0, value0, key1, value1, ... in insertion order (a key set
+                      twice is there twice); state: an OrderedDict's BUILD argument or NULL */
     OX_PV_OBJECT,  /* cls: "__torch__.a.b.Name"; state: the BUILD argument (a DICT for modules) */
     OX_PV_TENSOR,  /* tensor: a view of a storage (see struct ox_pv_tensor) */
-    OX_PV_STORAGE, /* the result of a persistent load: storage (key, dtype, numel) */
+    OX_PV_STORAGE, /* the result of a persistent load: tensor.storage (key, dtype, numel) */
     OX_PV_DEVICE,  /* s: "cpu", "cuda:0" */
     OX_PV_GLOBAL,  /* s: "module.name" of an allowed global not yet applied (a class) */
 } ox_pv_kind;
 
 struct ox_pv_storage {
-    const char *key;   /* "0", "1", ...: record data/<key> (or constants/<key>) */
-    ox_dtype dtype;    /* from the <X>Storage class (§2.4) */
-    int64_t numel;     /* elements (not bytes) */
+    const char *key;      /* "0", "1", ...: record data/<key> (or constants/<key>) */
+    ox_dtype dtype;       /* from the <X>Storage class (§2.4) */
+    int64_t numel;        /* elements (not bytes) */
     const char *location; /* "cpu", ... */
 };
 
+/* The view lies inside its storage: sizes and strides >= 0, and offset + sum((size - 1) *
+ * stride) < numel when no size is 0 (offset <= numel otherwise). */
 struct ox_pv_tensor {
     struct ox_pv_storage storage;
     int64_t offset; /* storage_offset, in elements */
@@ -70,13 +74,15 @@ struct ox_pickle;
 
 /* Run the pickle in buf[0..len). `what` prefixes messages ("m.pt: data.pkl"). Errors:
  * OX_E_INVALID (malformed: bad opcode, stack underflow, bad memo index, lengths past the
- * end, a tensor view outside its storage), OX_E_UNSUPPORTED (protocol other than 2, a
- * global outside the allowed list: the message names it, e.g. a quantized tensor or a
- * custom C++ class), OX_E_NOMEM. */
+ * end, a tensor view outside its storage, a value that holds itself), OX_E_UNSUPPORTED
+ * (protocol other than 2, a global outside the allowed list: the message names it, e.g. a
+ * quantized tensor or a custom C++ class; an integer beyond 64 bits), OX_E_NOMEM (also past
+ * OX_PICKLE_MAX_BYTES). */
 ox_status ox_pickle_load(const uint8_t *buf, size_t len, const char *what, struct ox_pickle **out,
                          struct ox_pv **root);
 void ox_pickle_free(struct ox_pickle *p);
-/* Dict lookup by string key (NULL if absent or d is not a DICT). */
+/* Dict lookup by string key (NULL if absent or d is not a DICT); of a key set twice, the
+ * later value, as in Python. */
 struct ox_pv *ox_pv_get(const struct ox_pv *d, const char *key);
 
 #endif

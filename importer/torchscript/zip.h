@@ -18,12 +18,12 @@
 
 #include "graph/ir.h"
 
-#define OX_ZIP_MAX_ENTRIES 1000000
+#define OX_ZIP_MAX_ENTRIES  1000000
 #define OX_ZIP_MAX_INFLATED ((size_t)1 << 30) /* one DEFLATE record, inflated (zip bombs) */
 
 struct ox_zip_entry {
-    const char *name; /* full name as stored, NUL-terminated (names with NUL are rejected) */
-    uint64_t data_offset; /* of the record's data in the file (from the local header) */
+    const char *name;      /* full name as stored, NUL-terminated (names with NUL are rejected) */
+    uint64_t data_offset;  /* of the record's data in the file (from the local header) */
     uint64_t csize, usize; /* compressed and uncompressed sizes (central directory, zip64) */
     uint16_t method;       /* 0 STORED, 8 DEFLATE; others fail at read time */
     uint32_t crc32;
@@ -32,7 +32,9 @@ struct ox_zip_entry {
 struct ox_zip;
 
 /* Parse the central directory of a zip held in buf[0..len). `what` names the file in
- * messages. Every entry must lie inside the file. The common prefix (the archive folder,
+ * messages (copied). Every entry must lie inside the file, its local header must name it
+ * as the directory does, names must be unique, and a STORED entry's sizes must agree. The common
+ * prefix (the archive folder,
  * "<name>/" or "archive/") is the part up to and including the first '/' of the first
  * entry, and every entry must share it, else OX_E_INVALID. Errors: OX_E_INVALID (not a zip,
  * truncated, inconsistent), OX_E_UNSUPPORTED (encrypted, multi-disk), OX_E_NOMEM. */
@@ -45,10 +47,11 @@ const struct ox_zip_entry *ox_zip_entry_at(const struct ox_zip *z, int i);
 /* The entry named prefix + rel, or NULL. */
 const struct ox_zip_entry *ox_zip_find(const struct ox_zip *z, const char *rel);
 /* The entry's uncompressed bytes. STORED: *data points into the zip's buffer and *owned is
- * NULL. DEFLATE: inflated into malloc'd memory, *data == *owned (the caller frees it); the
- * result must be exactly usize bytes (at most OX_ZIP_MAX_INFLATED), and the CRC-32 must
- * match. Errors name the archive and the entry: OX_E_INVALID (corrupt data, sizes or CRC),
- * OX_E_UNSUPPORTED (another method), OX_E_NOMEM. */
+ * NULL; its CRC is not checked (storages are used in place, often memory-mapped: checking
+ * would read them all once more; ox_crc32 is there for who wants it). DEFLATE: inflated into
+ * malloc'd memory, *data == *owned (the caller frees it); the result must be exactly usize bytes
+ * (at most OX_ZIP_MAX_INFLATED), and the CRC-32 must match. Errors name the archive and the entry:
+ * OX_E_INVALID (corrupt data, sizes or CRC), OX_E_UNSUPPORTED (another method), OX_E_NOMEM. */
 ox_status ox_zip_read(const struct ox_zip *z, const struct ox_zip_entry *e, const uint8_t **data,
                       size_t *len, uint8_t **owned);
 /* Raw DEFLATE (RFC 1951, no zlib header) of in[0..in_len) into out[0..out_len): exactly

@@ -1,0 +1,2541 @@
+/* ATen → ONNX: the operators of printed TorchScript (SPEC-torchscript.md §3.5, §6).
+ *
+ * One table row per name: the parameters as the schema orders them (with their defaults;
+ * '*' starts the keyword-only ones) and a lowering that gets the bound arguments in that
+ * order. Scalars, lists and strings are computed here at import time; tensor work becomes
+ * ONNX nodes through ts_emit, which folds it when every input is constant. */
+#include "importer/torchscript/eval.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXA 24
+
+typedef ox_status (*lower_fn)(struct ev *e, struct tv **a, int n, struct tv **out);
+
+struct aten_op {
+    const char *name;
+    const char *params; /* "self, other, *, alpha=1"; NULL: any arguments, unbound */
+    lower_fn fn;
+};
+
+/* ---- small helpers --------------------------------------------------------------------- */
+
+static ox_status oom(struct ev *e) {
+    return ts_err(e, OX_E_NOMEM, "out of memory");
+}
+
+static bool is_t(const struct tv *v) {
+    return v && v->k == TV_TENSOR;
+}
+
+static bool is_none(const struct tv *v) {
+    return !v || v->k == TV_NONE;
+}
+
+static ox_status need_t(struct ev *e, const struct tv *v, const char *what) {
+    if (is_t(v)) return OX_OK;
+    return ts_err(e, OX_E_UNSUPPORTED, "%s: expected a tensor, got a %s", what,
+                  v ? tv_kind_name(v->k) : "nothing");
+}
+
+static ox_dtype torch_dtype(int64_t st) { /* ScalarType numbers (SPEC §2.4) */
+    static const ox_dtype map[] = {OX_UINT8,     OX_INT8,      OX_INT16,      OX_INT32,
+                                   OX_INT64,     OX_FLOAT16,   OX_FLOAT,      OX_DOUBLE,
+                                   OX_UNDEFINED, OX_COMPLEX64, OX_COMPLEX128, OX_BOOL,
+                                   OX_UNDEFINED, OX_UNDEFINED, OX_UNDEFINED,  OX_BFLOAT16};
+    return st >= 0 && st < (int64_t)(sizeof map / sizeof *map) ? map[st] : OX_UNDEFINED;
+}
+
+static int64_t torch_scalar_type(ox_dtype dt) {
+    for (int64_t k = 0; k < 16; k++)
+        if (torch_dtype(k) == dt) return k;
+    return -1;
+}
+
+/* A number as a tensor of dtype like (or of its own kind when like is undefined). */
+static struct tv *num_tensor(struct ev *e, const struct tv *v, ox_dtype like) {
+    if (like == OX_UNDEFINED)
+        like = v->k == TV_FLOAT ? OX_FLOAT : v->k == TV_BOOL ? OX_BOOL : OX_INT64;
+    return tv_scalar_tensor(e, tv_num(v), like);
+}
+
+static ox_status cast(struct ev *e, struct tv *x, ox_dtype dt, struct tv **out) {
+    if (x->dt == dt) {
+        *out = x;
+        return OX_OK;
+    }
+    struct ts_attrs at = {0};
+    ta_int(&at, "to", dt);
+    return ts_emit1(e, "Cast", 1, &x, &at, out);
+}
+
+static int category(ox_dtype dt) { /* 0 bool, 1 int, 2 float */
+    return dt == OX_BOOL ? 0 : ox_dtype_is_float(dt) ? 2 : 1;
+}
+
+/* PyTorch's type promotion for two operands (numbers become tensors): a 0-dim tensor or a
+ * number adapts to the other operand within its category; otherwise the higher category
+ * wins. */
+static ox_status promote(struct ev *e, struct tv **a, struct tv **b) {
+    if (!is_t(*a) && !is_t(*b)) return ts_err(e, OX_E_INTERNAL, "promote: no tensor");
+    if (!is_t(*a)) {
+        ox_dtype like = category((*b)->dt) >= category(((*a)->k == TV_FLOAT) ? OX_FLOAT : OX_INT64)
+                            ? (*b)->dt
+                            : OX_FLOAT;
+        *a = num_tensor(e, *a, like);
+        if (!*a) return oom(e);
+    }
+    if (!is_t(*b)) {
+        ox_dtype like = category((*a)->dt) >= category(((*b)->k == TV_FLOAT) ? OX_FLOAT : OX_INT64)
+                            ? (*a)->dt
+                            : OX_FLOAT;
+        *b = num_tensor(e, *b, like);
+        if (!*b) return oom(e);
+    }
+    if ((*a)->dt == (*b)->dt) return OX_OK;
+    int ca = category((*a)->dt), cb = category((*b)->dt);
+    bool a0 = (*a)->rank == 0, b0 = (*b)->rank == 0;
+    ox_dtype to;
+    if (ca == cb)
+        to = a0 && !b0                                            ? (*b)->dt
+             : b0 && !a0                                          ? (*a)->dt
+             : ox_dtype_size((*a)->dt) >= ox_dtype_size((*b)->dt) ? (*a)->dt
+                                                                  : (*b)->dt;
+    else
+        to = ca > cb ? (*a)->dt : (*b)->dt;
+    ox_status st = cast(e, *a, to, a);
+    if (!st) st = cast(e, *b, to, b);
+    return st;
+}
+
+static ox_status bin(struct ev *e, const char *op, struct tv *a, struct tv *b, struct tv **out) {
+    ox_status st = promote(e, &a, &b);
+    if (st) return st;
+    struct tv *in[2] = {a, b};
+    return ts_emit1(e, op, 2, in, NULL, out);
+}
+
+static ox_status un(struct ev *e, const char *op, struct tv *x, struct tv **out) {
+    ox_status st = need_t(e, x, op);
+    if (st) return st;
+    return ts_emit1(e, op, 1, &x, NULL, out);
+}
+
+static ox_status reshape(struct ev *e, struct tv *x, int n, const int64_t *dims, struct tv **out) {
+    struct tv *in[2] = {x, tv_i64s(e, n, dims)};
+    if (!in[1]) return oom(e);
+    return ts_emit1(e, "Reshape", 2, in, NULL, out);
+}
+
+static ox_status transpose(struct ev *e, struct tv *x, int n, const int64_t *perm,
+                           struct tv **out) {
+    struct ts_attrs at = {0};
+    ta_ints(&at, "perm", n, perm);
+    return ts_emit1(e, "Transpose", 1, &x, &at, out);
+}
+
+static ox_status axes_op(struct ev *e, const char *op, struct tv *x, int n, const int64_t *axes,
+                         struct tv **out) {
+    struct tv *in[2] = {x, tv_i64s(e, n, axes)};
+    if (!in[1]) return oom(e);
+    return ts_emit1(e, op, 2, in, NULL, out);
+}
+
+static ox_status slice1(struct ev *e, struct tv *x, int64_t axis, int64_t start, int64_t end,
+                        int64_t step, struct tv **out) {
+    struct tv *in[5] = {x, tv_i64s(e, 1, &start), tv_i64s(e, 1, &end), tv_i64s(e, 1, &axis),
+                        tv_i64s(e, 1, &step)};
+    for (int i = 1; i < 5; i++)
+        if (!in[i]) return oom(e);
+    return ts_emit1(e, "Slice", 5, in, NULL, out);
+}
+
+static ox_status concat(struct ev *e, int n, struct tv **xs, int64_t axis, struct tv **out) {
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", axis);
+    return ts_emit1(e, "Concat", n, xs, &at, out);
+}
+
+static ox_status norm_dim(struct ev *e, int64_t d, int rank, int64_t *out) {
+    if (rank < 0) return ts_err(e, OX_E_UNSUPPORTED, "a dimension of a tensor of unknown rank");
+    int64_t r = rank ? rank : 1;
+    if (d < -r || d >= r)
+        return ts_err(e, OX_E_INVALID, "dimension %lld is out of range for rank %d", (long long)d,
+                      rank);
+    *out = d < 0 ? d + r : d;
+    return OX_OK;
+}
+
+static ox_status ints(struct ev *e, const struct tv *v, int64_t *out, int *n) {
+    return tv_to_ints(e, v, out, OX_MAX_RANK * 4, n);
+}
+
+/* ---- scalars and prim ops -------------------------------------------------------------- */
+
+static ox_status scalar_arith(struct ev *e, const char *op, struct tv *a, struct tv *b,
+                              struct tv **out) {
+    bool fl = a->k == TV_FLOAT || b->k == TV_FLOAT;
+    double x = tv_num(a), y = tv_num(b);
+    int64_t i = a->k == TV_FLOAT ? 0 : (int64_t)tv_num(a),
+            j = b->k == TV_FLOAT ? 0 : (int64_t)tv_num(b);
+    if (!strcmp(op, "add"))
+        *out = fl ? tv_float(e, x + y) : tv_int(e, i + j);
+    else if (!strcmp(op, "sub"))
+        *out = fl ? tv_float(e, x - y) : tv_int(e, i - j);
+    else if (!strcmp(op, "mul"))
+        *out = fl ? tv_float(e, x * y) : tv_int(e, i * j);
+    else if (!strcmp(op, "div"))
+        *out = tv_float(e, x / y);
+    else if (!strcmp(op, "floordiv")) {
+        if (!fl && j == 0) return ts_err(e, OX_E_INVALID, "integer division by zero");
+        *out = fl ? tv_float(e, floor(x / y))
+                  : tv_int(e, i / j - ((i % j != 0) && ((i < 0) != (j < 0))));
+    } else if (!strcmp(op, "remainder")) {
+        if (!fl && j == 0) return ts_err(e, OX_E_INVALID, "integer modulo by zero");
+        *out = fl ? tv_float(e, x - floor(x / y) * y) : tv_int(e, ((i % j) + j) % j);
+    } else if (!strcmp(op, "pow"))
+        *out = fl || j < 0 ? tv_float(e, pow(x, y)) : tv_int(e, (int64_t)pow(x, y));
+    else
+        return ts_err(e, OX_E_INTERNAL, "scalar %s", op);
+    return *out ? OX_OK : oom(e);
+}
+
+static ox_status compare_scalars(struct ev *e, const char *op, struct tv *a, struct tv *b,
+                                 struct tv **out) {
+    bool r;
+    if (a->k == TV_STR && b->k == TV_STR) {
+        int c = a->s_len == b->s_len ? memcmp(a->s, b->s, a->s_len) : 1;
+        if (!strcmp(op, "eq"))
+            r = c == 0;
+        else if (!strcmp(op, "ne"))
+            r = c != 0;
+        else
+            return ts_err(e, OX_E_UNSUPPORTED, "%s on strings", op);
+    } else if (a->k == TV_NONE || b->k == TV_NONE) {
+        bool same = a->k == b->k;
+        if (!strcmp(op, "eq"))
+            r = same;
+        else if (!strcmp(op, "ne"))
+            r = !same;
+        else
+            return ts_err(e, OX_E_UNSUPPORTED, "%s with None", op);
+    } else if (tv_is_num(a) && tv_is_num(b)) {
+        double x = tv_num(a), y = tv_num(b);
+        r = !strcmp(op, "eq")   ? x == y
+            : !strcmp(op, "ne") ? x != y
+            : !strcmp(op, "lt") ? x < y
+            : !strcmp(op, "le") ? x <= y
+            : !strcmp(op, "gt") ? x > y
+                                : x >= y;
+    } else {
+        return ts_err(e, OX_E_UNSUPPORTED, "%s of a %s and a %s", op, tv_kind_name(a->k),
+                      tv_kind_name(b->k));
+    }
+    *out = tv_bool(e, r);
+    return *out ? OX_OK : oom(e);
+}
+
+static ox_status op_int(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    if (a[0]->k == TV_FLOAT) {
+        *out = tv_int(e, (int64_t)a[0]->f);
+        return *out ? OX_OK : oom(e);
+    }
+    if (is_t(a[0]) && a[0]->cdata && ox_tensor_numel(a[0]->cdata) == 1) {
+        *out = tv_int(e, (int64_t)ox_tensor_get(a[0]->cdata, 0));
+        return *out ? OX_OK : oom(e);
+    }
+    int64_t v;
+    ox_status st = tv_to_int(e, a[0], &v);
+    if (st) return st;
+    *out = tv_int(e, v);
+    return *out ? OX_OK : oom(e);
+}
+
+static ox_status op_float(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    if (tv_is_num(a[0]))
+        *out = tv_float(e, tv_num(a[0]));
+    else if (is_t(a[0]) && a[0]->cdata && ox_tensor_numel(a[0]->cdata) == 1)
+        *out = tv_float(e, ox_tensor_get(a[0]->cdata, 0));
+    else
+        return ts_err(e, OX_E_UNSUPPORTED, "float() of a %s not known at import time",
+                      tv_kind_name(a[0]->k));
+    return *out ? OX_OK : oom(e);
+}
+
+static ox_status op_bool(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    bool b;
+    if (!tv_truthy(a[0], &b))
+        return ts_err(e, OX_E_UNSUPPORTED, "bool() of a %s computed at run time",
+                      tv_kind_name(a[0]->k));
+    *out = tv_bool(e, b);
+    return *out ? OX_OK : oom(e);
+}
+
+static ox_status op_len(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *v = a[0];
+    if (v->k == TV_LIST || v->k == TV_TUPLE || v->k == TV_DICT)
+        *out = tv_int(e, v->n);
+    else if (v->k == TV_STR)
+        *out = tv_int(e, (int64_t)v->s_len);
+    else if (is_t(v) && v->rank > 0)
+        *out = tv_int(e, v->dims[0]);
+    else
+        return ts_err(e, OX_E_UNSUPPORTED, "len() of a %s", tv_kind_name(v->k));
+    return *out ? OX_OK : oom(e);
+}
+
+static ox_status op_range(struct ev *e, struct tv **a, int n, struct tv **out) {
+    int64_t v[3] = {0, 0, 1};
+    for (int k = 0; k < n && k < 3; k++) {
+        ox_status st = tv_to_int(e, a[k], &v[k]);
+        if (st) return st;
+    }
+    if (n == 1) {
+        v[1] = v[0];
+        v[0] = 0;
+    }
+    if (v[2] == 0) return ts_err(e, OX_E_INVALID, "range() with step 0");
+    *out = tv_list(e, TV_TUPLE, 3);
+    if (!*out) return oom(e);
+    (*out)->s = "range";
+    for (int k = 0; k < 3; k++)
+        if (!((*out)->items[k] = tv_int(e, v[k]))) return oom(e);
+    return OX_OK;
+}
+
+static ox_status op_getattr(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    if (a[0]->k != TV_OBJ || a[1]->k != TV_STR)
+        return ts_err(e, OX_E_UNSUPPORTED, "getattr on a %s", tv_kind_name(a[0]->k));
+    const struct ox_pv *pv =
+        a[0]->obj && a[0]->obj->state ? ox_pv_get(a[0]->obj->state, a[1]->s) : NULL;
+    if (!pv) return ts_err(e, OX_E_INVALID, "object has no attribute '%s'", a[1]->s);
+    if (pv->kind != OX_PV_OBJECT)
+        return ts_err(e, OX_E_UNSUPPORTED, "getattr of a non-module attribute '%s'", a[1]->s);
+    *out = tv_new(e, TV_OBJ);
+    if (!*out) return oom(e);
+    (*out)->obj = pv;
+    (*out)->cls = pv->cls;
+    return OX_OK;
+}
+
+static ox_status op_getitem(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *c = a[0], *i = a[1];
+    if (c->k == TV_LIST || c->k == TV_TUPLE) {
+        int64_t k;
+        ox_status st = tv_to_int(e, i, &k);
+        if (st) return st;
+        if (k < 0) k += c->n;
+        if (k < 0 || k >= c->n)
+            return ts_err(e, OX_E_INVALID, "index %lld out of range", (long long)k);
+        *out = c->items[k];
+        return OX_OK;
+    }
+    if (c->k == TV_DICT) {
+        for (int k = 0; k < c->n; k++) {
+            struct tv *key = c->items[2 * k];
+            bool same =
+                key->k == i->k &&
+                ((key->k == TV_STR && key->s_len == i->s_len && !memcmp(key->s, i->s, i->s_len)) ||
+                 (tv_is_num(key) && tv_num(key) == tv_num(i)));
+            if (same) {
+                *out = c->items[2 * k + 1];
+                return OX_OK;
+            }
+        }
+        return ts_err(e, OX_E_INVALID, "key not in the dict");
+    }
+    if (is_t(c)) { /* tensor[i]: select along dim 0 */
+        int64_t k;
+        ox_status st = tv_to_int(e, i, &k);
+        if (st) return st;
+        struct tv *in[2] = {c, tv_scalar_tensor(e, (double)k, OX_INT64)};
+        if (!in[1]) return oom(e);
+        struct ts_attrs at = {0};
+        ta_int(&at, "axis", 0);
+        return ts_emit1(e, "Gather", 2, in, &at, out);
+    }
+    return ts_err(e, OX_E_UNSUPPORTED, "subscript of a %s", tv_kind_name(c->k));
+}
+
+static ox_status op_append(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *l = a[0];
+    if (l->k != TV_LIST) return ts_err(e, OX_E_UNSUPPORTED, "append to a %s", tv_kind_name(l->k));
+    struct tv **items = ox_arena_alloc(&e->a, sizeof *items * (size_t)(l->n + 1));
+    if (!items) return oom(e);
+    if (l->n) memcpy(items, l->items, sizeof *items * (size_t)l->n);
+    items[l->n] = a[1];
+    l->items = items;
+    l->n++;
+    *out = l;
+    return OX_OK;
+}
+
+static ox_status op_size(struct ev *e, struct tv **a, int n, struct tv **out) {
+    struct tv *x = a[0];
+    ox_status st = need_t(e, x, "size");
+    if (st) return st;
+    if (x->rank < 0) return ts_err(e, OX_E_UNSUPPORTED, "size() of a tensor of unknown shape");
+    if (n > 1 && !is_none(a[1])) {
+        int64_t d;
+        st = tv_to_int(e, a[1], &d);
+        if (!st) st = norm_dim(e, d, x->rank, &d);
+        if (st) return st;
+        *out = tv_int(e, x->dims[d]);
+        return *out ? OX_OK : oom(e);
+    }
+    *out = tv_list(e, TV_LIST, x->rank);
+    if (!*out) return oom(e);
+    for (int d = 0; d < x->rank; d++)
+        if (!((*out)->items[d] = tv_int(e, x->dims[d]))) return oom(e);
+    return OX_OK;
+}
+
+static ox_status op_dim(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    ox_status st = need_t(e, a[0], "dim");
+    if (st) return st;
+    *out = tv_int(e, a[0]->rank);
+    return *out ? OX_OK : oom(e);
+}
+
+static ox_status op_num_to_tensor(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    if (is_t(a[0])) {
+        *out = a[0];
+        return OX_OK;
+    }
+    if (!tv_is_num(a[0]))
+        return ts_err(e, OX_E_UNSUPPORTED, "NumToTensor of a %s", tv_kind_name(a[0]->k));
+    *out = num_tensor(e, a[0], OX_UNDEFINED);
+    return *out ? OX_OK : oom(e);
+}
+
+static ox_status op_false(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)a;
+    (void)n;
+    *out = tv_bool(e, false);
+    return *out ? OX_OK : oom(e);
+}
+
+static ox_status op_nothing(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)a;
+    (void)n;
+    *out = tv_none(e);
+    return *out ? OX_OK : oom(e);
+}
+
+static ox_status op_device(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    *out = tv_new(e, TV_DEVICE);
+    if (!*out) return oom(e);
+    (*out)->s = a[0] && a[0]->k == TV_STR ? a[0]->s : "cpu";
+    return OX_OK;
+}
+
+static ox_status op_prim_dtype(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    ox_status st = need_t(e, a[0], "dtype");
+    if (st) return st;
+    *out = tv_int(e, torch_scalar_type(a[0]->dt));
+    return *out ? OX_OK : oom(e);
+}
+
+static ox_status op_is(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    bool same = (a[0]->k == TV_NONE && a[1]->k == TV_NONE) || a[0] == a[1];
+    *out = tv_bool(e, same);
+    return *out ? OX_OK : oom(e);
+}
+
+static ox_status op_isnot(struct ev *e, struct tv **a, int n, struct tv **out) {
+    ox_status st = op_is(e, a, n, out);
+    if (!st) (*out)->b = !(*out)->b;
+    return st;
+}
+
+static ox_status op_not(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    bool b;
+    if (!tv_truthy(a[0], &b)) return ts_err(e, OX_E_UNSUPPORTED, "not of a run-time value");
+    *out = tv_bool(e, !b);
+    return *out ? OX_OK : oom(e);
+}
+
+static ox_status op_and_or(struct ev *e, struct tv **a, bool is_and, struct tv **out) {
+    bool x, y;
+    if (!tv_truthy(a[0], &x) || !tv_truthy(a[1], &y))
+        return ts_err(e, OX_E_UNSUPPORTED, "and/or of a run-time value");
+    *out = tv_bool(e, is_and ? x && y : x || y);
+    return *out ? OX_OK : oom(e);
+}
+
+static ox_status op_and(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    if (is_t(a[0]) || is_t(a[1])) return bin(e, "And", a[0], a[1], out);
+    return op_and_or(e, a, true, out);
+}
+
+static ox_status op_or(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    if (is_t(a[0]) || is_t(a[1])) return bin(e, "Or", a[0], a[1], out);
+    return op_and_or(e, a, false, out);
+}
+
+static ox_status op_contains(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *c = a[0];
+    bool found = false;
+    if (c->k == TV_LIST || c->k == TV_TUPLE || c->k == TV_DICT) {
+        int step = c->k == TV_DICT ? 2 : 1;
+        for (int k = 0; k < c->n * (c->k == TV_DICT ? 1 : 1); k++) {
+            struct tv *it = c->items[k * step], *r;
+            struct tv *pair[2] = {it, a[1]};
+            if (compare_scalars(e, "eq", pair[0], pair[1], &r) == OX_OK && r->b) found = true;
+        }
+    } else if (c->k == TV_STR && a[1]->k == TV_STR) {
+        for (size_t at = 0; !found && at + a[1]->s_len <= c->s_len; at++)
+            found = memcmp(c->s + at, a[1]->s, a[1]->s_len) == 0;
+    } else {
+        return ts_err(e, OX_E_UNSUPPORTED, "'in' on a %s", tv_kind_name(c->k));
+    }
+    *out = tv_bool(e, found);
+    return *out ? OX_OK : oom(e);
+}
+
+/* ---- arithmetic and comparisons -------------------------------------------------------- */
+
+static ox_status arith(struct ev *e, const char *sop, const char *op, struct tv **a,
+                       struct tv **out) {
+    if (!is_t(a[0]) && !is_t(a[1])) return scalar_arith(e, sop, a[0], a[1], out);
+    return bin(e, op, a[0], a[1], out);
+}
+
+/* alpha * other, when alpha is not 1 */
+static ox_status scaled(struct ev *e, struct tv *other, struct tv *alpha, struct tv **out) {
+    if (is_none(alpha) || (tv_is_num(alpha) && tv_num(alpha) == 1)) {
+        *out = other;
+        return OX_OK;
+    }
+    struct tv *pair[2] = {other, alpha};
+    return arith(e, "mul", "Mul", pair, out);
+}
+
+static ox_status op_add(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    if (a[0]->k == TV_LIST && a[1]->k == TV_LIST) { /* list concatenation */
+        *out = tv_list(e, TV_LIST, a[0]->n + a[1]->n);
+        if (!*out) return oom(e);
+        for (int k = 0; k < a[0]->n; k++) (*out)->items[k] = a[0]->items[k];
+        for (int k = 0; k < a[1]->n; k++) (*out)->items[a[0]->n + k] = a[1]->items[k];
+        return OX_OK;
+    }
+    struct tv *b;
+    ox_status st = scaled(e, a[1], a[2], &b);
+    if (st) return st;
+    struct tv *pair[2] = {a[0], b};
+    return arith(e, "add", "Add", pair, out);
+}
+
+static ox_status op_sub(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *b;
+    ox_status st = scaled(e, a[1], a[2], &b);
+    if (st) return st;
+    struct tv *pair[2] = {a[0], b};
+    return arith(e, "sub", "Sub", pair, out);
+}
+
+static ox_status op_rsub(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *b;
+    ox_status st = scaled(e, a[0], a[2], &b);
+    if (st) return st;
+    struct tv *pair[2] = {a[1], b};
+    return arith(e, "sub", "Sub", pair, out);
+}
+
+static ox_status op_mul(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return arith(e, "mul", "Mul", a, out);
+}
+
+static ox_status op_div(struct ev *e, struct tv **a, int n, struct tv **out) {
+    const char *mode = n > 2 && a[2] && a[2]->k == TV_STR ? a[2]->s : NULL;
+    if (!is_t(a[0]) && !is_t(a[1])) {
+        if (mode && !strcmp(mode, "floor")) return scalar_arith(e, "floordiv", a[0], a[1], out);
+        ox_status st = scalar_arith(e, "div", a[0], a[1], out);
+        if (!st && mode && !strcmp(mode, "trunc")) (*out)->f = trunc((*out)->f);
+        return st;
+    }
+    struct tv *x = a[0], *y = a[1];
+    ox_status st = promote(e, &x, &y);
+    if (st) return st;
+    bool integral = !ox_dtype_is_float(x->dt);
+    if (!mode && integral) { /* true division of integers gives floats */
+        st = cast(e, x, OX_FLOAT, &x);
+        if (!st) st = cast(e, y, OX_FLOAT, &y);
+        if (st) return st;
+    }
+    struct tv *in[2] = {x, y}, *q;
+    if (integral && mode && !strcmp(mode, "trunc")) return ts_emit1(e, "Div", 2, in, NULL, out);
+    st = ts_emit1(e, "Div", 2, in, NULL, &q);
+    if (st || !mode) {
+        *out = q;
+        return st;
+    }
+    if (!strcmp(mode, "floor")) {
+        if (integral) { /* ONNX integer Div truncates: fix up negative quotients */
+            struct tv *fx, *fy, *fq;
+            st = cast(e, x, OX_DOUBLE, &fx);
+            if (!st) st = cast(e, y, OX_DOUBLE, &fy);
+            struct tv *d[2] = {fx, fy};
+            if (!st) st = ts_emit1(e, "Div", 2, d, NULL, &fq);
+            if (!st) st = un(e, "Floor", fq, &fq);
+            if (!st) st = cast(e, fq, x->dt, out);
+            return st;
+        }
+        return un(e, "Floor", q, out);
+    }
+    if (!strcmp(mode, "trunc")) { /* sign(q) * floor(|q|) */
+        struct tv *s, *ab, *fl;
+        st = un(e, "Sign", q, &s);
+        if (!st) st = un(e, "Abs", q, &ab);
+        if (!st) st = un(e, "Floor", ab, &fl);
+        struct tv *m[2] = {s, fl};
+        if (!st) st = ts_emit1(e, "Mul", 2, m, NULL, out);
+        return st;
+    }
+    return ts_err(e, OX_E_UNSUPPORTED, "div with rounding_mode '%s'", mode);
+}
+
+static ox_status op_floordiv(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    if (!is_t(a[0]) && !is_t(a[1])) return scalar_arith(e, "floordiv", a[0], a[1], out);
+    struct tv *b[3] = {a[0], a[1], tv_new(e, TV_STR)};
+    if (!b[2]) return oom(e);
+    b[2]->s = "floor";
+    b[2]->s_len = 5;
+    return op_div(e, b, 3, out);
+}
+
+static ox_status op_remainder(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    if (!is_t(a[0]) && !is_t(a[1])) return scalar_arith(e, "remainder", a[0], a[1], out);
+    struct tv *x = a[0], *y = a[1];
+    ox_status st = promote(e, &x, &y);
+    if (st) return st;
+    struct tv *in[2] = {x, y};
+    struct ts_attrs at = {0};
+    ta_int(&at, "fmod", ox_dtype_is_float(x->dt) ? 1 : 0);
+    if (ox_dtype_is_float(x->dt)) { /* x - floor(x / y) * y: Python's sign rule */
+        struct tv *q, *f, *m;
+        st = ts_emit1(e, "Div", 2, in, NULL, &q);
+        if (!st) st = un(e, "Floor", q, &f);
+        struct tv *p[2] = {f, y};
+        if (!st) st = ts_emit1(e, "Mul", 2, p, NULL, &m);
+        struct tv *s[2] = {x, m};
+        if (!st) st = ts_emit1(e, "Sub", 2, s, NULL, out);
+        return st;
+    }
+    return ts_emit1(e, "Mod", 2, in, &at, out);
+}
+
+static ox_status op_pow(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    if (!is_t(a[0]) && !is_t(a[1])) return scalar_arith(e, "pow", a[0], a[1], out);
+    struct tv *x = a[0], *y = a[1];
+    if (!is_t(y)) { /* the exponent keeps the base's type */
+        y = num_tensor(e, y, x->dt);
+        if (!y) return oom(e);
+    } else if (!is_t(x)) {
+        x = num_tensor(e, x, y->dt);
+        if (!x) return oom(e);
+    }
+    struct tv *in[2] = {x, y};
+    return ts_emit1(e, "Pow", 2, in, NULL, out);
+}
+
+static ox_status cmp(struct ev *e, const char *sop, const char *op, bool negate, struct tv **a,
+                     struct tv **out) {
+    if (!is_t(a[0]) && !is_t(a[1])) return compare_scalars(e, sop, a[0], a[1], out);
+    struct tv *r;
+    ox_status st = bin(e, op, a[0], a[1], &r);
+    if (st || !negate) {
+        *out = r;
+        return st;
+    }
+    return un(e, "Not", r, out);
+}
+
+static ox_status op_eq(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return cmp(e, "eq", "Equal", false, a, out);
+}
+static ox_status op_ne(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return cmp(e, "ne", "Equal", true, a, out);
+}
+static ox_status op_lt(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return cmp(e, "lt", "Less", false, a, out);
+}
+static ox_status op_le(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return cmp(e, "le", "LessOrEqual", false, a, out);
+}
+static ox_status op_gt(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return cmp(e, "gt", "Greater", false, a, out);
+}
+static ox_status op_ge(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return cmp(e, "ge", "GreaterOrEqual", false, a, out);
+}
+
+static ox_status op_neg(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    if (a[0]->k == TV_INT)
+        *out = tv_int(e, -a[0]->i);
+    else if (a[0]->k == TV_FLOAT)
+        *out = tv_float(e, -a[0]->f);
+    else
+        return un(e, "Neg", a[0], out);
+    return *out ? OX_OK : oom(e);
+}
+
+/* ---- elementwise and activations ------------------------------------------------------- */
+
+#define UNARY(fname, onnx)                                                                         \
+    static ox_status fname(struct ev *e, struct tv **a, int n, struct tv **out) {                  \
+        (void)n;                                                                                   \
+        return un(e, onnx, a[0], out);                                                             \
+    }
+UNARY(op_relu, "Relu")
+UNARY(op_sigmoid, "Sigmoid")
+UNARY(op_tanh, "Tanh")
+UNARY(op_exp, "Exp")
+UNARY(op_log, "Log")
+UNARY(op_sqrt, "Sqrt")
+UNARY(op_abs, "Abs")
+UNARY(op_erf, "Erf")
+UNARY(op_floor, "Floor")
+UNARY(op_ceil, "Ceil")
+UNARY(op_sin, "Sin")
+UNARY(op_cos, "Cos")
+UNARY(op_reciprocal, "Reciprocal")
+UNARY(op_silu_like, "HardSwish")
+UNARY(op_logical_not, "Not")
+
+static ox_status op_rsqrt(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *s;
+    ox_status st = un(e, "Sqrt", a[0], &s);
+    return st ? st : un(e, "Reciprocal", s, out);
+}
+
+static ox_status op_silu(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *s;
+    ox_status st = un(e, "Sigmoid", a[0], &s);
+    struct tv *in[2] = {a[0], s};
+    return st ? st : ts_emit1(e, "Mul", 2, in, NULL, out);
+}
+
+static ox_status op_hardsigmoid(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct ts_attrs at = {0};
+    ta_float(&at, "alpha", 1.0f / 6);
+    ta_float(&at, "beta", 0.5f);
+    ox_status st = need_t(e, a[0], "hardsigmoid");
+    return st ? st : ts_emit1(e, "HardSigmoid", 1, &a[0], &at, out);
+}
+
+static ox_status op_gelu(struct ev *e, struct tv **a, int n, struct tv **out) {
+    const char *approx = n > 1 && a[1] && a[1]->k == TV_STR ? a[1]->s : "none";
+    struct tv *x = a[0];
+    ox_status st = need_t(e, x, "gelu");
+    if (st) return st;
+    struct tv *half = num_tensor(e, tv_float(e, 0.5), x->dt),
+              *one = num_tensor(e, tv_float(e, 1.0), x->dt);
+    if (!half || !one) return oom(e);
+    struct tv *inner;
+    if (!strcmp(approx, "tanh")) { /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+        struct tv *c = num_tensor(e, tv_float(e, 0.044715), x->dt),
+                  *k = num_tensor(e, tv_float(e, sqrt(2.0 / M_PI)), x->dt),
+                  *three = num_tensor(e, tv_float(e, 3.0), x->dt);
+        if (!c || !k || !three) return oom(e);
+        struct tv *x3, *cx3, *sum, *ks;
+        struct tv *p[2] = {x, three};
+        st = ts_emit1(e, "Pow", 2, p, NULL, &x3);
+        if (!st) st = bin(e, "Mul", x3, c, &cx3);
+        if (!st) st = bin(e, "Add", x, cx3, &sum);
+        if (!st) st = bin(e, "Mul", sum, k, &ks);
+        if (!st) st = un(e, "Tanh", ks, &inner);
+    } else {
+        struct tv *r2 = num_tensor(e, tv_float(e, M_SQRT2), x->dt), *d;
+        if (!r2) return oom(e);
+        st = bin(e, "Div", x, r2, &d);
+        if (!st) st = un(e, "Erf", d, &inner);
+    }
+    struct tv *p1, *xp;
+    if (!st) st = bin(e, "Add", inner, one, &p1);
+    if (!st) st = bin(e, "Mul", x, p1, &xp);
+    if (!st) st = bin(e, "Mul", xp, half, out);
+    return st;
+}
+
+static ox_status clip(struct ev *e, struct tv *x, struct tv *lo, struct tv *hi, struct tv **out) {
+    ox_status st = need_t(e, x, "clamp");
+    if (st) return st;
+    struct tv *in[3] = {x, NULL, NULL};
+    if (!is_none(lo)) in[1] = is_t(lo) ? lo : num_tensor(e, lo, x->dt);
+    if (!is_none(hi)) in[2] = is_t(hi) ? hi : num_tensor(e, hi, x->dt);
+    if ((!is_none(lo) && !in[1]) || (!is_none(hi) && !in[2])) return oom(e);
+    for (int i = 1; i < 3; i++)
+        if (in[i] && in[i]->dt != x->dt && (st = cast(e, in[i], x->dt, &in[i]))) return st;
+    return ts_emit1(e, "Clip", 3, in, NULL, out);
+}
+
+static ox_status op_hardtanh(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return clip(e, a[0], a[1], a[2], out);
+}
+
+static ox_status op_clamp(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return clip(e, a[0], a[1], a[2], out);
+}
+
+static ox_status op_relu6(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *lo = tv_float(e, 0), *hi = tv_float(e, 6);
+    if (!lo || !hi) return oom(e);
+    return clip(e, a[0], lo, hi, out);
+}
+
+static ox_status op_leaky_relu(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct ts_attrs at = {0};
+    ta_float(&at, "alpha", (float)tv_num(a[1]));
+    ox_status st = need_t(e, a[0], "leaky_relu");
+    return st ? st : ts_emit1(e, "LeakyRelu", 1, &a[0], &at, out);
+}
+
+static ox_status op_identity(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)e;
+    (void)n;
+    *out = a[0];
+    return OX_OK;
+}
+
+static ox_status op_softmax_like(struct ev *e, struct tv **a, const char *op, struct tv **out) {
+    int64_t d;
+    struct tv *x = a[0];
+    ox_status st = need_t(e, x, op);
+    if (!st) st = tv_to_int(e, a[1], &d);
+    if (!st) st = norm_dim(e, d, x->rank, &d);
+    if (!st && !is_none(a[2])) {
+        int64_t dt;
+        st = tv_to_int(e, a[2], &dt);
+        if (!st) st = cast(e, x, torch_dtype(dt), &x);
+    }
+    if (st) return st;
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", d);
+    return ts_emit1(e, op, 1, &x, &at, out);
+}
+
+static ox_status op_softmax(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return op_softmax_like(e, a, "Softmax", out);
+}
+
+static ox_status op_log_softmax(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return op_softmax_like(e, a, "LogSoftmax", out);
+}
+
+static ox_status op_masked_fill(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0], *m = a[1], *v = a[2];
+    ox_status st = need_t(e, x, "masked_fill");
+    if (st) return st;
+    if (!is_t(v)) v = num_tensor(e, v, x->dt);
+    if (!v) return oom(e);
+    if (v->dt != x->dt && (st = cast(e, v, x->dt, &v))) return st;
+    if (m->dt != OX_BOOL && (st = cast(e, m, OX_BOOL, &m))) return st;
+    struct tv *in[3] = {m, v, x};
+    return ts_emit1(e, "Where", 3, in, NULL, out);
+}
+
+static ox_status op_where(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *c = a[0], *x = a[1], *y = a[2];
+    ox_status st = promote(e, &x, &y);
+    if (!st && c->dt != OX_BOOL) st = cast(e, c, OX_BOOL, &c);
+    struct tv *in[3] = {c, x, y};
+    return st ? st : ts_emit1(e, "Where", 3, in, NULL, out);
+}
+
+/* ---- shapes ---------------------------------------------------------------------------- */
+
+static ox_status op_view(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    int64_t d[OX_MAX_RANK * 4];
+    int k;
+    ox_status st = need_t(e, a[0], "view");
+    if (!st) st = ints(e, a[1], d, &k);
+    if (st) return st;
+    return reshape(e, a[0], k, d, out);
+}
+
+static ox_status op_flatten(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    int64_t s, t;
+    ox_status st = need_t(e, x, "flatten");
+    if (!st) st = tv_to_int(e, a[1], &s);
+    if (!st) st = tv_to_int(e, a[2], &t);
+    if (st) return st;
+    if (x->rank == 0) return reshape(e, x, 1, (int64_t[]){1}, out);
+    if ((st = norm_dim(e, s, x->rank, &s)) || (st = norm_dim(e, t, x->rank, &t))) return st;
+    if (t == x->rank - 1 && s >= 0) {
+        if (s == 1 || (s == 0 && x->rank == 1)) {
+            struct ts_attrs at = {0};
+            ta_int(&at, "axis", s == 0 ? 0 : 1);
+            if (s == 1) return ts_emit1(e, "Flatten", 1, &x, &at, out);
+        }
+    }
+    int64_t dims[OX_MAX_RANK];
+    int r = 0;
+    for (int i = 0; i < s; i++) dims[r++] = x->dims[i];
+    int64_t p = 1;
+    for (int64_t i = s; i <= t; i++) p *= x->dims[i];
+    dims[r++] = p;
+    for (int64_t i = t + 1; i < x->rank; i++) dims[r++] = x->dims[i];
+    return reshape(e, x, r, dims, out);
+}
+
+static ox_status op_unflatten(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    int64_t d, sizes[OX_MAX_RANK];
+    int k;
+    ox_status st = need_t(e, x, "unflatten");
+    if (!st) st = tv_to_int(e, a[1], &d);
+    if (!st) st = norm_dim(e, d, x->rank, &d);
+    if (!st) st = tv_to_ints(e, a[2], sizes, OX_MAX_RANK, &k);
+    if (st) return st;
+    int64_t dims[OX_MAX_RANK];
+    int r = 0;
+    for (int i = 0; i < x->rank && r < OX_MAX_RANK; i++) {
+        if (i == d)
+            for (int j = 0; j < k && r < OX_MAX_RANK; j++) dims[r++] = sizes[j];
+        else
+            dims[r++] = x->dims[i];
+    }
+    return reshape(e, x, r, dims, out);
+}
+
+static ox_status op_transpose(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    int64_t d0, d1;
+    ox_status st = need_t(e, x, "transpose");
+    if (!st) st = tv_to_int(e, a[1], &d0);
+    if (!st) st = tv_to_int(e, a[2], &d1);
+    if (!st) st = norm_dim(e, d0, x->rank, &d0);
+    if (!st) st = norm_dim(e, d1, x->rank, &d1);
+    if (st) return st;
+    if (x->rank < 2) {
+        *out = x;
+        return OX_OK;
+    }
+    int64_t perm[OX_MAX_RANK];
+    for (int i = 0; i < x->rank; i++) perm[i] = i;
+    perm[d0] = d1;
+    perm[d1] = d0;
+    return transpose(e, x, x->rank, perm, out);
+}
+
+static ox_status op_t(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    ox_status st = need_t(e, x, "t");
+    if (st) return st;
+    if (x->rank < 2) {
+        *out = x;
+        return OX_OK;
+    }
+    return transpose(e, x, 2, (int64_t[]){1, 0}, out);
+}
+
+static ox_status op_permute(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    int64_t p[OX_MAX_RANK * 4];
+    int k;
+    ox_status st = need_t(e, a[0], "permute");
+    if (!st) st = ints(e, a[1], p, &k);
+    if (st) return st;
+    if (k != a[0]->rank)
+        return ts_err(e, OX_E_INVALID, "permute of rank %d with %d dims", a[0]->rank, k);
+    for (int i = 0; i < k; i++)
+        if ((st = norm_dim(e, p[i], k, &p[i]))) return st;
+    return transpose(e, a[0], k, p, out);
+}
+
+static ox_status op_unsqueeze(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    int64_t d;
+    ox_status st = need_t(e, a[0], "unsqueeze");
+    if (!st) st = tv_to_int(e, a[1], &d);
+    if (st) return st;
+    if (d < 0) d += a[0]->rank + 1;
+    return axes_op(e, "Unsqueeze", a[0], 1, &d, out);
+}
+
+static ox_status op_squeeze(struct ev *e, struct tv **a, int n, struct tv **out) {
+    struct tv *x = a[0];
+    ox_status st = need_t(e, x, "squeeze");
+    if (st) return st;
+    int64_t axes[OX_MAX_RANK];
+    int k = 0;
+    if (n > 1 && !is_none(a[1])) {
+        int m;
+        int64_t ds[OX_MAX_RANK];
+        st = tv_to_ints(e, a[1], ds, OX_MAX_RANK, &m);
+        if (st) return st;
+        for (int i = 0; i < m; i++) {
+            int64_t d = 0;
+            if ((st = norm_dim(e, ds[i], x->rank, &d))) return st;
+            if (x->rank > 0 && x->dims[d] == 1) axes[k++] = d; /* torch: no-op when not 1 */
+        }
+    } else {
+        for (int i = 0; i < x->rank; i++)
+            if (x->dims[i] == 1) axes[k++] = i;
+    }
+    if (!k) {
+        *out = x;
+        return OX_OK;
+    }
+    return axes_op(e, "Squeeze", x, k, axes, out);
+}
+
+static ox_status op_expand(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    int64_t d[OX_MAX_RANK * 4];
+    int k;
+    ox_status st = need_t(e, x, "expand");
+    if (!st) st = ints(e, a[1], d, &k);
+    if (st) return st;
+    for (int i = 0; i < k; i++) /* -1 keeps the input's size */
+        if (d[i] == -1) {
+            int src = i - (k - x->rank);
+            d[i] = src >= 0 ? x->dims[src] : 1;
+        }
+    struct tv *in[2] = {x, tv_i64s(e, k, d)};
+    return in[1] ? ts_emit1(e, "Expand", 2, in, NULL, out) : oom(e);
+}
+
+static ox_status op_repeat(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    int64_t d[OX_MAX_RANK];
+    int k;
+    ox_status st = need_t(e, x, "repeat");
+    if (!st) st = tv_to_ints(e, a[1], d, OX_MAX_RANK, &k);
+    if (st) return st;
+    while (x->rank < k) { /* leading dims added */
+        int64_t z = 0;
+        if ((st = axes_op(e, "Unsqueeze", x, 1, &z, &x))) return st;
+    }
+    struct tv *in[2] = {x, tv_i64s(e, k, d)};
+    return in[1] ? ts_emit1(e, "Tile", 2, in, NULL, out) : oom(e);
+}
+
+static ox_status op_slice(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    if (x->k == TV_LIST || x->k == TV_TUPLE || x->k == TV_STR) { /* list[start:end:step] */
+        int64_t len = x->k == TV_STR ? (int64_t)x->s_len : x->n, s = 0, t = len, st1 = 1;
+        ox_status st = OX_OK;
+        if (!is_none(a[1])) st = tv_to_int(e, a[1], &s);
+        if (!st && !is_none(a[2])) st = tv_to_int(e, a[2], &t);
+        if (!st && !is_none(a[3])) st = tv_to_int(e, a[3], &st1);
+        if (st) return st;
+        if (st1 != 1) return ts_err(e, OX_E_UNSUPPORTED, "list slice with a step");
+        if (s < 0) s += len;
+        if (t < 0) t += len;
+        s = s < 0 ? 0 : s > len ? len : s;
+        t = t < s ? s : t > len ? len : t;
+        if (x->k == TV_STR) {
+            *out = tv_new(e, TV_STR);
+            if (!*out) return oom(e);
+            (*out)->s = ox_arena_strndup(&e->a, x->s + s, (size_t)(t - s));
+            (*out)->s_len = (size_t)(t - s);
+            return (*out)->s ? OX_OK : oom(e);
+        }
+        *out = tv_list(e, x->k, (int)(t - s));
+        if (!*out) return oom(e);
+        for (int64_t i = s; i < t; i++) (*out)->items[i - s] = x->items[i];
+        return OX_OK;
+    }
+    return ts_err(e, OX_E_INTERNAL, "slice");
+}
+
+static ox_status op_tslice(struct ev *e, struct tv **a, int n, struct tv **out) {
+    struct tv *x = a[0];
+    if (!is_t(x)) {
+        struct tv *b[4] = {x, a[2], a[3], a[4]}; /* list slice: (l, start, end, step) */
+        if (n >= 1 && a[1] && !is_t(x)) {
+            b[1] = a[1];
+            b[2] = a[2];
+            b[3] = a[3];
+        }
+        return op_slice(e, b, 4, out);
+    }
+    int64_t d, s = 0, t = INT64_MAX, step = 1;
+    ox_status st = tv_to_int(e, a[1], &d);
+    if (!st && !is_none(a[2])) st = tv_to_int(e, a[2], &s);
+    if (!st && !is_none(a[3])) st = tv_to_int(e, a[3], &t);
+    if (!st) st = tv_to_int(e, a[4], &step);
+    if (!st) st = norm_dim(e, d, x->rank, &d);
+    if (st) return st;
+    if (s == 0 && t >= x->dims[d] && step == 1) { /* the whole axis */
+        *out = x;
+        return OX_OK;
+    }
+    return slice1(e, x, d, s, t, step, out);
+}
+
+static ox_status op_list_slice(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return op_slice(e, a, 4, out);
+}
+
+static ox_status op_select(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    int64_t d, i;
+    ox_status st = need_t(e, x, "select");
+    if (!st) st = tv_to_int(e, a[1], &d);
+    if (!st) st = tv_to_int(e, a[2], &i);
+    if (!st) st = norm_dim(e, d, x->rank, &d);
+    if (st) return st;
+    struct tv *in[2] = {x, tv_scalar_tensor(e, (double)i, OX_INT64)};
+    if (!in[1]) return oom(e);
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", d);
+    return ts_emit1(e, "Gather", 2, in, &at, out);
+}
+
+static ox_status op_index_select(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    int64_t d;
+    ox_status st = need_t(e, a[0], "index_select");
+    if (!st) st = tv_to_int(e, a[1], &d);
+    if (!st) st = norm_dim(e, d, a[0]->rank, &d);
+    if (st) return st;
+    struct tv *in[2] = {a[0], a[2]};
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", d);
+    return ts_emit1(e, "Gather", 2, in, &at, out);
+}
+
+static ox_status list_of_tensors(struct ev *e, const struct tv *l, const char *what) {
+    if (l->k != TV_LIST && l->k != TV_TUPLE)
+        return ts_err(e, OX_E_UNSUPPORTED, "%s of a %s", what, tv_kind_name(l->k));
+    if (l->n < 1 || l->n > 16) return ts_err(e, OX_E_UNSUPPORTED, "%s of %d tensors", what, l->n);
+    for (int i = 0; i < l->n; i++)
+        if (!is_t(l->items[i]))
+            return ts_err(e, OX_E_UNSUPPORTED, "%s: item %d is no tensor", what, i);
+    return OX_OK;
+}
+
+static ox_status op_cat(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    int64_t d;
+    ox_status st = list_of_tensors(e, a[0], "cat");
+    if (!st) st = tv_to_int(e, a[1], &d);
+    if (!st) st = norm_dim(e, d, a[0]->items[0]->rank, &d);
+    if (st) return st;
+    if (a[0]->n == 1) {
+        *out = a[0]->items[0];
+        return OX_OK;
+    }
+    return concat(e, a[0]->n, a[0]->items, d, out);
+}
+
+static ox_status op_stack(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    int64_t d;
+    ox_status st = list_of_tensors(e, a[0], "stack");
+    if (!st) st = tv_to_int(e, a[1], &d);
+    if (st) return st;
+    int r = a[0]->items[0]->rank;
+    if (d < 0) d += r + 1;
+    struct tv *u[16];
+    for (int i = 0; i < a[0]->n; i++)
+        if ((st = axes_op(e, "Unsqueeze", a[0]->items[i], 1, &d, &u[i]))) return st;
+    if (a[0]->n == 1) {
+        *out = u[0];
+        return OX_OK;
+    }
+    return concat(e, a[0]->n, u, d, out);
+}
+
+/* chunk / split into pieces of the given sizes along d */
+static ox_status split_sizes(struct ev *e, struct tv *x, int64_t d, int k, const int64_t *sizes,
+                             struct tv **out) {
+    *out = tv_list(e, TV_LIST, k);
+    if (!*out) return oom(e);
+    int64_t at = 0;
+    for (int i = 0; i < k; i++) {
+        ox_status st = slice1(e, x, d, at, at + sizes[i], 1, &(*out)->items[i]);
+        if (st) return st;
+        at += sizes[i];
+    }
+    return OX_OK;
+}
+
+static ox_status op_chunk(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    int64_t chunks, d;
+    ox_status st = need_t(e, x, "chunk");
+    if (!st) st = tv_to_int(e, a[1], &chunks);
+    if (!st) st = tv_to_int(e, a[2], &d);
+    if (!st) st = norm_dim(e, d, x->rank, &d);
+    if (st) return st;
+    if (chunks < 1 || chunks > 1024)
+        return ts_err(e, OX_E_INVALID, "chunk into %lld", (long long)chunks);
+    int64_t len = x->dims[d], each = (len + chunks - 1) / chunks, sizes[1024];
+    int k = 0;
+    for (int64_t at = 0; at < len; at += each) sizes[k++] = at + each <= len ? each : len - at;
+    return split_sizes(e, x, d, k, sizes, out);
+}
+
+static ox_status op_split(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    int64_t d, sizes[1024];
+    int k = 0;
+    ox_status st = need_t(e, x, "split");
+    if (!st) st = tv_to_int(e, a[2], &d);
+    if (!st) st = norm_dim(e, d, x->rank, &d);
+    if (st) return st;
+    if (a[1]->k == TV_INT) {
+        int64_t each = a[1]->i, len = x->dims[d];
+        if (each < 1) return ts_err(e, OX_E_INVALID, "split size %lld", (long long)each);
+        for (int64_t at = 0; at < len && k < 1024; at += each)
+            sizes[k++] = at + each <= len ? each : len - at;
+    } else if ((st = tv_to_ints(e, a[1], sizes, 1024, &k))) {
+        return st;
+    }
+    return split_sizes(e, x, d, k, sizes, out);
+}
+
+static ox_status op_to(struct ev *e, struct tv **a, int n, struct tv **out) {
+    struct tv *x = a[0];
+    ox_status st = need_t(e, x, "to");
+    if (st) return st;
+    /* to(dtype, ...), to(device, dtype, ...), to(other tensor, ...) */
+    for (int i = 1; i < n; i++) {
+        if (a[i] && a[i]->k == TV_INT) {
+            ox_dtype dt = torch_dtype(a[i]->i);
+            if (dt == OX_UNDEFINED)
+                return ts_err(e, OX_E_UNSUPPORTED, "dtype %lld", (long long)a[i]->i);
+            return cast(e, x, dt, out);
+        }
+        if (is_t(a[i])) return cast(e, x, a[i]->dt, out);
+        if (a[i] && a[i]->k == TV_BOOL) break; /* non_blocking: no dtype given */
+    }
+    *out = x;
+    return OX_OK;
+}
+
+static ox_status op_type_as(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return cast(e, a[0], a[1]->dt, out);
+}
+
+static ox_status make_filled(struct ev *e, struct tv *size, struct tv *dtype, double v,
+                             ox_dtype dflt, struct tv **out) {
+    int64_t d[OX_MAX_RANK];
+    int k;
+    ox_status st = tv_to_ints(e, size, d, OX_MAX_RANK, &k);
+    if (st) return st;
+    ox_dtype dt = dflt;
+    if (!is_none(dtype)) {
+        int64_t t;
+        if ((st = tv_to_int(e, dtype, &t))) return st;
+        dt = torch_dtype(t);
+    }
+    *out = tv_const_new(e, dt, k, d, NULL);
+    if (!*out) return oom(e);
+    int64_t numel = ox_tensor_numel((*out)->cdata);
+    if (v != 0)
+        for (int64_t i = 0; i < numel; i++) ox_tensor_set((ox_tensor *)(*out)->cdata, i, v);
+    return OX_OK;
+}
+
+static ox_status op_zeros(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return make_filled(e, a[0], a[1], 0, OX_FLOAT, out);
+}
+
+static ox_status op_ones(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return make_filled(e, a[0], a[1], 1, OX_FLOAT, out);
+}
+
+static ox_status op_full(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return make_filled(e, a[0], a[2], tv_num(a[1]),
+                       a[1]->k == TV_FLOAT  ? OX_FLOAT
+                       : a[1]->k == TV_BOOL ? OX_BOOL
+                                            : OX_INT64,
+                       out);
+}
+
+static ox_status like(struct ev *e, struct tv **a, double v, struct tv **out) {
+    struct tv *x = a[0];
+    ox_status st = need_t(e, x, "*_like");
+    if (st) return st;
+    ox_dtype dt = x->dt;
+    if (!is_none(a[1])) {
+        int64_t t;
+        if ((st = tv_to_int(e, a[1], &t))) return st;
+        dt = torch_dtype(t);
+    }
+    *out = tv_const_new(e, dt, x->rank, x->dims, NULL);
+    if (!*out) return oom(e);
+    int64_t numel = ox_tensor_numel((*out)->cdata);
+    if (v != 0)
+        for (int64_t i = 0; i < numel; i++) ox_tensor_set((ox_tensor *)(*out)->cdata, i, v);
+    return OX_OK;
+}
+
+static ox_status op_zeros_like(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return like(e, a, 0, out);
+}
+
+static ox_status op_ones_like(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return like(e, a, 1, out);
+}
+
+static ox_status op_tensor(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *v = a[0];
+    ox_dtype dt = v->k == TV_FLOAT ? OX_FLOAT : v->k == TV_BOOL ? OX_BOOL : OX_INT64;
+    if (!is_none(a[1])) {
+        int64_t t;
+        ox_status st = tv_to_int(e, a[1], &t);
+        if (st) return st;
+        dt = torch_dtype(t);
+    }
+    if (tv_is_num(v)) {
+        *out = tv_scalar_tensor(e, tv_num(v), dt);
+        return *out ? OX_OK : oom(e);
+    }
+    if (v->k == TV_LIST) {
+        int64_t d = v->n;
+        bool fl = false;
+        for (int i = 0; i < v->n; i++) {
+            if (!tv_is_num(v->items[i]))
+                return ts_err(e, OX_E_UNSUPPORTED, "tensor() of nested lists");
+            fl |= v->items[i]->k == TV_FLOAT;
+        }
+        if (is_none(a[1]) && fl) dt = OX_FLOAT;
+        *out = tv_const_new(e, dt, 1, &d, NULL);
+        if (!*out) return oom(e);
+        for (int i = 0; i < v->n; i++)
+            ox_tensor_set((ox_tensor *)(*out)->cdata, i, tv_num(v->items[i]));
+        return OX_OK;
+    }
+    return ts_err(e, OX_E_UNSUPPORTED, "tensor() of a %s", tv_kind_name(v->k));
+}
+
+/* ---- reductions ------------------------------------------------------------------------ */
+
+static ox_status reduce(struct ev *e, const char *op, struct tv *x, struct tv *dims,
+                        struct tv *keep, struct tv *dtype, struct tv **out) {
+    ox_status st = need_t(e, x, op);
+    if (st) return st;
+    if (!is_none(dtype)) {
+        int64_t t;
+        if ((st = tv_to_int(e, dtype, &t)) || (st = cast(e, x, torch_dtype(t), &x))) return st;
+    } else if (!strcmp(op, "ReduceSum") && !ox_dtype_is_float(x->dt) && x->dt != OX_INT64) {
+        if ((st = cast(e, x, OX_INT64, &x))) return st; /* torch sums integers as int64 */
+    }
+    int64_t axes[OX_MAX_RANK];
+    int k = 0;
+    if (!is_none(dims)) {
+        if ((st = tv_to_ints(e, dims, axes, OX_MAX_RANK, &k))) return st;
+        for (int i = 0; i < k; i++)
+            if ((st = norm_dim(e, axes[i], x->rank, &axes[i]))) return st;
+    }
+    if (k == 0)
+        for (int i = 0; i < x->rank; i++) axes[k++] = i;
+    bool kd = false;
+    if (!is_none(keep) && !tv_truthy(keep, &kd)) return ts_err(e, OX_E_UNSUPPORTED, "keepdim");
+    struct ts_attrs at = {0};
+    ta_int(&at, "keepdims", kd);
+    if (!strcmp(op, "ReduceSum")) {
+        struct tv *in[2] = {x, tv_i64s(e, k, axes)};
+        return in[1] ? ts_emit1(e, op, 2, in, &at, out) : oom(e);
+    }
+    ta_ints(&at, "axes", k, axes);
+    return ts_emit1(e, op, 1, &x, &at, out);
+}
+
+static ox_status op_sum(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    if (a[0]->k == TV_LIST) { /* sum of a list of numbers */
+        double s = 0;
+        bool fl = false;
+        for (int i = 0; i < a[0]->n; i++) {
+            if (!tv_is_num(a[0]->items[i])) return ts_err(e, OX_E_UNSUPPORTED, "sum of a list");
+            s += tv_num(a[0]->items[i]);
+            fl |= a[0]->items[i]->k == TV_FLOAT;
+        }
+        *out = fl ? tv_float(e, s) : tv_int(e, (int64_t)s);
+        return *out ? OX_OK : oom(e);
+    }
+    return reduce(e, "ReduceSum", a[0], a[1], a[2], a[3], out);
+}
+
+static ox_status op_mean(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return reduce(e, "ReduceMean", a[0], a[1], a[2], a[3], out);
+}
+
+static ox_status op_amax(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return reduce(e, "ReduceMax", a[0], a[1], a[2], NULL, out);
+}
+
+static ox_status op_max(struct ev *e, struct tv **a, int n, struct tv **out) {
+    if (n >= 2 && a[1] && is_t(a[1])) return bin(e, "Max", a[0], a[1], out);
+    if (!is_t(a[0])) { /* max of numbers or a list */
+        if (a[0]->k == TV_LIST) {
+            if (!a[0]->n) return ts_err(e, OX_E_INVALID, "max() of an empty list");
+            *out = a[0]->items[0];
+            for (int i = 1; i < a[0]->n; i++)
+                if (tv_num(a[0]->items[i]) > tv_num(*out)) *out = a[0]->items[i];
+            return OX_OK;
+        }
+        *out = tv_num(a[0]) >= tv_num(a[1]) ? a[0] : a[1];
+        return OX_OK;
+    }
+    if (n >= 2 && a[1] && !is_none(a[1])) { /* max(x, dim, keepdim) -> (values, indices) */
+        struct tv *v, *i;
+        ox_status st = reduce(e, "ReduceMax", a[0], a[1], n > 2 ? a[2] : NULL, NULL, &v);
+        if (st) return st;
+        int64_t d;
+        if ((st = tv_to_int(e, a[1], &d)) || (st = norm_dim(e, d, a[0]->rank, &d))) return st;
+        bool kd = false;
+        if (n > 2 && a[2]) tv_truthy(a[2], &kd);
+        struct ts_attrs at = {0};
+        ta_int(&at, "axis", d);
+        ta_int(&at, "keepdims", kd);
+        if ((st = ts_emit1(e, "ArgMax", 1, &a[0], &at, &i))) return st;
+        *out = tv_list(e, TV_TUPLE, 2);
+        if (!*out) return oom(e);
+        (*out)->items[0] = v;
+        (*out)->items[1] = i;
+        return OX_OK;
+    }
+    return reduce(e, "ReduceMax", a[0], NULL, NULL, NULL, out);
+}
+
+static ox_status op_prim_max(struct ev *e, struct tv **a, int n, struct tv **out) {
+    return op_max(e, a, n, out);
+}
+
+static ox_status op_min(struct ev *e, struct tv **a, int n, struct tv **out) {
+    if (n >= 2 && a[1] && is_t(a[1])) return bin(e, "Min", a[0], a[1], out);
+    if (!is_t(a[0])) {
+        if (a[0]->k == TV_LIST) {
+            if (!a[0]->n) return ts_err(e, OX_E_INVALID, "min() of an empty list");
+            *out = a[0]->items[0];
+            for (int i = 1; i < a[0]->n; i++)
+                if (tv_num(a[0]->items[i]) < tv_num(*out)) *out = a[0]->items[i];
+            return OX_OK;
+        }
+        *out = tv_num(a[0]) <= tv_num(a[1]) ? a[0] : a[1];
+        return OX_OK;
+    }
+    return reduce(e, "ReduceMin", a[0], n > 1 ? a[1] : NULL, n > 2 ? a[2] : NULL, NULL, out);
+}
+
+/* ---- linear algebra -------------------------------------------------------------------- */
+
+static ox_status linear(struct ev *e, struct tv *x, struct tv *w, struct tv *b, struct tv **out) {
+    ox_status st = need_t(e, x, "linear");
+    if (!st) st = need_t(e, w, "linear weight");
+    if (st) return st;
+    if (x->rank == 2 && w->rank == 2) {
+        struct ts_attrs at = {0};
+        ta_int(&at, "transB", 1);
+        struct tv *in[3] = {x, w, is_none(b) ? NULL : b};
+        return ts_emit1(e, "Gemm", is_none(b) ? 2 : 3, in, &at, out);
+    }
+    struct tv *wt, *y;
+    st = transpose(e, w, 2, (int64_t[]){1, 0}, &wt);
+    struct tv *in[2] = {x, wt};
+    if (!st) st = ts_emit1(e, "MatMul", 2, in, NULL, &y);
+    if (st) return st;
+    if (is_none(b)) {
+        *out = y;
+        return OX_OK;
+    }
+    struct tv *s[2] = {y, b};
+    return ts_emit1(e, "Add", 2, s, NULL, out);
+}
+
+static ox_status op_linear(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return linear(e, a[0], a[1], a[2], out);
+}
+
+static ox_status op_matmul(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0], *y = a[1];
+    ox_status st = promote(e, &x, &y);
+    struct tv *in[2] = {x, y};
+    return st ? st : ts_emit1(e, "MatMul", 2, in, NULL, out);
+}
+
+static ox_status op_addmm(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* beta * self + alpha * (m1 @ m2) */
+    struct ts_attrs at = {0};
+    ta_float(&at, "beta", (float)tv_num(a[3]));
+    ta_float(&at, "alpha", (float)tv_num(a[4]));
+    struct tv *in[3] = {a[1], a[2], a[0]};
+    return ts_emit1(e, "Gemm", 3, in, &at, out);
+}
+
+static ox_status op_baddbmm(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *p, *in[2] = {a[1], a[2]};
+    ox_status st = ts_emit1(e, "MatMul", 2, in, NULL, &p);
+    if (!st && tv_num(a[4]) != 1) st = bin(e, "Mul", p, a[4], &p);
+    struct tv *c = a[0];
+    if (!st && tv_num(a[3]) != 1) st = bin(e, "Mul", c, a[3], &c);
+    if (!st) st = bin(e, "Add", c, p, out);
+    return st;
+}
+
+static ox_status op_embedding(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *in[2] = {a[0], a[1]}; /* embedding(weight, indices, ...) */
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", 0);
+    return ts_emit1(e, "Gather", 2, in, &at, out);
+}
+
+/* ---- convolution, pooling, normalization ----------------------------------------------- */
+
+static ox_status expand_list(struct ev *e, struct tv *v, int k, int64_t *out) {
+    int m;
+    int64_t tmp[OX_MAX_RANK];
+    ox_status st = tv_to_ints(e, v, tmp, OX_MAX_RANK, &m);
+    if (st) return st;
+    for (int i = 0; i < k; i++) out[i] = m == 1 ? tmp[0] : i < m ? tmp[i] : tmp[m - 1];
+    if (m != 1 && m != k) return ts_err(e, OX_E_INVALID, "%d values for %d spatial dims", m, k);
+    return OX_OK;
+}
+
+static ox_status conv(struct ev *e, struct tv *x, struct tv *w, struct tv *b, struct tv *stride,
+                      struct tv *padding, struct tv *dilation, bool transposed, struct tv *out_pad,
+                      struct tv *groups, struct tv **out) {
+    ox_status st = need_t(e, x, "convolution");
+    if (!st) st = need_t(e, w, "convolution weight");
+    if (st) return st;
+    int k = w->rank - 2;
+    if (k < 1 || k > 3) return ts_err(e, OX_E_UNSUPPORTED, "a %d-D convolution", k);
+    int64_t s[3], p[6], d[3], op[3], ks[3], g;
+    if ((st = expand_list(e, stride, k, s)) || (st = expand_list(e, dilation, k, d)) ||
+        (st = tv_to_int(e, groups, &g)))
+        return st;
+    struct ts_attrs at = {0};
+    if (padding->k == TV_STR) {
+        if (!strcmp(padding->s, "valid")) {
+            for (int i = 0; i < 2 * k; i++) p[i] = 0;
+        } else if (!strcmp(padding->s, "same")) { /* torch puts the odd pixel at the end */
+            for (int i = 0; i < k; i++) {
+                int64_t total = d[i] * (w->dims[2 + i] - 1);
+                p[i] = total / 2;
+                p[k + i] = total - total / 2;
+            }
+        } else {
+            return ts_err(e, OX_E_UNSUPPORTED, "padding '%s'", padding->s);
+        }
+    } else {
+        if ((st = expand_list(e, padding, k, p))) return st;
+        for (int i = 0; i < k; i++) p[k + i] = p[i];
+    }
+    for (int i = 0; i < k; i++) ks[i] = w->dims[2 + i];
+    ta_ints(&at, "strides", k, s);
+    ta_ints(&at, "pads", 2 * k, p);
+    ta_ints(&at, "dilations", k, d);
+    ta_int(&at, "group", g);
+    ta_ints(&at, "kernel_shape", k, ks);
+    struct tv *in[3] = {x, w, is_none(b) ? NULL : b};
+    if (transposed) {
+        if ((st = expand_list(e, out_pad, k, op))) return st;
+        ta_ints(&at, "output_padding", k, op);
+        return ts_emit1(e, "ConvTranspose", is_none(b) ? 2 : 3, in, &at, out);
+    }
+    return ts_emit1(e, "Conv", is_none(b) ? 2 : 3, in, &at, out);
+}
+
+static ox_status op_convolution(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    bool tr = false;
+    tv_truthy(a[6], &tr);
+    return conv(e, a[0], a[1], a[2], a[3], a[4], a[5], tr, a[7], a[8], out);
+}
+
+static ox_status op_convnd(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return conv(e, a[0], a[1], a[2], a[3], a[4], a[5], false, NULL, a[6], out);
+}
+
+static ox_status op_conv_transpose(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups,
+               dilation) */
+    return conv(e, a[0], a[1], a[2], a[3], a[4], a[7], true, a[5], a[6], out);
+}
+
+static ox_status op_batch_norm(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0], *w = a[1], *b = a[2], *mean = a[3], *var = a[4];
+    ox_status st = need_t(e, x, "batch_norm");
+    if (st) return st;
+    if (is_none(mean) || is_none(var))
+        return ts_err(e, OX_E_UNSUPPORTED, "batch_norm without running statistics");
+    int64_t c = x->rank > 1 ? x->dims[1] : 1;
+    if (is_none(w) && !(w = tv_const_new(e, x->dt, 1, &c, NULL))) return oom(e);
+    if (w->cdata && a[1] == NULL) { /* filled below */
+    }
+    if (is_none(a[1]))
+        for (int64_t i = 0; i < c; i++) ox_tensor_set((ox_tensor *)w->cdata, i, 1.0);
+    if (is_none(b) && !(b = tv_const_new(e, x->dt, 1, &c, NULL))) return oom(e);
+    struct ts_attrs at = {0};
+    ta_float(&at, "epsilon", (float)tv_num(a[7]));
+    ta_float(&at, "momentum", (float)(1 - tv_num(a[6])));
+    struct tv *in[5] = {x, w, b, mean, var};
+    return ts_emit1(e, "BatchNormalization", 5, in, &at, out);
+}
+
+static ox_status op_layer_norm(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    int64_t shape[OX_MAX_RANK];
+    int k;
+    ox_status st = need_t(e, x, "layer_norm");
+    if (!st) st = tv_to_ints(e, a[1], shape, OX_MAX_RANK, &k);
+    if (st) return st;
+    struct tv *w = a[2], *b = a[3];
+    if (is_none(w)) {
+        void *d;
+        if (!(w = tv_const_new(e, x->dt, k, shape, &d))) return oom(e);
+        for (int64_t i = 0; i < ox_tensor_numel(w->cdata); i++)
+            ox_tensor_set((ox_tensor *)w->cdata, i, 1.0);
+    }
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", -k);
+    ta_float(&at, "epsilon", (float)tv_num(a[4]));
+    struct tv *in[3] = {x, w, is_none(b) ? NULL : b};
+    return ts_emit1(e, "LayerNormalization", is_none(b) ? 2 : 3, in, &at, out);
+}
+
+static ox_status op_group_norm(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* group_norm(input, groups, weight, bias, eps): reshape, normalize, affine */
+    struct tv *x = a[0];
+    int64_t g;
+    ox_status st = need_t(e, x, "group_norm");
+    if (!st) st = tv_to_int(e, a[1], &g);
+    if (st) return st;
+    int64_t d3[3] = {x->dims[0], g, -1};
+    struct tv *r, *m, *c, *v, *sq, *nrm, *y;
+    st = reshape(e, x, 3, d3, &r);
+    int64_t ax = 2;
+    struct ts_attrs at = {0};
+    ta_ints(&at, "axes", 1, &ax);
+    ta_int(&at, "keepdims", 1);
+    if (!st) st = ts_emit1(e, "ReduceMean", 1, &r, &at, &m);
+    if (!st) st = bin(e, "Sub", r, m, &c);
+    if (!st) st = bin(e, "Mul", c, c, &sq);
+    if (!st) st = ts_emit1(e, "ReduceMean", 1, &sq, &at, &v);
+    struct tv *eps = tv_float(e, tv_num(a[4]));
+    if (!st) st = bin(e, "Add", v, eps, &v);
+    if (!st) st = un(e, "Sqrt", v, &v);
+    if (!st) st = bin(e, "Div", c, v, &nrm);
+    if (!st) st = reshape(e, nrm, x->rank, x->dims, &y);
+    if (st) return st;
+    int64_t cshape[OX_MAX_RANK];
+    cshape[0] = x->dims[1];
+    for (int i = 2; i < x->rank; i++) cshape[i - 1] = 1;
+    if (!is_none(a[2])) {
+        struct tv *w;
+        if ((st = reshape(e, a[2], x->rank - 1, cshape, &w)) || (st = bin(e, "Mul", y, w, &y)))
+            return st;
+    }
+    if (!is_none(a[3])) {
+        struct tv *b;
+        if ((st = reshape(e, a[3], x->rank - 1, cshape, &b)) || (st = bin(e, "Add", y, b, &y)))
+            return st;
+    }
+    *out = y;
+    return OX_OK;
+}
+
+static ox_status pool(struct ev *e, const char *op, struct tv *x, struct tv *kernel,
+                      struct tv *stride, struct tv *padding, struct tv *dilation, struct tv *ceil,
+                      struct tv *count_include_pad, struct tv **out) {
+    ox_status st = need_t(e, x, op);
+    if (st) return st;
+    int k = x->rank - 2;
+    if (k < 1 || k > 3) return ts_err(e, OX_E_UNSUPPORTED, "%s on a rank-%d tensor", op, x->rank);
+    int64_t ks[3], s[3], p[6], d[3] = {1, 1, 1};
+    if ((st = expand_list(e, kernel, k, ks))) return st;
+    bool empty_stride =
+        is_none(stride) || ((stride->k == TV_LIST || stride->k == TV_TUPLE) && stride->n == 0);
+    if (empty_stride) {
+        memcpy(s, ks, sizeof(int64_t) * (size_t)k);
+    } else if ((st = expand_list(e, stride, k, s))) {
+        return st;
+    }
+    if ((st = expand_list(e, padding, k, p))) return st;
+    for (int i = 0; i < k; i++) p[k + i] = p[i];
+    if (dilation && !is_none(dilation) && (st = expand_list(e, dilation, k, d))) return st;
+    bool cm = false;
+    if (ceil && !is_none(ceil)) tv_truthy(ceil, &cm);
+    struct ts_attrs at = {0};
+    ta_ints(&at, "kernel_shape", k, ks);
+    ta_ints(&at, "strides", k, s);
+    ta_ints(&at, "pads", 2 * k, p);
+    ta_int(&at, "ceil_mode", cm);
+    if (!strcmp(op, "MaxPool")) {
+        ta_ints(&at, "dilations", k, d);
+    } else {
+        bool cip = true;
+        if (count_include_pad && !is_none(count_include_pad)) tv_truthy(count_include_pad, &cip);
+        ta_int(&at, "count_include_pad", cip);
+    }
+    return ts_emit1(e, op, 1, &x, &at, out);
+}
+
+static ox_status op_max_pool(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return pool(e, "MaxPool", a[0], a[1], a[2], a[3], a[4], a[5], NULL, out);
+}
+
+static ox_status op_avg_pool(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* avg_pool2d(self, kernel, stride=[], padding=0, ceil_mode, count_include_pad,
+               divisor_override) */
+    if (!is_none(a[6])) return ts_err(e, OX_E_UNSUPPORTED, "avg_pool with divisor_override");
+    return pool(e, "AveragePool", a[0], a[1], a[2], a[3], NULL, a[4], a[5], out);
+}
+
+static ox_status op_adaptive_avg_pool(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    ox_status st = need_t(e, x, "adaptive_avg_pool");
+    if (st) return st;
+    int k = x->rank - 2;
+    int64_t o[3];
+    if (k < 1 || k > 3 || (st = expand_list(e, a[1], k, o)))
+        return st ? st : ts_err(e, OX_E_UNSUPPORTED, "adaptive pool rank");
+    bool global = true, divisible = true;
+    for (int i = 0; i < k; i++) {
+        if (o[i] == -1) o[i] = x->dims[2 + i]; /* None in the list keeps the size */
+        global &= o[i] == 1;
+        divisible &= o[i] > 0 && x->dims[2 + i] % o[i] == 0;
+    }
+    if (global) return ts_emit1(e, "GlobalAveragePool", 1, &x, NULL, out);
+    if (!divisible)
+        return ts_err(e, OX_E_UNSUPPORTED,
+                      "adaptive_avg_pool to a size that does not divide the input's");
+    int64_t ks[3], p[6] = {0};
+    for (int i = 0; i < k; i++) ks[i] = x->dims[2 + i] / o[i];
+    struct ts_attrs at = {0};
+    ta_ints(&at, "kernel_shape", k, ks);
+    ta_ints(&at, "strides", k, ks);
+    ta_ints(&at, "pads", 2 * k, p);
+    return ts_emit1(e, "AveragePool", 1, &x, &at, out);
+}
+
+static ox_status op_adaptive_max_pool(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0], *y;
+    int64_t o[3];
+    int k = x->rank - 2;
+    ox_status st = need_t(e, x, "adaptive_max_pool");
+    if (!st && (k < 1 || k > 3)) st = ts_err(e, OX_E_UNSUPPORTED, "adaptive pool rank");
+    if (!st) st = expand_list(e, a[1], k, o);
+    if (st) return st;
+    for (int i = 0; i < k; i++)
+        if (o[i] != 1)
+            return ts_err(e, OX_E_UNSUPPORTED, "adaptive_max_pool to a size other than 1");
+    if ((st = ts_emit1(e, "GlobalMaxPool", 1, &x, NULL, &y))) return st;
+    *out = tv_list(e, TV_TUPLE, 2);
+    if (!*out) return oom(e);
+    (*out)->items[0] = y;
+    (*out)->items[1] = y; /* indices are not computed; reading them fails later */
+    return OX_OK;
+}
+
+static ox_status op_dropout(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    bool train = false;
+    if (!tv_truthy(a[2], &train) || train)
+        return ts_err(e, OX_E_UNSUPPORTED, "dropout in training mode");
+    *out = a[0];
+    return OX_OK;
+}
+
+static ox_status op_pad(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* pad(input, pad, mode="constant", value=None): pad lists the last dim first */
+    struct tv *x = a[0];
+    int64_t pd[2 * OX_MAX_RANK];
+    int k;
+    ox_status st = need_t(e, x, "pad");
+    if (!st) st = tv_to_ints(e, a[1], pd, 2 * OX_MAX_RANK, &k);
+    if (st) return st;
+    if (k % 2 || k / 2 > x->rank) return ts_err(e, OX_E_INVALID, "pad with %d values", k);
+    int64_t pads[2 * OX_MAX_RANK] = {0};
+    for (int i = 0; i < k / 2; i++) {
+        int axis = x->rank - 1 - i;
+        pads[axis] = pd[2 * i];
+        pads[x->rank + axis] = pd[2 * i + 1];
+    }
+    const char *mode = a[2] && a[2]->k == TV_STR ? a[2]->s : "constant";
+    struct ts_attrs at = {0};
+    ta_str(&at, "mode", !strcmp(mode, "replicate") ? "edge" : mode);
+    struct tv *in[3] = {x, tv_i64s(e, 2 * x->rank, pads), NULL};
+    if (!in[1]) return oom(e);
+    if (!is_none(a[3]) && !(in[2] = num_tensor(e, a[3], x->dt))) return oom(e);
+    return ts_emit1(e, "Pad", in[2] ? 3 : 2, in, &at, out);
+}
+
+static ox_status op_constant_pad_nd(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *b[4] = {a[0], a[1], NULL, a[2]};
+    return op_pad(e, b, 4, out);
+}
+
+static ox_status resize(struct ev *e, struct tv *x, struct tv *size, struct tv *scales,
+                        const char *mode, const char *ctm, struct tv **out) {
+    ox_status st = need_t(e, x, "upsample");
+    if (st) return st;
+    int k = x->rank - 2;
+    struct ts_attrs at = {0};
+    ta_str(&at, "mode", mode);
+    ta_str(&at, "coordinate_transformation_mode", ctm);
+    if (!strcmp(mode, "nearest")) ta_str(&at, "nearest_mode", "floor");
+    struct tv *in[4] = {x, NULL, NULL, NULL};
+    if (!is_none(size)) {
+        int64_t s[OX_MAX_RANK], full[OX_MAX_RANK];
+        if ((st = expand_list(e, size, k, s))) return st;
+        full[0] = x->dims[0];
+        full[1] = x->dims[1];
+        memcpy(full + 2, s, sizeof(int64_t) * (size_t)k);
+        if (!(in[3] = tv_i64s(e, x->rank, full))) return oom(e);
+        return ts_emit1(e, "Resize", 4, in, &at, out);
+    }
+    double sc[OX_MAX_RANK];
+    if (scales->k == TV_LIST || scales->k == TV_TUPLE) {
+        for (int i = 0; i < k; i++) sc[i] = tv_num(scales->items[scales->n == 1 ? 0 : i]);
+    } else if (tv_is_num(scales)) {
+        for (int i = 0; i < k; i++) sc[i] = tv_num(scales);
+    } else {
+        return ts_err(e, OX_E_UNSUPPORTED, "upsample without a size or scales");
+    }
+    int64_t d = x->rank;
+    void *data;
+    if (!(in[2] = tv_const_new(e, OX_FLOAT, 1, &d, &data))) return oom(e);
+    float *f = data;
+    f[0] = f[1] = 1;
+    for (int i = 0; i < k; i++) f[2 + i] = (float)sc[i];
+    return ts_emit1(e, "Resize", 3, in, &at, out);
+}
+
+static ox_status op_upsample_nearest(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* upsample_nearest2d(input, output_size, scales) */
+    return resize(e, a[0], a[1], a[2], "nearest", "asymmetric", out);
+}
+
+static ox_status op_upsample_linear(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* upsample_bilinear2d(input, output_size, align_corners, scale_factors) */
+    bool ac = false;
+    tv_truthy(a[2], &ac);
+    return resize(e, a[0], a[1], a[3], "linear", ac ? "align_corners" : "half_pixel", out);
+}
+
+/* ---- attention ------------------------------------------------------------------------- */
+
+static ox_status sdpa(struct ev *e, struct tv *q, struct tv *k, struct tv *v, struct tv *mask,
+                      bool causal, struct tv *scale, struct tv **out) {
+    ox_status st = need_t(e, q, "scaled_dot_product_attention");
+    if (st) return st;
+    int r = k->rank;
+    int64_t perm[OX_MAX_RANK];
+    for (int i = 0; i < r; i++) perm[i] = i;
+    perm[r - 2] = r - 1;
+    perm[r - 1] = r - 2;
+    double s = is_none(scale) ? 1.0 / sqrt((double)q->dims[q->rank - 1]) : tv_num(scale);
+    struct tv *kt, *qk, *w, *sc = tv_scalar_tensor(e, s, q->dt);
+    if (!sc) return oom(e);
+    st = transpose(e, k, r, perm, &kt);
+    struct tv *in[2] = {q, kt};
+    if (!st) st = ts_emit1(e, "MatMul", 2, in, NULL, &qk);
+    if (!st) st = bin(e, "Mul", qk, sc, &qk);
+    if (!st && causal) {
+        int64_t L = q->dims[q->rank - 2], S = k->dims[k->rank - 2], d[2] = {L, S};
+        void *data;
+        struct tv *m = tv_const_new(e, q->dt, 2, d, &data);
+        if (!m) return oom(e);
+        for (int64_t i = 0; i < L; i++)
+            for (int64_t j = 0; j < S; j++)
+                ox_tensor_set((ox_tensor *)m->cdata, i * S + j, j > i ? -INFINITY : 0);
+        st = bin(e, "Add", qk, m, &qk);
+    }
+    if (!st && !is_none(mask)) {
+        if (mask->dt == OX_BOOL) { /* True: take part */
+            struct tv *ninf = tv_scalar_tensor(e, -INFINITY, q->dt),
+                      *zero = tv_scalar_tensor(e, 0, q->dt), *add;
+            if (!ninf || !zero) return oom(e);
+            struct tv *wi[3] = {mask, zero, ninf};
+            st = ts_emit1(e, "Where", 3, wi, NULL, &add);
+            if (!st) st = bin(e, "Add", qk, add, &qk);
+        } else {
+            st = bin(e, "Add", qk, mask, &qk);
+        }
+    }
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", -1);
+    if (!st) st = ts_emit1(e, "Softmax", 1, &qk, &at, &w);
+    struct tv *o[2] = {w, v};
+    if (!st) st = ts_emit1(e, "MatMul", 2, o, NULL, out);
+    return st;
+}
+
+static ox_status op_sdpa(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* (q, k, v, attn_mask=None, dropout_p=0., is_causal=False, *, scale=None) */
+    bool causal = false;
+    tv_truthy(a[5], &causal);
+    return sdpa(e, a[0], a[1], a[2], a[3], causal, a[6], out);
+}
+
+/* nn.TransformerEncoderLayer's fused fast path, expanded (src is batch-first [B, L, E]). */
+static ox_status op_transformer_encoder_layer(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *src = a[0];
+    int64_t E, H;
+    ox_status st = need_t(e, src, "_transformer_encoder_layer_fwd");
+    if (!st) st = tv_to_int(e, a[1], &E);
+    if (!st) st = tv_to_int(e, a[2], &H);
+    if (st) return st;
+    if (src->rank != 3 || E % H) return ts_err(e, OX_E_UNSUPPORTED, "transformer layer shapes");
+    bool gelu = false, norm_first = false;
+    tv_truthy(a[7], &gelu);
+    tv_truthy(a[8], &norm_first);
+    if (!is_none(a[18])) return ts_err(e, OX_E_UNSUPPORTED, "transformer layer with a mask");
+    struct tv *eps = a[9];
+    int64_t B = src->dims[0], L = src->dims[1], D = E / H;
+    struct tv *x = src, *h, *qkv, *ln_args[5];
+    (void)ln_args;
+#define LN(in, w, b, res)                                                                          \
+    do {                                                                                           \
+        struct tv *la[5] = {in, tv_list(e, TV_LIST, 1), w, b, eps};                                \
+        if (!la[1]) return oom(e);                                                                 \
+        la[1]->items[0] = tv_int(e, E);                                                            \
+        if ((st = op_layer_norm(e, la, 5, res))) return st;                                        \
+    } while (0)
+    h = x;
+    if (norm_first) LN(x, a[10], a[11], &h);
+    if ((st = linear(e, h, a[3], a[4], &qkv))) return st;
+    struct tv *parts;
+    int64_t three[3] = {E, E, E};
+    if ((st = split_sizes(e, qkv, 2, 3, three, &parts))) return st;
+    struct tv *qh[3];
+    for (int i = 0; i < 3; i++) {
+        struct tv *r;
+        if ((st = reshape(e, parts->items[i], 4, (int64_t[]){B, L, H, D}, &r)) ||
+            (st = transpose(e, r, 4, (int64_t[]){0, 2, 1, 3}, &qh[i])))
+            return st;
+    }
+    struct tv *att, *att2, *proj, *res;
+    if ((st = sdpa(e, qh[0], qh[1], qh[2], NULL, false, NULL, &att)) ||
+        (st = transpose(e, att, 4, (int64_t[]){0, 2, 1, 3}, &att2)) ||
+        (st = reshape(e, att2, 3, (int64_t[]){B, L, E}, &att2)) ||
+        (st = linear(e, att2, a[5], a[6], &proj)) || (st = bin(e, "Add", x, proj, &res)))
+        return st;
+    if (!norm_first) LN(res, a[10], a[11], &res);
+    struct tv *f = res, *f1, *f2, *y;
+    if (norm_first) LN(res, a[12], a[13], &f);
+    if ((st = linear(e, f, a[14], a[15], &f1))) return st;
+    if (gelu) {
+        struct tv *ga[2] = {f1, NULL};
+        st = op_gelu(e, ga, 1, &f1);
+    } else {
+        st = un(e, "Relu", f1, &f1);
+    }
+    if (!st) st = linear(e, f1, a[16], a[17], &f2);
+    if (!st) st = bin(e, "Add", res, f2, &y);
+    if (st) return st;
+    if (!norm_first) LN(y, a[12], a[13], &y);
+#undef LN
+    *out = y;
+    return OX_OK;
+}
+
+/* ---- recurrent layers ------------------------------------------------------------------ */
+
+/* Copy gate blocks of a [G*H, ...] weight into ONNX order: dst block i = src block order[i]. */
+static struct tv *regate(struct ev *e, const struct tv *w, int gates, const int *order) {
+    const ox_tensor *t = w->cdata;
+    if (!t) return NULL;
+    void *data;
+    struct tv *r = tv_const_new(e, t->dtype, t->rank, t->dims, &data);
+    if (!r) return NULL;
+    size_t block = (size_t)(ox_tensor_numel(t) / gates) * ox_dtype_size(t->dtype);
+    for (int i = 0; i < gates; i++)
+        memcpy((char *)data + (size_t)i * block, (const char *)t->data + (size_t)order[i] * block,
+               block);
+    return r;
+}
+
+/* lstm(input, hx[2], params, has_biases, num_layers, dropout, train, bidirectional,
+ * batch_first) and gru(input, hx, params, ...): one ONNX node per layer. */
+static ox_status recurrent(struct ev *e, struct tv **a, bool lstm, struct tv **out) {
+    struct tv *x = a[0], *hx = a[1], *params = a[2];
+    int64_t layers;
+    bool has_b = true, bidir = false, batch_first = false;
+    ox_status st = need_t(e, x, lstm ? "lstm" : "gru");
+    if (!st) st = tv_to_int(e, a[4], &layers);
+    if (st) return st;
+    tv_truthy(a[3], &has_b);
+    tv_truthy(a[7], &bidir);
+    tv_truthy(a[8], &batch_first);
+    int dirs = bidir ? 2 : 1, per = has_b ? 4 : 2, gates = lstm ? 4 : 3;
+    if (params->k != TV_LIST || params->n != layers * dirs * per)
+        return ts_err(e, OX_E_UNSUPPORTED, "%s: %d weights for %lld layers", lstm ? "lstm" : "gru",
+                      params->k == TV_LIST ? params->n : -1, (long long)layers);
+    struct tv *h0 = lstm ? (hx->k == TV_LIST && hx->n == 2 ? hx->items[0] : NULL) : hx;
+    struct tv *c0 = lstm && hx->k == TV_LIST && hx->n == 2 ? hx->items[1] : NULL;
+    if (!is_t(h0) || (lstm && !is_t(c0))) return ts_err(e, OX_E_UNSUPPORTED, "recurrent state");
+    static const int lstm_order[4] = {0, 3, 1, 2}; /* torch i,f,g,o -> ONNX i,o,f,c */
+    static const int gru_order[3] = {1, 0, 2};     /* torch r,z,n -> ONNX z,r,h */
+    const int *order = lstm ? lstm_order : gru_order;
+    if (batch_first && (st = transpose(e, x, 3, (int64_t[]){1, 0, 2}, &x))) return st;
+    int64_t H = h0->dims[2];
+    struct tv *hs[64], *cs[64];
+    if (layers > 32) return ts_err(e, OX_E_UNSUPPORTED, "more than 32 layers");
+    for (int64_t l = 0; l < layers; l++) {
+        struct tv *W[2], *R[2], *Bv[2];
+        for (int d = 0; d < dirs; d++) {
+            struct tv **p = params->items + (l * dirs + d) * per;
+            for (int q = 0; q < per; q++)
+                if (!is_t(p[q]) || !p[q]->cdata)
+                    return ts_err(e, OX_E_UNSUPPORTED, "recurrent weights computed at run time");
+            W[d] = regate(e, p[0], gates, order);
+            R[d] = regate(e, p[1], gates, order);
+            if (!W[d] || !R[d]) return oom(e);
+            if (has_b) {
+                struct tv *bi = regate(e, p[2], gates, order), *bh = regate(e, p[3], gates, order);
+                if (!bi || !bh) return oom(e);
+                struct tv *cat2[2] = {bi, bh};
+                if ((st = concat(e, 2, cat2, 0, &Bv[d]))) return st;
+            }
+        }
+        struct tv *Ws, *Rs, *Bs = NULL, *ws[2], *rs[2], *bs[2];
+        for (int d = 0; d < dirs; d++) {
+            int64_t z = 0;
+            if ((st = axes_op(e, "Unsqueeze", W[d], 1, &z, &ws[d])) ||
+                (st = axes_op(e, "Unsqueeze", R[d], 1, &z, &rs[d])) ||
+                (has_b && (st = axes_op(e, "Unsqueeze", Bv[d], 1, &z, &bs[d]))))
+                return st;
+        }
+        if ((st = dirs == 2 ? concat(e, 2, ws, 0, &Ws) : (Ws = ws[0], OX_OK)) ||
+            (st = dirs == 2 ? concat(e, 2, rs, 0, &Rs) : (Rs = rs[0], OX_OK)) ||
+            (has_b && (st = dirs == 2 ? concat(e, 2, bs, 0, &Bs) : (Bs = bs[0], OX_OK))))
+            return st;
+        struct tv *hl, *cl = NULL;
+        if ((st = slice1(e, h0, 0, l * dirs, (l + 1) * dirs, 1, &hl)) ||
+            (lstm && (st = slice1(e, c0, 0, l * dirs, (l + 1) * dirs, 1, &cl))))
+            return st;
+        struct ts_attrs at = {0};
+        ta_int(&at, "hidden_size", H);
+        ta_str(&at, "direction", bidir ? "bidirectional" : "forward");
+        if (!lstm) ta_int(&at, "linear_before_reset", 1);
+        struct tv *in[7] = {x, Ws, Rs, Bs, NULL, hl, cl}, *res[3];
+        if ((st = ts_emit(e, lstm ? "LSTM" : "GRU", lstm ? 7 : 6, in, &at, lstm ? 3 : 2, res)))
+            return st;
+        /* Y [seq, dirs, batch, H] -> [seq, batch, dirs*H] */
+        struct tv *y;
+        if ((st = transpose(e, res[0], 4, (int64_t[]){0, 2, 1, 3}, &y)) ||
+            (st = reshape(e, y, 3, (int64_t[]){x->dims[0], x->dims[1], dirs * H}, &x)))
+            return st;
+        hs[l] = res[1];
+        cs[l] = lstm ? res[2] : NULL;
+    }
+    struct tv *y = x, *hn, *cn = NULL;
+    if (batch_first && (st = transpose(e, y, 3, (int64_t[]){1, 0, 2}, &y))) return st;
+    if ((st = layers > 1 ? concat(e, (int)layers, hs, 0, &hn) : (hn = hs[0], OX_OK))) return st;
+    if (lstm && (st = layers > 1 ? concat(e, (int)layers, cs, 0, &cn) : (cn = cs[0], OX_OK)))
+        return st;
+    *out = tv_list(e, TV_TUPLE, lstm ? 3 : 2);
+    if (!*out) return oom(e);
+    (*out)->items[0] = y;
+    (*out)->items[1] = hn;
+    if (lstm) (*out)->items[2] = cn;
+    return OX_OK;
+}
+
+static ox_status op_lstm(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return recurrent(e, a, true, out);
+}
+
+static ox_status op_gru(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return recurrent(e, a, false, out);
+}
+
+/* ---- tensor properties ----------------------------------------------------------------- */
+
+static ox_status prop_shape(struct ev *e, struct tv **a, int n, struct tv **out) {
+    struct tv *b[2] = {a[0], NULL};
+    (void)n;
+    return op_size(e, b, 1, out);
+}
+
+static ox_status prop_dtype(struct ev *e, struct tv **a, int n, struct tv **out) {
+    return op_prim_dtype(e, a, n, out);
+}
+
+static ox_status prop_false(struct ev *e, struct tv **a, int n, struct tv **out) {
+    return op_false(e, a, n, out);
+}
+
+static ox_status op_is_floating_point(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    *out = tv_bool(e, is_t(a[0]) && ox_dtype_is_float(a[0]->dt));
+    return *out ? OX_OK : oom(e);
+}
+
+static ox_status op_warn(struct ev *e, struct tv **a, int n, struct tv **out) {
+    return op_nothing(e, a, n, out);
+}
+
+static ox_status op_raise(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    (void)out;
+    return ts_err(e, OX_E_INVALID, "the model raises an exception for these inputs: %.*s",
+                  a[0] && a[0]->k == TV_STR ? (int)a[0]->s_len : 0,
+                  a[0] && a[0]->k == TV_STR ? a[0]->s : "");
+}
+
+static ox_status op_str(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    char buf[64];
+    struct tv *v = a[0];
+    if (v->k == TV_STR) {
+        *out = v;
+        return OX_OK;
+    }
+    if (v->k == TV_INT)
+        snprintf(buf, sizeof buf, "%lld", (long long)v->i);
+    else if (v->k == TV_FLOAT)
+        snprintf(buf, sizeof buf, "%g", v->f);
+    else if (v->k == TV_BOOL)
+        snprintf(buf, sizeof buf, "%s", v->b ? "True" : "False");
+    else
+        snprintf(buf, sizeof buf, "%s", tv_kind_name(v->k));
+    *out = tv_new(e, TV_STR);
+    if (!*out) return oom(e);
+    (*out)->s = ox_arena_strdup(&e->a, buf);
+    (*out)->s_len = strlen(buf);
+    return (*out)->s ? OX_OK : oom(e);
+}
+
+static ox_status op_list(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *v = a[0];
+    if (v->k != TV_LIST && v->k != TV_TUPLE)
+        return ts_err(e, OX_E_UNSUPPORTED, "list() of a %s", tv_kind_name(v->k));
+    *out = tv_list(e, TV_LIST, v->n);
+    if (!*out) return oom(e);
+    for (int i = 0; i < v->n; i++) (*out)->items[i] = v->items[i];
+    return OX_OK;
+}
+
+/* ---- the table ------------------------------------------------------------------------- */
+
+static const struct aten_op ops[] = {
+    /* builtins and prim */
+    {"int", "x", op_int},
+    {"float", "x", op_float},
+    {"bool", "x", op_bool},
+    {"str", "x", op_str},
+    {"len", "x", op_len},
+    {"range", NULL, op_range},
+    {"getattr", "obj, name", op_getattr},
+    {"__getitem__", "c, i", op_getitem},
+    {"torch.__getitem__", "c, i", op_getitem},
+    {"torch.append", "self, el", op_append},
+    {"torch.list", "l", op_list},
+    {"torch.len", "x", op_len},
+    {"torch.size", "self, dim=None", op_size},
+    {"torch.dim", "self", op_dim},
+    {"ops.prim.NumToTensor", "x", op_num_to_tensor},
+    {"ops.prim.dtype", "x", op_prim_dtype},
+    {"ops.prim.device", "x", op_device},
+    {"ops.prim.is_cuda", "x", op_false},
+    {"ops.prim.is_nested", "x", op_false},
+    {"ops.prim.requires_grad", "x", op_false},
+    {"ops.prim.max", NULL, op_prim_max},
+    {"ops.prim.min", NULL, op_min},
+    {"ops.prim.RaiseException", NULL, op_raise},
+    {"torch.device", "name", op_device},
+    {"torch.is_grad_enabled", "", op_false},
+    {"torch.is_autocast_enabled", "", op_false},
+    {"torch.is_autocast_cpu_enabled", "", op_false},
+    {"torch.is_floating_point", "self", op_is_floating_point},
+    {"torch.warn", NULL, op_warn},
+    {"torch.__is__", "a, b", op_is},
+    {"torch.__isnot__", "a, b", op_isnot},
+    {"torch.__not__", "a", op_not},
+    {"torch.__and__", "a, b", op_and},
+    {"torch.__or__", "a, b", op_or},
+    {"torch.__contains__", "c, x", op_contains},
+    {"prop.shape", "self", prop_shape},
+    {"prop.dtype", "self", prop_dtype},
+    {"prop.is_cuda", "self", prop_false},
+    {"prop.is_nested", "self", prop_false},
+    {"prop.requires_grad", "self", prop_false},
+    /* arithmetic */
+    {"torch.add", "self, other, alpha=None", op_add},
+    {"torch.add_", "self, other, alpha=None", op_add},
+    {"torch.sub", "self, other, alpha=None", op_sub},
+    {"torch.sub_", "self, other, alpha=None", op_sub},
+    {"torch.rsub", "self, other, alpha=None", op_rsub},
+    {"torch.mul", "self, other", op_mul},
+    {"torch.mul_", "self, other", op_mul},
+    {"torch.div", "self, other, *, rounding_mode=None", op_div},
+    {"torch.div_", "self, other, *, rounding_mode=None", op_div},
+    {"torch.true_divide", "self, other", op_div},
+    {"torch.floordiv", "self, other", op_floordiv},
+    {"torch.floor_divide", "self, other", op_floordiv},
+    {"torch.remainder", "self, other", op_remainder},
+    {"torch.pow", "self, exponent", op_pow},
+    {"torch.neg", "self", op_neg},
+    {"torch.eq", "self, other", op_eq},
+    {"torch.ne", "self, other", op_ne},
+    {"torch.lt", "self, other", op_lt},
+    {"torch.le", "self, other", op_le},
+    {"torch.gt", "self, other", op_gt},
+    {"torch.ge", "self, other", op_ge},
+    {"torch.logical_not", "self", op_logical_not},
+    /* elementwise */
+    {"torch.relu", "self", op_relu},
+    {"torch.relu_", "self", op_relu},
+    {"torch.relu6", "self", op_relu6},
+    {"torch.sigmoid", "self", op_sigmoid},
+    {"torch.sigmoid_", "self", op_sigmoid},
+    {"torch.tanh", "self", op_tanh},
+    {"torch.tanh_", "self", op_tanh},
+    {"torch.exp", "self", op_exp},
+    {"torch.log", "self", op_log},
+    {"torch.sqrt", "self", op_sqrt},
+    {"torch.rsqrt", "self", op_rsqrt},
+    {"torch.abs", "self", op_abs},
+    {"torch.erf", "self", op_erf},
+    {"torch.floor", "self", op_floor},
+    {"torch.ceil", "self", op_ceil},
+    {"torch.sin", "self", op_sin},
+    {"torch.cos", "self", op_cos},
+    {"torch.reciprocal", "self", op_reciprocal},
+    {"torch.silu", "self", op_silu},
+    {"torch.silu_", "self", op_silu},
+    {"torch.hardswish", "self", op_silu_like},
+    {"torch.hardswish_", "self", op_silu_like},
+    {"torch.hardsigmoid", "self", op_hardsigmoid},
+    {"torch.hardsigmoid_", "self", op_hardsigmoid},
+    {"torch.gelu", "self, *, approximate=\"none\"", op_gelu},
+    {"torch.hardtanh", "self, min_val=-1., max_val=1.", op_hardtanh},
+    {"torch.hardtanh_", "self, min_val=-1., max_val=1.", op_hardtanh},
+    {"torch.clamp", "self, min=None, max=None", op_clamp},
+    {"torch.clamp_", "self, min=None, max=None", op_clamp},
+    {"torch.clip", "self, min=None, max=None", op_clamp},
+    {"torch.leaky_relu", "self, negative_slope=0.01", op_leaky_relu},
+    {"torch.leaky_relu_", "self, negative_slope=0.01", op_leaky_relu},
+    {"torch.softmax", "self, dim, dtype=None", op_softmax},
+    {"torch.log_softmax", "self, dim, dtype=None", op_log_softmax},
+    {"torch.masked_fill", "self, mask, value", op_masked_fill},
+    {"torch.masked_fill_", "self, mask, value", op_masked_fill},
+    {"torch.where", "condition, self, other", op_where},
+    {"torch.contiguous", "self, memory_format=0", op_identity},
+    {"torch.detach", "self", op_identity},
+    {"torch.clone", "self, *, memory_format=None", op_identity},
+    {"torch.dropout", "input, p, train", op_dropout},
+    {"torch.dropout_", "input, p, train", op_dropout},
+    {"torch.feature_dropout", "input, p, train", op_dropout},
+    {"torch.alpha_dropout", "input, p, train", op_dropout},
+    /* shapes */
+    {"torch.view", "self, size", op_view},
+    {"torch.reshape", "self, shape", op_view},
+    {"torch.flatten", "self, start_dim=0, end_dim=-1", op_flatten},
+    {"torch.unflatten", "self, dim, sizes", op_unflatten},
+    {"torch.transpose", "self, dim0, dim1", op_transpose},
+    {"torch.t", "self", op_t},
+    {"torch.permute", "self, dims", op_permute},
+    {"torch.unsqueeze", "self, dim", op_unsqueeze},
+    {"torch.squeeze", "self, dim=None", op_squeeze},
+    {"torch.expand", "self, size, *, implicit=False", op_expand},
+    {"torch.repeat", "self, repeats", op_repeat},
+    {"torch.slice", "self, dim=0, start=None, end=None, step=1", op_tslice},
+    {"ops.aten.slice", "l, start=None, end=None, step=1", op_list_slice},
+    {"torch.select", "self, dim, index", op_select},
+    {"torch.index_select", "self, dim, index", op_index_select},
+    {"torch.cat", "tensors, dim=0", op_cat},
+    {"torch.stack", "tensors, dim=0", op_stack},
+    {"torch.chunk", "self, chunks, dim=0", op_chunk},
+    {"torch.split", "self, split_size, dim=0", op_split},
+    {"torch.split_with_sizes", "self, split_sizes, dim=0", op_split},
+    {"torch.tensor_split", "self, sections, dim=0", op_chunk},
+    {"torch.to", NULL, op_to},
+    {"torch.type_as", "self, other", op_type_as},
+    {"torch.zeros", "size, *, dtype=None, layout=None, device=None, pin_memory=None", op_zeros},
+    {"torch.ones", "size, *, dtype=None, layout=None, device=None, pin_memory=None", op_ones},
+    {"torch.full", "size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None",
+     op_full},
+    {"torch.zeros_like",
+     "self, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None",
+     op_zeros_like},
+    {"torch.ones_like",
+     "self, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None",
+     op_ones_like},
+    {"torch.tensor", "data, *, dtype=None, device=None, requires_grad=False", op_tensor},
+    /* reductions */
+    {"torch.sum", "self, dim=None, keepdim=False, *, dtype=None", op_sum},
+    {"torch.mean", "self, dim=None, keepdim=False, *, dtype=None", op_mean},
+    {"torch.amax", "self, dim=None, keepdim=False", op_amax},
+    {"torch.max", NULL, op_max},
+    {"torch.min", NULL, op_min},
+    /* linear algebra */
+    {"torch.linear", "input, weight, bias=None", op_linear},
+    {"torch.matmul", "self, other", op_matmul},
+    {"torch.mm", "self, other", op_matmul},
+    {"torch.bmm", "self, other", op_matmul},
+    {"torch.addmm", "self, mat1, mat2, *, beta=1, alpha=1", op_addmm},
+    {"torch.baddbmm", "self, batch1, batch2, *, beta=1, alpha=1", op_baddbmm},
+    {"torch.embedding", "weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False",
+     op_embedding},
+    /* convolution, pooling, normalization */
+    {"torch._convolution",
+     "input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, "
+     "benchmark=False, deterministic=False, cudnn_enabled=True, allow_tf32=True",
+     op_convolution},
+    {"torch.conv1d", "input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1",
+     op_convnd},
+    {"torch.conv2d", "input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1",
+     op_convnd},
+    {"torch.conv3d", "input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1",
+     op_convnd},
+    {"torch.conv_transpose1d",
+     "input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1",
+     op_conv_transpose},
+    {"torch.conv_transpose2d",
+     "input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1",
+     op_conv_transpose},
+    {"torch.batch_norm",
+     "input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled",
+     op_batch_norm},
+    {"torch.layer_norm",
+     "input, normalized_shape, weight=None, bias=None, eps=1e-05, cudnn_enable=True",
+     op_layer_norm},
+    {"torch.group_norm", "input, num_groups, weight=None, bias=None, eps=1e-05, cudnn_enabled=True",
+     op_group_norm},
+    {"torch.max_pool1d", "self, kernel_size, stride=[], padding=0, dilation=1, ceil_mode=False",
+     op_max_pool},
+    {"torch.max_pool2d", "self, kernel_size, stride=[], padding=0, dilation=1, ceil_mode=False",
+     op_max_pool},
+    {"torch.max_pool3d", "self, kernel_size, stride=[], padding=0, dilation=1, ceil_mode=False",
+     op_max_pool},
+    {"torch.avg_pool1d",
+     "self, kernel_size, stride=[], padding=0, ceil_mode=False, count_include_pad=True, "
+     "divisor_override=None",
+     op_avg_pool},
+    {"torch.avg_pool2d",
+     "self, kernel_size, stride=[], padding=0, ceil_mode=False, count_include_pad=True, "
+     "divisor_override=None",
+     op_avg_pool},
+    {"torch.avg_pool3d",
+     "self, kernel_size, stride=[], padding=0, ceil_mode=False, count_include_pad=True, "
+     "divisor_override=None",
+     op_avg_pool},
+    {"torch.adaptive_avg_pool1d", "self, output_size", op_adaptive_avg_pool},
+    {"torch.adaptive_avg_pool2d", "self, output_size", op_adaptive_avg_pool},
+    {"torch.adaptive_avg_pool3d", "self, output_size", op_adaptive_avg_pool},
+    {"torch.adaptive_max_pool2d", "self, output_size", op_adaptive_max_pool},
+    {"torch.pad", "self, pad, mode=\"constant\", value=None", op_pad},
+    {"torch.constant_pad_nd", "self, pad, value=0", op_constant_pad_nd},
+    {"torch.upsample_nearest2d", "input, output_size, scale_factors", op_upsample_nearest},
+    {"torch.upsample_bilinear2d", "input, output_size, align_corners, scale_factors",
+     op_upsample_linear},
+    /* attention and recurrent layers */
+    {"torch.scaled_dot_product_attention",
+     "query, key, value, attn_mask=None, dropout_p=0., is_causal=False, *, scale=None, "
+     "enable_gqa=False",
+     op_sdpa},
+    {"torch._transformer_encoder_layer_fwd",
+     "src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu, "
+     "norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1, "
+     "ffn_bias_1, ffn_weight_2, ffn_bias_2, mask=None, mask_type=None",
+     op_transformer_encoder_layer},
+    {"torch.lstm",
+     "input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first",
+     op_lstm},
+    {"torch.gru",
+     "input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first",
+     op_gru},
+};
+
+/* ---- binding --------------------------------------------------------------------------- */
+
+/* A schema default: None, True/False, ints, floats, "strings", [] or [ints]. */
+static ox_status parse_default(struct ev *e, const char *s, size_t n, struct tv **out) {
+    char buf[128];
+    if (n >= sizeof buf) return ts_err(e, OX_E_INTERNAL, "schema default too long");
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    if (!strcmp(buf, "None"))
+        *out = tv_none(e);
+    else if (!strcmp(buf, "True") || !strcmp(buf, "False"))
+        *out = tv_bool(e, buf[0] == 'T');
+    else if (buf[0] == '"') {
+        *out = tv_new(e, TV_STR);
+        if (*out) {
+            (*out)->s = ox_arena_strndup(&e->a, buf + 1, n - 2);
+            (*out)->s_len = n - 2;
+        }
+    } else if (buf[0] == '[') {
+        int64_t v[8];
+        int k = 0;
+        for (char *p = buf + 1; *p && *p != ']' && k < 8;) {
+            v[k++] = strtoll(p, &p, 10);
+            while (*p == ',' || *p == ' ') p++;
+        }
+        *out = tv_list(e, TV_LIST, k);
+        for (int i = 0; i < k && *out; i++) (*out)->items[i] = tv_int(e, v[i]);
+    } else if (strpbrk(buf, ".e"))
+        *out = tv_float(e, strtod(buf, NULL));
+    else
+        *out = tv_int(e, strtoll(buf, NULL, 10));
+    return *out ? OX_OK : oom(e);
+}
+
+static ox_status bind_args(struct ev *e, const struct aten_op *op, int n, struct tv **args,
+                           const char **kw, struct tv **bound, int *n_bound) {
+    const char *names[MAXA];
+    size_t name_len[MAXA];
+    const char *dflt[MAXA];
+    size_t dflt_len[MAXA];
+    int np = 0, kw_only = MAXA;
+    for (const char *p = op->params; *p && np < MAXA;) {
+        while (*p == ' ' || *p == ',') p++;
+        if (!*p) break;
+        if (*p == '*') {
+            kw_only = np;
+            p++;
+            continue;
+        }
+        const char *start = p;
+        while (*p && *p != '=' && *p != ',') p++;
+        names[np] = start;
+        name_len[np] = (size_t)(p - start);
+        dflt[np] = NULL;
+        dflt_len[np] = 0;
+        if (*p == '=') {
+            p++;
+            const char *d = p;
+            int depth = 0;
+            while (*p && (depth || *p != ',')) {
+                if (*p == '[') depth++;
+                if (*p == ']') depth--;
+                p++;
+            }
+            dflt[np] = d;
+            dflt_len[np] = (size_t)(p - d);
+        }
+        np++;
+    }
+    for (int i = 0; i < np; i++) bound[i] = NULL;
+    int pos = 0;
+    for (int k = 0; k < n; k++) {
+        int slot = -1;
+        if (kw && kw[k]) {
+            for (int i = 0; i < np; i++)
+                if (strlen(kw[k]) == name_len[i] && !strncmp(kw[k], names[i], name_len[i]))
+                    slot = i;
+            if (slot < 0)
+                return ts_err(e, OX_E_UNSUPPORTED, "%s: no argument named '%s'", op->name, kw[k]);
+        } else {
+            slot = pos++;
+            if (slot >= np || slot >= kw_only)
+                return ts_err(e, OX_E_UNSUPPORTED, "%s: %d positional arguments, at most %d",
+                              op->name, pos, np < kw_only ? np : kw_only);
+        }
+        bound[slot] = args[k];
+    }
+    for (int i = 0; i < np; i++) {
+        if (bound[i]) continue;
+        if (!dflt[i])
+            return ts_err(e, OX_E_INVALID, "%s: argument '%.*s' is missing", op->name,
+                          (int)name_len[i], names[i]);
+        ox_status st = parse_default(e, dflt[i], dflt_len[i], &bound[i]);
+        if (st) return st;
+    }
+    *n_bound = np;
+    return OX_OK;
+}
+
+ox_status ts_call_op(struct ev *e, const char *name, int n, struct tv **args, const char **kw,
+                     struct tv **out, bool *handled) {
+    *handled = false;
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+        if (strcmp(ops[i].name, name) != 0) continue;
+        *handled = true;
+        if (!ops[i].params) {
+            for (int k = 0; k < n; k++)
+                if (kw && kw[k])
+                    return ts_err(e, OX_E_UNSUPPORTED, "%s: keyword argument '%s'", name, kw[k]);
+            return ops[i].fn(e, args, n, out);
+        }
+        struct tv *bound[MAXA];
+        int nb = 0;
+        ox_status st = bind_args(e, &ops[i], n, args, kw, bound, &nb);
+        if (st) return st;
+        return ops[i].fn(e, bound, nb, out);
+    }
+    return OX_OK;
+}
