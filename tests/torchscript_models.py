@@ -121,8 +121,26 @@ def small_models(torch):
         def forward(self, x, mem):
             return self.dec(x, mem)
 
+    class RuntimeIf(nn.Module):
+        def __init__(self, sign: float):
+            super().__init__()
+            self.lin = nn.Linear(6, 6)
+            self.sign = sign
+
+        def forward(self, x):
+            y = self.lin(x)
+            if bool((y.sum() * self.sign) > 0):
+                z = y * 2.0
+                w = torch.relu(y)
+            else:
+                z = -y
+                w = y
+            return z + w
+
     torch.manual_seed(0)
     items = [
+        ("runtime_if_then", RuntimeIf(1.0), [(2, 6)], ("script",)),
+        ("runtime_if_else", RuntimeIf(-1.0), [(2, 6)], ("script",)),
         ("mlp", MLP(), [(2, 8)], ("trace", "script")),
         ("smallcnn", SmallCNN(), [(1, 3, 32, 32)], ("trace", "script")),
         ("control", Control(), [(2, 6)], ("script",)),
@@ -326,11 +344,28 @@ def test_bad(exe, work):
     cases.append(("torch.save state dict", sd, "torch.save"))
     lin = torch.jit.script(torch.nn.Linear(3, 2))
     ptl = os.path.join(work, "lite.ptl")
-    try:
-        lin._save_for_lite_interpreter(ptl)
-        cases.append(("lite-interpreter .ptl", ptl, "lite"))
-    except Exception:
-        pass
+    lin._save_for_lite_interpreter(ptl)
+    # a .ptl that keeps the TorchScript code (what torch 1.13 writes) runs like a .pt; one
+    # with bytecode only is refused
+    import zipfile
+    bare = os.path.join(work, "bytecode_only.ptl")
+    with zipfile.ZipFile(ptl) as zi, zipfile.ZipFile(bare, "w") as zo:
+        for it in zi.infolist():
+            if "/code/" not in it.filename and not it.filename.endswith("constants.pkl"):
+                zo.writestr(it, zi.read(it.filename))
+    cases.append(("lite-interpreter archive without code", bare, "lite-interpreter"))
+    x = np.random.default_rng(1).standard_normal((2, 3)).astype(np.float32)
+    xp = os.path.join(work, "ptl_x.npy")
+    np.save(xp, x)
+    od = os.path.join(work, "ptl_out")
+    r = run([exe, "run", ptl, "-i", "input=" + xp, "-o", od])
+    with torch.no_grad():
+        want = torch.jit.load(ptl)(torch.from_numpy(x)).numpy()
+    err = rel_l2(np.load(os.path.join(od, "output_0.npy")), want) if r.returncode == 0 else None
+    ok = err is not None and err <= TOL
+    RESULTS.append(("lite-interpreter .ptl with code", "torch 1.13", "PASS" if ok else "FAIL", err,
+                    None, "runs like a .pt" if ok else (r.stderr.strip()[:200])))
+    print("%s .ptl with code: %s" % ("PASS" if ok else "FAIL", err))
     q = torch.quantization.quantize_dynamic(torch.nn.Sequential(torch.nn.Linear(4, 4)),
                                             {torch.nn.Linear}, dtype=torch.qint8)
     qp = os.path.join(work, "quantized.pt")

@@ -270,6 +270,10 @@ static ox_status op_float(struct ev *e, struct tv **a, int n, struct tv **out) {
 static ox_status op_bool(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
     bool b;
+    if (is_t(a[0]) && !a[0]->cdata) { /* known at run time only: an If decides on it */
+        *out = a[0];
+        return OX_OK;
+    }
     if (!tv_truthy(a[0], &b))
         return ts_err(e, OX_E_UNSUPPORTED, "bool() of a %s computed at run time",
                       tv_kind_name(a[0]->k));

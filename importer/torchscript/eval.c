@@ -136,22 +136,53 @@ struct tv *tv_i64s(struct ev *e, int n, const int64_t *vals) {
 int tv_vid(struct ev *e, struct tv *v) {
     if (v->vid >= 0) return v->vid;
     if (!v->cdata) return -1;
+    struct ox_graph *g = e->main_g; /* constants live in the main graph, read from anywhere */
     char name[64];
-    snprintf(name, sizeof name, "const_%d", e->g->n_values);
-    int id = ox_graph_add_value(e->g, name);
+    snprintf(name, sizeof name, "const_%d", g->n_values);
+    int id = ox_graph_add_value(g, name);
     if (id < 0) return -1;
-    ox_tensor *t = ox_graph_alloc(e->g, sizeof *t);
+    ox_tensor *t = ox_graph_alloc(g, sizeof *t);
     if (!t || ox_tensor_copy(t, v->cdata)) return -1;
-    struct ox_value *val = &e->g->values[id];
+    struct ox_value *val = &g->values[id];
     t->name = val->name;
     val->init = t;
     val->dtype = t->dtype;
     val->rank = t->rank;
-    val->dims = ox_graph_alloc(e->g, sizeof *val->dims * (size_t)(t->rank ? t->rank : 1));
+    val->dims = ox_graph_alloc(g, sizeof *val->dims * (size_t)(t->rank ? t->rank : 1));
     if (!val->dims) return -1;
     for (int i = 0; i < t->rank; i++) val->dims[i].value = t->dims[i];
     v->vid = id;
+    v->g = g;
     return id;
+}
+
+/* The id in the current graph of a tensor value that may belong to an enclosing one: each
+ * graph on the way down gets an is_outer value of that name (the importer's convention). */
+static int local_id(struct ev *e, struct tv *v) {
+    int id = tv_vid(e, v);
+    if (id < 0 || v->g == e->g || !v->g) return id;
+    const struct ox_value *src = &v->g->values[id];
+    struct ox_graph *chain[64];
+    int n = 0;
+    for (struct ox_graph *g = e->g; g && g != v->g && n < 64; g = g->parent) chain[n++] = g;
+    int local = -1;
+    for (int k = n - 1; k >= 0; k--) {
+        struct ox_graph *g = chain[k];
+        local = ox_graph_find_value(g, src->name);
+        if (local >= 0) continue;
+        local = ox_graph_add_value(g, src->name);
+        if (local < 0) return -1;
+        struct ox_value *val = &g->values[local];
+        val->is_outer = true;
+        val->dtype = src->dtype;
+        val->rank = src->rank;
+        if (src->rank > 0) {
+            val->dims = ox_graph_alloc(g, sizeof *val->dims * (size_t)src->rank);
+            if (!val->dims) return -1;
+            for (int d = 0; d < src->rank; d++) val->dims[d].value = src->dims[d].value;
+        }
+    }
+    return local;
 }
 
 /* ---- attributes of emitted nodes ------------------------------------------------------- */
@@ -286,7 +317,7 @@ ox_status ts_emit(struct ev *e, const char *op, int n_in, struct tv *const *in,
         return OX_OK;
     }
     for (int i = 0; i < n_in; i++) {
-        ids[i] = in[i] ? tv_vid(e, in[i]) : -1;
+        ids[i] = in[i] ? local_id(e, in[i]) : -1;
         if (in[i] && ids[i] < 0) return nomem(e);
     }
     char name[1200];
@@ -298,6 +329,7 @@ ox_status ts_emit(struct ev *e, const char *op, int n_in, struct tv *const *in,
         out[j] = tv_new(e, TV_TENSOR);
         if (oids[j] < 0 || !out[j]) return nomem(e);
         out[j]->vid = oids[j];
+        out[j]->g = e->g;
         set_type(out[j], &desc_out[j]);
         if (st == OX_NEED_DATA) out[j]->rank = -1;
         struct ox_value *val = &e->g->values[oids[j]];
@@ -446,24 +478,25 @@ static ox_status pv_tensor(struct ev *e, const struct ox_pv *pv, const char *ns,
         }
     char nm[1100];
     snprintf(nm, sizeof nm, "%s", name);
-    while (ox_graph_find_value(e->g, nm) >= 0)
-        snprintf(nm, sizeof nm, "%s_%d", name, e->g->n_values);
-    int id = ox_graph_add_value(e->g, nm);
-    ox_tensor *t = ox_graph_alloc(e->g, sizeof *t);
+    while (ox_graph_find_value(e->main_g, nm) >= 0)
+        snprintf(nm, sizeof nm, "%s_%d", name, e->main_g->n_values);
+    int id = ox_graph_add_value(e->main_g, nm);
+    ox_tensor *t = ox_graph_alloc(e->main_g, sizeof *t);
     struct tv *v = tv_new(e, TV_TENSOR);
     struct ts_tensor_cache *c = ox_arena_alloc(&e->a, sizeof *c);
     if (id < 0 || !t || !v || !c) return nomem(e);
     ox_status st = read_tensor(e, pv, ns, t);
     if (st) return st;
-    struct ox_value *val = &e->g->values[id];
+    struct ox_value *val = &e->main_g->values[id];
     t->name = val->name;
     val->init = t;
     val->dtype = t->dtype;
     val->rank = t->rank;
-    val->dims = ox_graph_alloc(e->g, sizeof *val->dims * (size_t)(t->rank ? t->rank : 1));
+    val->dims = ox_graph_alloc(e->main_g, sizeof *val->dims * (size_t)(t->rank ? t->rank : 1));
     if (!val->dims) return nomem(e);
     for (int i = 0; i < t->rank; i++) val->dims[i].value = t->dims[i];
     v->vid = id;
+    v->g = e->main_g;
     v->cdata = t; /* the graph's copy: read by lowerings that rearrange weights */
     set_type(v, t);
     *c = (struct ts_tensor_cache){pv, v, e->tensors};
@@ -1062,6 +1095,191 @@ enum { FLOW_NONE, FLOW_BREAK, FLOW_CONTINUE };
 static ox_status exec_stmts(struct ev *e, struct scope *s, const struct ox_ts_block *b,
                             struct tv **ret, bool *returned, int *flow);
 
+/* ---- if on a run-time condition: ONNX If ----------------------------------------------- */
+
+/* Run one branch into a new subgraph of the current graph, on a copy of the scope. */
+static ox_status run_branch(struct ev *e, const struct scope *s, const struct ox_ts_block *b,
+                            const char *kind, struct ox_graph **sub, struct scope *after) {
+    *sub = ox_graph_create(e->g);
+    if (!*sub) return nomem(e);
+    char name[64];
+    snprintf(name, sizeof name, "%s_%d", kind, e->n_nodes++);
+    (*sub)->name = ox_graph_strdup(*sub, name);
+    after->n = s->n;
+    after->cap = s->n + 16;
+    after->b = ox_arena_alloc(&e->a, sizeof *after->b * (size_t)after->cap);
+    if (!after->b || !(*sub)->name) return nomem(e);
+    if (s->n) memcpy(after->b, s->b, sizeof *after->b * (size_t)s->n);
+    struct ox_graph *saved = e->g;
+    e->g = *sub;
+    struct tv *ret = NULL;
+    bool returned = false;
+    int flow = FLOW_NONE;
+    ox_status rc = exec_stmts(e, after, b, &ret, &returned, &flow);
+    e->g = saved;
+    if (!rc && (returned || flow != FLOW_NONE))
+        rc = ts_err(e, OX_E_UNSUPPORTED,
+                    "return, break or continue inside an if whose condition is computed at run "
+                    "time");
+    return rc;
+}
+
+/* A branch's output: an Identity in the branch graph (its value may be an outer one). */
+static ox_status branch_output(struct ev *e, struct ox_graph *sub, struct tv *v) {
+    struct ox_graph *saved = e->g;
+    e->g = sub;
+    int in = local_id(e, v);
+    e->g = saved;
+    if (in < 0) return nomem(e);
+    char name[64];
+    snprintf(name, sizeof name, "%s_out%d", sub->name, sub->n_outputs);
+    int out = ox_graph_add_value(sub, name);
+    if (out < 0) return nomem(e);
+    struct ox_node *n = ox_graph_add_node(sub, name, "", "Identity", 1, &in, 1, &out);
+    if (!n) return nomem(e);
+    n->opset = OX_TS_OPSET;
+    n->op = ox_op_find("", "Identity", OX_TS_OPSET);
+    struct ox_value *val = &sub->values[out];
+    val->producer = sub->n_nodes - 1;
+    val->dtype = v->dt;
+    val->rank = v->rank;
+    if (v->rank > 0) {
+        val->dims = ox_graph_alloc(sub, sizeof *val->dims * (size_t)v->rank);
+        if (!val->dims) return nomem(e);
+        for (int d = 0; d < v->rank; d++) val->dims[d].value = v->dims[d];
+    }
+    sub->outputs[sub->n_outputs++] = out;
+    return OX_OK;
+}
+
+static struct tv *scope_get(const struct scope *s, const char *name) {
+    for (int i = s->n - 1; i >= 0; i--)
+        if (strcmp(s->b[i].name, name) == 0) return s->b[i].v;
+    return NULL;
+}
+
+static ox_status runtime_if(struct ev *e, struct scope *s, struct tv *cond,
+                            const struct ox_ts_stmt *st) {
+    ox_status rc = OX_OK;
+    int64_t numel = 1;
+    for (int d = 0; d < cond->rank; d++) numel *= cond->dims[d];
+    if (cond->rank < 0 || numel != 1)
+        return ts_err(e, OX_E_UNSUPPORTED, "an if on a tensor of more than one element");
+    if (cond->dt != OX_BOOL) {
+        struct ts_attrs at = {0};
+        ta_int(&at, "to", OX_BOOL);
+        if ((rc = ts_emit1(e, "Cast", 1, &cond, &at, &cond))) return rc;
+    }
+    struct ox_graph *gt = NULL, *gf = NULL;
+    struct scope st_then = {0}, st_else = {0};
+    rc = run_branch(e, s, &st->body, "then", &gt, &st_then);
+    if (!rc) rc = run_branch(e, s, &st->orelse, "else", &gf, &st_else);
+    /* the names either branch changed, that both branches define */
+    const char *names[256];
+    struct tv *tvals[256], *fvals[256];
+    int n_out = 0;
+    for (int i = 0; !rc && i < st_then.n + st_else.n; i++) {
+        const char *nm = i < st_then.n ? st_then.b[i].name : st_else.b[i - st_then.n].name;
+        bool seen = false;
+        for (int k = 0; k < n_out; k++) seen |= strcmp(names[k], nm) == 0;
+        if (seen) continue;
+        struct tv *t = scope_get(&st_then, nm), *f = scope_get(&st_else, nm),
+                  *old = scope_get(s, nm);
+        if (!t || !f || (t == old && f == old)) continue;
+        if (t == f) {
+            rc = bind(e, s, nm, t);
+            continue;
+        }
+        if (t->k != TV_TENSOR || f->k != TV_TENSOR) {
+            bool same = tv_is_num(t) && tv_is_num(f) && t->k == f->k && tv_num(t) == tv_num(f);
+            if (same) {
+                rc = bind(e, s, nm, t);
+                continue;
+            }
+            rc = ts_err(e, OX_E_UNSUPPORTED,
+                        "'%s' is a %s in one branch and a %s in the other of an if computed at run "
+                        "time: only tensors can differ",
+                        nm, tv_kind_name(t->k), tv_kind_name(f->k));
+            break;
+        }
+        if (t->dt != f->dt || t->rank != f->rank ||
+            memcmp(t->dims, f->dims, sizeof(int64_t) * (size_t)(t->rank > 0 ? t->rank : 0))) {
+            rc = ts_err(e, OX_E_UNSUPPORTED,
+                        "'%s' has different types or shapes in the two branches of an if computed "
+                        "at run time",
+                        nm);
+            break;
+        }
+        if (n_out == 256) {
+            rc = ts_err(e, OX_E_UNSUPPORTED, "an if with more than 256 results");
+            break;
+        }
+        names[n_out] = nm;
+        tvals[n_out] = t;
+        fvals[n_out++] = f;
+    }
+    if (!rc) {
+        gt->outputs = ox_graph_alloc(gt, sizeof(int) * (size_t)(n_out ? n_out : 1));
+        gf->outputs = ox_graph_alloc(gf, sizeof(int) * (size_t)(n_out ? n_out : 1));
+        if (!gt->outputs || !gf->outputs) rc = nomem(e);
+    }
+    for (int k = 0; k < n_out && !rc; k++) {
+        rc = branch_output(e, gt, tvals[k]);
+        if (!rc) rc = branch_output(e, gf, fvals[k]);
+    }
+    if (!rc) rc = ox_graph_sort(gt);
+    if (!rc) rc = ox_graph_sort(gf);
+    if (rc) {
+        ox_graph_free(gt);
+        ox_graph_free(gf);
+        return rc;
+    }
+    /* the If node */
+    int cid = local_id(e, cond), oids[256];
+    char name[1200];
+    snprintf(name, sizeof name, "%s%sIf_%d", e->prefix, e->prefix[0] ? "/" : "", e->n_nodes++);
+    for (int k = 0; k < n_out; k++) {
+        char vn[1300];
+        snprintf(vn, sizeof vn, "%s:%d", name, k);
+        oids[k] = ox_graph_add_value(e->g, vn);
+        if (oids[k] < 0) return nomem(e);
+    }
+    struct ox_node *n =
+        cid < 0 ? NULL : ox_graph_add_node(e->g, name, "", "If", 1, &cid, n_out, oids);
+    struct ox_attr *at = n ? ox_graph_alloc(e->g, sizeof *at * 2) : NULL;
+    if (!at) {
+        ox_graph_free(gt);
+        ox_graph_free(gf);
+        return nomem(e);
+    }
+    at[0] = (struct ox_attr){.name = "then_branch", .type = OX_ATTR_GRAPH, .g = gt};
+    at[1] = (struct ox_attr){.name = "else_branch", .type = OX_ATTR_GRAPH, .g = gf};
+    n->attrs = at;
+    n->n_attrs = 2;
+    n->opset = OX_TS_OPSET;
+    n->op = ox_op_find("", "If", OX_TS_OPSET);
+    for (int k = 0; k < n_out; k++) {
+        struct ox_value *val = &e->g->values[oids[k]];
+        val->producer = e->g->n_nodes - 1;
+        val->dtype = tvals[k]->dt;
+        val->rank = tvals[k]->rank;
+        if (val->rank > 0) {
+            val->dims = ox_graph_alloc(e->g, sizeof *val->dims * (size_t)val->rank);
+            if (!val->dims) return nomem(e);
+            for (int d = 0; d < val->rank; d++) val->dims[d].value = tvals[k]->dims[d];
+        }
+        struct tv *v = tv_new(e, TV_TENSOR);
+        if (!v) return nomem(e);
+        v->vid = oids[k];
+        v->g = e->g;
+        v->dt = tvals[k]->dt;
+        v->rank = tvals[k]->rank;
+        memcpy(v->dims, tvals[k]->dims, sizeof v->dims);
+        if ((rc = bind(e, s, names[k], v))) return rc;
+    }
+    return OX_OK;
+}
+
 static ox_status exec_stmt(struct ev *e, struct scope *s, const struct ox_ts_stmt *st,
                            struct tv **ret, bool *returned, int *flow) {
     e->line = st->line;
@@ -1085,10 +1303,15 @@ static ox_status exec_stmt(struct ev *e, struct scope *s, const struct ox_ts_stm
     case OX_TS_BREAK: *flow = FLOW_BREAK; return OX_OK;
     case OX_TS_CONTINUE: *flow = FLOW_CONTINUE; return OX_OK;
     case OX_TS_IF: {
-        bool c;
-        rc = condition(e, s, st->value, &c);
+        struct tv *cv;
+        rc = eval_expr(e, s, st->value, &cv);
         if (rc) return rc;
-        return exec_stmts(e, s, c ? &st->body : &st->orelse, ret, returned, flow);
+        bool c;
+        if (tv_truthy(cv, &c))
+            return exec_stmts(e, s, c ? &st->body : &st->orelse, ret, returned, flow);
+        if (cv->k != TV_TENSOR)
+            return ts_err(e, OX_E_UNSUPPORTED, "an if on a %s", tv_kind_name(cv->k));
+        return runtime_if(e, s, cv, st);
     }
     case OX_TS_ASSERT: {
         bool c;
@@ -1320,6 +1543,7 @@ static ox_status run_forward(struct ev *e, const struct ox_ts_input *inputs, int
         if (!val->dims) return nomem(e);
         for (int d = 0; d < given->rank; d++) val->dims[d].value = given->dims[d];
         v->vid = id;
+        v->g = e->g;
         v->dt = val->dtype;
         v->rank = given->rank;
         memcpy(v->dims, given->dims, sizeof(int64_t) * (size_t)given->rank);
@@ -1362,7 +1586,7 @@ ox_status ox_ts_import_file(const char *path, const struct ox_ts_input *inputs, 
     if (!st && e.root->kind != OX_PV_OBJECT)
         st = ts_err(&e, OX_E_INVALID, "data.pkl does not hold a module object");
     if (!st) {
-        e.g = ox_graph_create(NULL);
+        e.g = e.main_g = ox_graph_create(NULL);
         if (!e.g) st = nomem(&e);
     }
     if (!st) {

@@ -38,7 +38,8 @@ struct tv {
     const struct ox_pv *obj; /* TV_OBJ */
     const char *cls;         /* TV_OBJ: qualified class name */
     struct tv_attr *attrs;   /* TV_OBJ: attributes set by code (self.x = ...) */
-    int vid;                 /* TV_TENSOR: value id in the graph, -1 while only constant */
+    int vid;                 /* TV_TENSOR: value id in graph g, -1 while only constant */
+    struct ox_graph *g;      /* TV_TENSOR: the graph vid belongs to */
     const ox_tensor *cdata;  /* TV_TENSOR: known data (constant), or NULL */
     ox_dtype dt;             /* TV_TENSOR: element type (OX_UNDEFINED: unknown) */
     int rank;                /* TV_TENSOR: -1 when unknown */
@@ -70,8 +71,9 @@ struct ev {
     struct ox_zip *zip;
     struct ox_pickle *data_pk, *const_pk;
     struct ox_pv *root, *constants;
-    struct ox_graph *g;
-    struct ox_arena a; /* values, scopes, code trees */
+    struct ox_graph *g;    /* the graph nodes go to: the main graph, or an If branch */
+    struct ox_graph *main_g; /* the main graph: inputs, initializers, constants */
+    struct ox_arena a;     /* values, scopes, code trees */
     struct ts_file_cache *files;
     struct ts_tensor_cache *tensors;
     ox_tensor **owned; /* constant data made during evaluation */
