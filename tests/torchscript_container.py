@@ -346,7 +346,8 @@ def check_module(torch, name, where, obj, mod, records, shared):
 def make_archives(work):
     """Debian's torch 1.13: a traced MLP, a scripted module with attributes of every kind,
     a module saved to a buffer, views and shared storage, a torch.save state dict. Python's
-    zipfile: DEFLATE streams of every block type."""
+    zipfile: DEFLATE streams of every block type, in a zip without zip64 records, with local
+    header sizes instead of data descriptors, and with a comment."""
     import torch
     import torch.nn as nn
     torch.manual_seed(0)
@@ -455,6 +456,7 @@ def make_archives(work):
                 z.writestr(zipfile.ZipInfo("streams/%s_%d" % (k, level)), v,
                            compress_type=zipfile.ZIP_DEFLATED, compresslevel=level)
         z.writestr("streams/stored", b"as is", compress_type=zipfile.ZIP_STORED)
+        z.comment = b"a comment after the end record " * 20
     out[p] = ("streams/", None)
     return out
 

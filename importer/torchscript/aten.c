@@ -1758,6 +1758,41 @@ static ox_status op_avg_pool(struct ev *e, struct tv **a, int n, struct tv **out
     return pool(e, "AveragePool", a[0], a[1], a[2], a[3], NULL, a[4], a[5], out);
 }
 
+/* Adaptive average pooling to any size: along each spatial axis, output i averages input
+ * [floor(i in / out), ceil((i + 1) in / out)), as a MatMul with that averaging matrix (the
+ * axis moved last and back). */
+static ox_status adaptive_by_matmul(struct ev *e, struct tv *x, int k, const int64_t *o,
+                                    struct tv **out) {
+    ox_status st = OX_OK;
+    int r = x->rank;
+    for (int s = 0; s < k && !st; s++) {
+        int axis = 2 + s;
+        int64_t in = x->dims[axis], on = o[s];
+        if (in == on) continue;
+        int64_t pd[2] = {in, on};
+        void *data;
+        struct tv *pm = tv_const_new(e, x->dt, 2, pd, &data);
+        if (!pm) return oom(e);
+        for (int64_t i = 0; i < on; i++) {
+            int64_t b = (i * in) / on, t = ((i + 1) * in + on - 1) / on;
+            for (int64_t j = b; j < t; j++)
+                ox_tensor_set((ox_tensor *)pm->cdata, j * on + i, 1.0 / (double)(t - b));
+        }
+        int64_t perm[OX_MAX_RANK];
+        for (int d = 0; d < r; d++) perm[d] = d;
+        perm[axis] = r - 1;
+        perm[r - 1] = axis;
+        struct tv *t1 = x, *m;
+        if (axis != r - 1) st = transpose(e, x, r, perm, &t1);
+        struct tv *in2[2] = {t1, pm};
+        if (!st) st = ts_emit1(e, "MatMul", 2, in2, NULL, &m);
+        if (!st && axis != r - 1) st = transpose(e, m, r, perm, &m);
+        if (!st) x = m;
+    }
+    *out = x;
+    return st;
+}
+
 static ox_status op_adaptive_avg_pool(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
     struct tv *x = a[0];
@@ -1774,9 +1809,7 @@ static ox_status op_adaptive_avg_pool(struct ev *e, struct tv **a, int n, struct
         divisible &= o[i] > 0 && x->dims[2 + i] % o[i] == 0;
     }
     if (global) return ts_emit1(e, "GlobalAveragePool", 1, &x, NULL, out);
-    if (!divisible)
-        return ts_err(e, OX_E_UNSUPPORTED,
-                      "adaptive_avg_pool to a size that does not divide the input's");
+    if (!divisible) return adaptive_by_matmul(e, x, k, o, out);
     int64_t ks[3], p[6] = {0};
     for (int i = 0; i < k; i++) ks[i] = x->dims[2 + i] / o[i];
     struct ts_attrs at = {0};

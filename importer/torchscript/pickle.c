@@ -100,9 +100,11 @@ static const char *op_name(uint8_t op) {
     }
 }
 
+/* "an int", "a tensor", ... for messages. */
 static const char *kind_name(ox_pv_kind k) {
-    static const char *names[] = {"None", "bool",   "int",    "float",   "str",    "tuple", "list",
-                                  "dict", "object", "tensor", "storage", "device", "global"};
+    static const char *names[] = {"None",      "a bool",   "an int",  "a float",   "a str",
+                                  "a tuple",   "a list",   "a dict",  "an object", "a tensor",
+                                  "a storage", "a device", "a global"};
     return (unsigned)k < sizeof names / sizeof *names ? names[k] : "?";
 }
 
@@ -222,7 +224,7 @@ static ox_status extend(struct machine *m, ox_pv_kind kind, int start) {
     if (start - 1 < fence(m)) return fail(m, OX_E_INVALID, "stack underflow");
     struct ox_pv *c = m->stack[start - 1];
     if (c->kind != kind)
-        return fail(m, OX_E_INVALID, "expects a %s below the MARK, not a %s", kind_name(kind),
+        return fail(m, OX_E_INVALID, "expects %s below the MARK, not %s", kind_name(kind),
                     kind_name(c->kind));
     int n = m->sp - start;
     if (kind == OX_PV_DICT && n % 2)
@@ -299,7 +301,6 @@ static ox_status op_global(struct machine *m) {
     ox_status st = read_line(m, &mod, &nm);
     if (st == OX_OK) st = read_line(m, &name, &nn);
     if (st) return st;
-    int ln = (int)nm, lnn = (int)nn;
     struct pv *g = new_pv(m, OX_PV_GLOBAL);
     if (!g) return OX_E_NOMEM;
     char *full = alloc(m, nm + nn + 2);
@@ -349,10 +350,9 @@ static ox_status op_global(struct machine *m) {
                         full);
         if (!found)
             return fail(m, OX_E_UNSUPPORTED,
-                        "global '%.*s.%.*s' is not allowed (a TorchScript pickle only names "
-                        "__torch__ classes, tensors, storages and typed containers; nothing is "
-                        "run)",
-                        ln, mod, lnn, name);
+                        "global '%s' is not allowed (a TorchScript pickle only names __torch__ "
+                        "classes, tensors, storages and typed containers; nothing is run)",
+                        full);
     }
     return push(m, &g->v);
 }
@@ -382,7 +382,7 @@ static ox_status op_persid(struct machine *m) {
     struct ox_pv **it = pid->items;
     if (it[1]->kind != OX_PV_GLOBAL || as_pv(it[1])->global != G_STORAGE_TYPE)
         return fail(m, OX_E_INVALID,
-                    "persistent id: the storage type is a %s, not a torch "
+                    "persistent id: the storage type is %s, not a torch "
                     "<X>Storage class",
                     kind_name(it[1]->kind));
     if (!is_name(it[2]) || !is_name(it[3]))
@@ -422,7 +422,7 @@ static ox_status rebuild_tensor(struct machine *m, const struct ox_pv *args) {
     struct ox_pv_tensor *x = &t->v.tensor;
     int rank_stride;
     if (a[0]->kind != OX_PV_STORAGE)
-        return fail(m, OX_E_INVALID, "_rebuild_tensor_v2: the storage is a %s",
+        return fail(m, OX_E_INVALID, "_rebuild_tensor_v2: the storage is %s",
                     kind_name(a[0]->kind));
     x->storage = a[0]->tensor.storage;
     if (a[1]->kind != OX_PV_INT || a[1]->i < 0)
@@ -435,7 +435,7 @@ static ox_status rebuild_tensor(struct machine *m, const struct ox_pv *args) {
                     "most %d",
                     OX_MAX_RANK);
     if (a[4]->kind != OX_PV_BOOL)
-        return fail(m, OX_E_INVALID, "_rebuild_tensor_v2: requires_grad is a %s",
+        return fail(m, OX_E_INVALID, "_rebuild_tensor_v2: requires_grad is %s",
                     kind_name(a[4]->kind));
     x->requires_grad = a[4]->b;
     /* the view must lie inside the storage: offset + sum((size-1)*stride) < numel */
@@ -467,7 +467,7 @@ static ox_status build_list(struct machine *m, const struct ox_pv *args, ox_pv_k
     struct ox_pv *l = args->items[0];
     for (int i = 0; i < l->n; i++)
         if (l->items[i]->kind != kind)
-            return fail(m, OX_E_INVALID, "%s: item %d is a %s, not a %s", fn, i,
+            return fail(m, OX_E_INVALID, "%s: item %d is %s, not %s", fn, i,
                         kind_name(l->items[i]->kind), kind_name(kind));
     return push(m, l);
 }
@@ -478,9 +478,9 @@ static ox_status op_reduce(struct machine *m) {
     ox_status st = pop(m, &args);
     if (st == OX_OK) st = pop(m, &fn);
     if (st) return st;
-    if (fn->kind != OX_PV_GLOBAL) return fail(m, OX_E_INVALID, "calls a %s", kind_name(fn->kind));
+    if (fn->kind != OX_PV_GLOBAL) return fail(m, OX_E_INVALID, "calls %s", kind_name(fn->kind));
     if (args->kind != OX_PV_TUPLE)
-        return fail(m, OX_E_INVALID, "%s: the arguments are a %s, not a tuple", fn->s,
+        return fail(m, OX_E_INVALID, "%s: the arguments are %s, not a tuple", fn->s,
                     kind_name(args->kind));
     struct pv *r;
     switch (as_pv(fn)->global) {
@@ -496,7 +496,7 @@ static ox_status op_reduce(struct machine *m) {
         if (args->n != 2 || args->items[1]->kind != OX_PV_STR)
             return fail(m, OX_E_INVALID, "restore_type_tag takes a value and a type string");
         if (args->items[0]->kind != OX_PV_LIST && args->items[0]->kind != OX_PV_DICT)
-            return fail(m, OX_E_INVALID, "restore_type_tag on a %s, not a list or dict",
+            return fail(m, OX_E_INVALID, "restore_type_tag on %s, not a list or dict",
                         kind_name(args->items[0]->kind));
         args->items[0]->type_tag = args->items[1]->s;
         return push(m, args->items[0]);
@@ -546,7 +546,7 @@ static ox_status op_build(struct machine *m) {
     if (st == OX_OK) st = top(m, &obj);
     if (st) return st;
     if (obj->kind != OX_PV_OBJECT && obj->kind != OX_PV_DICT)
-        return fail(m, OX_E_INVALID, "sets the state of a %s", kind_name(obj->kind));
+        return fail(m, OX_E_INVALID, "sets the state of %s", kind_name(obj->kind));
     if (obj->state)
         return fail(m, OX_E_INVALID, "sets the state of %s twice",
                     obj->kind == OX_PV_OBJECT ? obj->cls : "a dict");
@@ -704,12 +704,12 @@ static ox_status step(struct machine *m, bool *done) {
     case 'a':
         if ((st = pop(m, &a)) || (st = top(m, &b))) return st;
         if (b->kind != OX_PV_LIST)
-            return fail(m, OX_E_INVALID, "appends to a %s", kind_name(b->kind));
+            return fail(m, OX_E_INVALID, "appends to %s", kind_name(b->kind));
         return add_item(m, b, a);
     case 's':
         if ((st = pop(m, &a)) || (st = pop(m, &b)) || (st = top(m, &c))) return st;
         if (c->kind != OX_PV_DICT)
-            return fail(m, OX_E_INVALID, "sets an item of a %s", kind_name(c->kind));
+            return fail(m, OX_E_INVALID, "sets an item of %s", kind_name(c->kind));
         if ((st = add_item(m, c, b))) return st;
         return add_item(m, c, a);
     case 'c': return op_global(m);
