@@ -10,7 +10,8 @@
  * first (their parameters, buffers, slots, then methods), then free functions, then other
  * top-level statements. Each line starts with the node kind and, for expressions and
  * statements, "L<line>":
- *   class NAME base=B L1 / parameters A,B / buffers A,B / slot NAME : TYPE (value below)
+ *   class NAME base=B L1 / parameters "A","B" / buffers "A","B" / slot "NAME" : TYPE (value
+ *   below)
  *   def NAME L1 ret=TYPE / param NAME : TYPE (default below) / body n=N / else n=N
  *   assign L1 names=A,B tuple=0|1 type=TYPE (value below) | assign L1 target type=- (target,
  *   value below) / expr / return / pass / break / continue / if / for L1 NAME / while /

@@ -177,7 +177,7 @@ struct ox_ts_file {
  * indentation, unclosed bracket, invalid UTF-8, ...) / OX_E_UNSUPPORTED (Python outside the
  * subset, or past OX_TS_MAX_DEPTH) with "<path>:<line>: ..." naming the construct (an infix
  * operator, a lambda, a decorator, ...) and quoting the token; OX_E_NOMEM (also for code
- * over 256 MiB). On error *out is NULL and the arena may hold partial nodes. */
+ * over 32 MiB). On error *out is NULL and the arena may hold partial nodes. */
 ox_status ox_ts_parse(const char *src, size_t len, const char *path, struct ox_arena *a,
                       struct ox_ts_file **out);
 /* The type an expression spells: annotate(List[Tensor], []), unchecked_cast(T, v),

@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SRC ((size_t)1 << 28) /* bytes of one code file */
+/* Bytes of one code file. Real ones are kilobytes; the bound keeps what a hostile file can
+ * make us allocate (tokens, then nodes: tens of bytes per source byte at worst) in check. */
+#define MAX_SRC ((size_t)32 << 20)
 
 /* ---- tokens ---------------------------------------------------------------------------- */
 
@@ -32,11 +34,13 @@ typedef enum {
 struct tok {
     tok_kind kind;
     int line;
-    size_t pos, len; /* the token's text in the source */
-    uint64_t u;      /* T_INT (at most 2^63: only a negated literal may use 2^63) */
-    double f;        /* T_FLOAT */
-    const char *s;   /* T_NAME: the name; T_STRING: the decoded bytes (s_len of them) */
-    size_t s_len;
+    uint32_t pos, len; /* the token's text in the source (which is under MAX_SRC) */
+    union {
+        uint64_t u;    /* T_INT (at most 2^63: only a negated literal may use 2^63) */
+        double f;      /* T_FLOAT */
+        const char *s; /* T_NAME: the name; T_STRING: the decoded bytes (s_len of them) */
+    };
+    uint32_t s_len;
 };
 
 struct parser {
@@ -106,8 +110,8 @@ static ox_status push_tok(struct parser *p, tok_kind kind, int line, size_t pos,
     memset(t, 0, sizeof *t);
     t->kind = kind;
     t->line = line;
-    t->pos = pos;
-    t->len = len;
+    t->pos = (uint32_t)pos;
+    t->len = (uint32_t)len;
     if (out) *out = t;
     return OX_OK;
 }
@@ -291,7 +295,7 @@ static ox_status lex_string(struct parser *p, size_t start, size_t *pos, int *li
     ox_status st = push_tok(p, T_STRING, first_line, start, j - start, &t);
     if (st) return st;
     t->s = d;
-    t->s_len = k;
+    t->s_len = (uint32_t)k;
     *pos = j;
     return OX_OK;
 }
@@ -324,16 +328,16 @@ static ox_status lex_number(struct parser *p, size_t *pos, int line) {
         }
         if (i < n && s[i] == '.') {
             is_float = true;
-            for (i++; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
-            }
+            i++;
+            while (i < n && s[i] >= '0' && s[i] <= '9') i++;
         }
         if (i < n && (s[i] == 'e' || s[i] == 'E')) {
             size_t k = i + 1;
             if (k < n && (s[k] == '+' || s[k] == '-')) k++;
             if (k < n && s[k] >= '0' && s[k] <= '9') {
                 is_float = true;
-                for (i = k; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
-                }
+                i = k;
+                while (i < n && s[i] >= '0' && s[i] <= '9') i++;
             }
         }
     }
@@ -491,7 +495,7 @@ static ox_status lex(struct parser *p) {
             struct tok *t = NULL;
             if ((st = push_tok(p, T_NAME, line, i, k - i, &t))) return st;
             if (!(t->s = ox_arena_strndup(p->a, s + i, k - i))) return nomem(p, line);
-            t->s_len = k - i;
+            t->s_len = (uint32_t)(k - i);
             i = k;
             continue;
         }
