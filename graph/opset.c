@@ -24,9 +24,9 @@
  * OX_E_UNSUPPORTED and a message "node 'NAME' (OP): OP-A to OP-B: why". Checks that need
  * values (constant inputs) or shapes use what the graph knows: initializers, Constant nodes
  * (also in enclosing graphs), and the value_info shapes of values. A constant input that
- * must become an attribute but is computed fails; a value that only matters when constant
- * (negative Gather indices below opset 11) is checked when constant and otherwise taken as
- * valid, as the graph's producer intended.
+ * must become an attribute but is computed fails; a value whose validity at the target
+ * depends on data (negative Gather indices below opset 11, negative Slice axes below 11) is
+ * checked when it is a constant and taken as valid otherwise.
  */
 #include "graph/opset.h"
 
@@ -47,6 +47,7 @@ struct row {
     int since;
     int min_in, max_in, min_out, max_out; /* -1: unbounded / not checked */
     const char *attrs;                    /* "a,b!,c" ('!': required); "*": not checked */
+    const char *types;                    /* element type masks "in,..|out,..", or "*" */
     const char *rules;                    /* how a node crosses from the version before */
     adapter_fn fn;
 };
@@ -57,6 +58,7 @@ struct pending {
     const char *base; /* name base; the committed name is made unique in the model */
     ox_tensor *t;     /* struct in scratch, data malloc'd */
     int value;        /* value id once committed, else -1 */
+    bool used;        /* read by the converted node (a later step may have replaced it) */
 };
 
 /* A value an adapter stopped reading (a constant that became an attribute). */
@@ -85,6 +87,8 @@ struct conv {
     int n_graphs, cap_graphs;
     ox_tensor **drop_tensors; /* attribute tensors of removed attributes: freed at commit */
     int n_drop, cap_drop;
+    int n_added_inputs; /* constants added to the main graph's inputs (before IR 4) */
+    bool ir4;           /* a constant in a subgraph of a model before IR 4 */
 };
 
 /* A node being converted: a copy of its inputs, outputs and attributes. Input ids <= -2
@@ -190,8 +194,8 @@ static ox_status ad_groupnorm_channels(struct work *w, bool up);
 static ox_status ad_attention_mask(struct work *w, bool up);
 
 static const struct row table[] = {
-#define OX_OPSET_ROW(op, since, min_in, max_in, min_out, max_out, attrs, rules, fn)                \
-    {op, since, min_in, max_in, min_out, max_out, attrs, rules, fn},
+#define OX_OPSET_ROW(op, since, min_in, max_in, min_out, max_out, attrs, types, rules, fn)         \
+    {op, since, min_in, max_in, min_out, max_out, attrs, types, rules, fn},
 #include "graph/opset_table.def"
 #undef OX_OPSET_ROW
 };
@@ -321,7 +325,8 @@ static const ox_tensor *const_of(struct work *w, int v) {
     struct ox_graph *g = w->g;
     if (v < 0 || !resolve(&g, &v)) return NULL;
     const struct ox_value *val = &g->values[v];
-    if (val->init) return is_graph_input(g, v) ? NULL : val->init;
+    /* before IR 4 every initializer is also a graph input: a constant all the same */
+    if (val->init) return is_graph_input(g, v) && w->c->root->ir_version >= 4 ? NULL : val->init;
     if (val->producer < 0) return NULL;
     const struct ox_node *n = &g->nodes[val->producer];
     if (n->domain[0] || strcmp(n->op_type, "Constant") != 0) return NULL;
@@ -549,7 +554,9 @@ static void del_attr(struct work *w, const char *name) {
     for (int k = 0; k < w->n_attrs; k++)
         if (!strcmp(w->attrs[k].name, name)) {
             struct ox_attr *a = &w->attrs[k];
-            if (!w->fresh[k] && a->t && a->type != OX_ATTR_GRAPH) {
+            if (w->fresh[k] && a->t) { /* made here and never committed */
+                ox_tensor_free_data(a->t);
+            } else if (a->t) {
                 struct conv *c = w->c; /* the node owned it: freed once the commit is sure */
                 if (grow((void **)&c->drop_tensors, &c->cap_drop, c->n_drop + 1, sizeof(void *)))
                     c->drop_tensors[c->n_drop++] = a->t;
@@ -686,11 +693,12 @@ static ox_tensor *new_const(struct work *w, int k, const char *what, ox_dtype dt
     if (!grow((void **)&c->pend, &c->cap_pend, c->n_pend + 1, sizeof *c->pend)) return NULL;
     ox_tensor *t = salloc(c, sizeof *t);
     const struct ox_node *n = wnode(w);
-    size_t len = strlen(n->name) + strlen(w->op) + strlen(what) + 2;
+    const char *who = n->name && n->name[0] ? n->name : w->op;
+    size_t len = strlen(who) + strlen(what) + 2;
     char *base = salloc(c, len);
     if (!t || !base || ox_tensor_alloc(t, dt, rank, dims) != OX_OK) return NULL;
-    snprintf(base, len, "%s_%s", n->name[0] ? n->name : w->op, what);
-    c->pend[c->n_pend] = (struct pending){w->g, base, t, -1};
+    snprintf(base, len, "%s_%s", who, what);
+    c->pend[c->n_pend] = (struct pending){w->g, base, t, -1, false};
     int id = -2 - c->n_pend++;
     if (detach(w, k) != OX_OK || set_input(w, k, id) != OX_OK) return NULL;
     return t;
@@ -744,7 +752,7 @@ static ox_status input_floats(struct work *w, int k, const char *what, double *o
     if (!t)
         return wfail(w, "input %d '%s' (%s) is not a constant (an initializer or a Constant node)",
                      k, value_name(w, v), what);
-    if (!ox_dtype_is_float(t->dtype) && !ox_dtype_is_int(t->dtype))
+    if (!ox_dtype_is_float(t->dtype) && !ox_dtype_is_int(t->dtype) && t->dtype != OX_BOOL)
         return wfail(w, "input %d '%s' (%s) is %s, expected a number", k, value_name(w, v), what,
                      ox_dtype_name(t->dtype));
     int64_t cnt = ox_tensor_numel(t);
@@ -999,6 +1007,39 @@ static ox_status check_version(struct work *w, const struct row *r) {
     return OX_OK;
 }
 
+/* Mask k of a list "m0,m1,..." (ending at '|' or the end): the last one for k beyond it;
+ * 0 for an empty list. */
+static unsigned long mask_at(const char *list, int k) {
+    unsigned long m = 0;
+    for (int i = 0; *list && *list != '|'; i++) {
+        char *end;
+        m = strtoul(list, &end, 16);
+        if (i == k || end == list) break;
+        list = *end == ',' ? end + 1 : end;
+    }
+    return m;
+}
+
+/* The element types of the node's inputs and outputs (where known) against what version r
+ * takes: a type added later (bfloat16 Add below 13, int8 Clip below 12) fails. */
+static ox_status check_types(struct work *w, const struct row *r) {
+    if (!strcmp(r->types, "*")) return OX_OK;
+    const char *outs = strchr(r->types, '|');
+    for (int side = 0; side < 2; side++) {
+        int n = side ? w->n_out : w->n_in;
+        for (int k = 0; k < n; k++) {
+            int v = side ? w->out[k] : w->in[k];
+            ox_dtype dt = v == -1 ? OX_UNDEFINED : dtype_of(w, v);
+            unsigned long m = mask_at(side ? (outs ? outs + 1 : "") : r->types, k);
+            if (!dt || !m || dt >= (ox_dtype)(8 * sizeof m) || (m >> dt & 1)) continue;
+            return wfail(w, "%s %d '%s' is %s, which %s-%d does not take",
+                         side ? "output" : "input", k, value_name(w, v), ox_dtype_name(dt), r->op,
+                         r->since);
+        }
+    }
+    return OX_OK;
+}
+
 /* Cross from the version before r to r (up) or from r to the one before (down). */
 static ox_status take_step(struct work *w, const struct row *r, bool up) {
     const struct row *prev = is_first(r) ? NULL : r - 1;
@@ -1015,7 +1056,6 @@ static ox_status take_step(struct work *w, const struct row *r, bool up) {
     }
     if (st) return st;
     if (w->op == op) w->row = w->to; /* a renaming adapter sets the row itself */
-    w->changed |= w->row != r;
     return check_version(w, w->row);
 }
 
@@ -1033,6 +1073,7 @@ static ox_status convert_node(struct work *w, int src) {
     if (has_rule(w->row, "removed"))
         return ox_err(OX_E_UNSUPPORTED, "%s: %s was removed at opset %d (the model imports %d)",
                       node_desc(w, who, sizeof who), w->op, w->row->since, src);
+    const struct row *start = w->row;
     if (target > src) {
         while (!is_last(w->row) && w->row[1].since <= target) {
             ox_status st = take_step(w, w->row + 1, true);
@@ -1050,7 +1091,9 @@ static ox_status convert_node(struct work *w, int src) {
     if (has_rule(w->row, "removed"))
         return ox_err(OX_E_UNSUPPORTED, "%s: %s was removed at opset %d",
                       node_desc(w, who, sizeof who), w->op, w->row->since);
-    return OX_OK;
+    if (w->row == start) return OX_OK; /* not converted: what it was */
+    w->from = start, w->to = w->row;
+    return check_types(w, w->row);
 }
 
 /* A renaming adapter: the node is now `op`, at its version that opset v selects. */
@@ -1326,8 +1369,9 @@ static ox_status ad_dropout_mask(struct work *w, bool up) {
     const int *uses = uses_in(w->c, w->g);
     if (!uses) return nomem();
     if (uses[w->out[1]] > 0)
-        return wfail(w, "the mask '%s' is of the input's type up to Dropout-9 and bool from "
-                        "Dropout-10, and something reads it",
+        return wfail(w,
+                     "the mask '%s' is of the input's type up to Dropout-9 and bool from "
+                     "Dropout-10, and something reads it",
                      value_name(w, w->out[1]));
     return drop_outputs_from(w, 1);
 }
@@ -1640,11 +1684,13 @@ static ox_status ad_resize_11(struct work *w, bool up) {
                          "%s-%d takes scales, and the shape of input 0 '%s' that would turn "
                          "the sizes into scales is not known",
                          w->to->op, w->to->since, value_name(w, input(w, 0)));
-        for (int i = 0; i < r; i++) {
+        for (int i = 0; i < r; i++) { /* the same positions need the exact ratio in float */
             s[i] = dims[i] ? (float)((double)sizes[i] / (double)dims[i]) : 1.0;
-            if ((int64_t)floor((double)(float)s[i] * (double)dims[i]) != sizes[i])
-                return wfail(w, "size %lld of axis %d is no scale times %lld in float",
-                             (long long)sizes[i], i, (long long)dims[i]);
+            if (!dims[i] || s[i] * (double)dims[i] != (double)sizes[i])
+                return wfail(w,
+                             "%s-%d takes scales, and size %lld of axis %d over the input's "
+                             "%lld is no float exactly",
+                             w->to->op, w->to->since, (long long)sizes[i], i, (long long)dims[i]);
         }
         n = r;
         if ((st = detach(w, 3)) || (st = const_floats_input(w, 2, "scales", OX_FLOAT, s, n, false)))
@@ -2071,10 +2117,17 @@ static bool name_taken(const struct conv *c, const char *name) {
     return false;
 }
 
-/* Pending constants into initializers of their graphs, named uniquely in the model. */
+/* Pending constants into initializers of their graphs, named uniquely in the model. Before
+ * IR 4 an initializer must also be a graph input: one of the main graph's is added to its
+ * inputs (as such models have them); one in a subgraph, whose inputs mean something else,
+ * makes the model IR 4. */
 static ox_status commit_constants(struct conv *c) {
+    for (int i = 0; i < c->n_works; i++) /* constants a later step replaced are not made */
+        for (int k = 0; k < c->works[i].n_in; k++)
+            if (c->works[i].in[k] <= -2) c->pend[-2 - c->works[i].in[k]].used = true;
     for (int k = 0; k < c->n_pend; k++) {
         struct pending *p = &c->pend[k];
+        if (!p->used) continue;
         char name[256];
         snprintf(name, sizeof name, "%s", p->base);
         for (int i = 1; name_taken(c, name) && i < 1000000; i++)
@@ -2095,12 +2148,27 @@ static ox_status commit_constants(struct conv *c) {
         val->dims = dims;
         val->init = t;
         p->value = v;
+        struct ox_graph *root = c->root;
+        if (root->ir_version < 4 && p->g == root) {
+            int *ins = ox_graph_alloc(root, sizeof(int) * (size_t)(root->n_inputs + 1));
+            if (!ins) return nomem();
+            if (root->n_inputs) memcpy(ins, root->inputs, sizeof(int) * (size_t)root->n_inputs);
+            ins[root->n_inputs] = v;
+            c->n_added_inputs++;
+            root->inputs = ins;
+            root->n_inputs++;
+        } else if (root->ir_version < 4) {
+            c->ir4 = true;
+        }
     }
     return OX_OK;
 }
 
 /* The constants made so far, taken out again (their data freed). */
 static void undo_constants(struct conv *c) {
+    c->root->n_inputs -= c->n_added_inputs;
+    c->n_added_inputs = 0;
+    c->ir4 = false;
     for (int k = 0; k < c->n_pend; k++) {
         struct pending *p = &c->pend[k];
         if (p->value >= 0) {
@@ -2166,10 +2234,17 @@ static void drop_detached(struct conv *c, struct ox_graph *g) {
     if (!uses || !dead) goto out; /* nothing removed: the graph stays valid */
     ox_graph_count_uses(g, NULL, uses);
     bool any = false;
+    bool ir3 = c->root->ir_version < 4 && g == c->root;
     for (int k = 0; k < c->n_det; k++) {
         int v = c->det[k].v;
-        if (c->det[k].g != g || uses[v] > 0 || g->values[v].is_outer || is_graph_input(g, v))
-            continue;
+        if (c->det[k].g != g || uses[v] > 0 || g->values[v].is_outer) continue;
+        if (is_graph_input(g, v)) { /* before IR 4: the input that carried a constant */
+            if (!ir3 || !g->values[v].init) continue;
+            int wi = 0;
+            for (int i = 0; i < g->n_inputs; i++)
+                if (g->inputs[i] != v) g->inputs[wi++] = g->inputs[i];
+            g->n_inputs = wi;
+        }
         struct ox_value *val = &g->values[v];
         if (val->init) {
             if (!val->init_borrowed) ox_tensor_free_data(val->init);
@@ -2252,6 +2327,7 @@ static ox_status commit(struct conv *c) {
     set_opset_import(c->root, c->target);
     if (c->root->ir_version < ir_for_opset[c->target])
         c->root->ir_version = ir_for_opset[c->target];
+    if (c->ir4 && c->root->ir_version < 4) c->root->ir_version = 4;
     for (int i = 0; i < c->n_graphs; i++) drop_detached(c, c->graphs[i].g);
     free(ready);
     return OX_OK;

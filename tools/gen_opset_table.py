@@ -259,6 +259,32 @@ LATER = [
 
 MAX_OPSET = 25
 
+# TensorProto element types by name (the innermost type of seq(...) and optional(...)).
+DTYPES = {"float": 1, "uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32": 6, "int64": 7,
+          "string": 8, "bool": 9, "float16": 10, "double": 11, "uint32": 12, "uint64": 13,
+          "complex64": 14, "complex128": 15, "bfloat16": 16}
+
+
+def type_mask(type_strs):
+    mask = 0
+    for t in type_strs:
+        inner = t
+        while "(" in inner:
+            inner = inner[inner.index("(") + 1:inner.rindex(")")]
+        if inner not in DTYPES:
+            raise SystemExit(f"gen_opset_table.py: unknown type {t!r}")
+        mask |= 1 << DTYPES[inner]
+    return mask
+
+
+def io_masks(schema):
+    """Element types each input and output may have, as bit masks by TensorProto number:
+    "in,in,...|out,..." (the last of a list stands for any further ones)."""
+    allowed = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
+    def masks(params):
+        return ",".join(hex(type_mask(allowed.get(p.typeStr, [p.typeStr]))) for p in params)
+    return masks(schema.inputs) + "|" + masks(schema.outputs)
+
 
 def main():
     rows = {}  # op -> {since: row}
@@ -273,7 +299,7 @@ def main():
         rows.setdefault(s.name, {})[s.since_version] = {
             "attrs": ",".join(attrs), "min_in": s.min_input, "max_in": max_in,
             "min_out": s.min_output, "max_out": max_out, "adapter": None, "rules": "",
-            "deprecated": s.deprecated}
+            "deprecated": s.deprecated, "types": io_masks(s)}
     errors = []
     for op, vs in rows.items():
         first = min(vs)
@@ -301,7 +327,7 @@ def main():
             continue
         if entry[2] == "new":
             vs[since] = {"attrs": "*", "min_in": -1, "max_in": -1, "min_out": -1, "max_out": -1,
-                         "adapter": None, "rules": "new", "deprecated": False}
+                         "adapter": None, "rules": "new", "deprecated": False, "types": "*"}
             continue
         prev = [v for v in vs if v < since]
         if not prev:
@@ -323,6 +349,9 @@ def main():
             else:
                 errors.append(f"{op}-{since}: bad change {d!r}")
         r["attrs"] = "*" if attrs is None else ",".join(sorted(attrs))
+        # new element types or inputs: not described here, so not checked
+        if "types" in r["rules"] or any(d.startswith(("in ", "out ")) for d in entry[4]):
+            r["types"] = "*"
         vs[since] = r
     if errors:
         sys.exit("gen_opset_table.py:\n  " + "\n  ".join(errors))
@@ -331,8 +360,12 @@ def main():
               " *\n"
               " * Every version of every operator of the default ONNX domain up to opset "
               f"{MAX_OPSET}, one row each:\n"
-              " * OX_OPSET_ROW(op, since, min_in, max_in, min_out, max_out, attrs, rules, adapter)\n"
+              " * OX_OPSET_ROW(op, since, min_in, max_in, min_out, max_out, attrs, types, rules,\n"
+              " *              adapter)\n"
               " * attrs: the version's attributes, required ones marked '!' (\"*\": not checked);\n"
+              " * types: the element types each input and output takes, bit masks by TensorProto\n"
+              " * number, \"in,in,..|out,..\" (the last of a list also covers any further ones;\n"
+              " * \"*\": not checked);\n"
               " * counts of -1: unbounded (max) or not checked; rules and adapter: how a node\n"
               " * crosses from the version before to this one (tools/gen_opset_table.py lists the\n"
               " * rules; \"new\": the first version). No include guard: read by an X-macro. */\n")
@@ -341,7 +374,7 @@ def main():
         for v in sorted(rows[op]):
             r = rows[op][v]
             out.write(f'OX_OPSET_ROW("{op}", {v}, {r["min_in"]}, {r["max_in"]}, {r["min_out"]}, '
-                      f'{r["max_out"]}, "{r["attrs"]}", "{r["rules"]}", '
+                      f'{r["max_out"]}, "{r["attrs"]}", "{r["types"]}", "{r["rules"]}", '
                       f'{r["adapter"] or "NULL"})\n')
 
 
