@@ -881,7 +881,7 @@ static ox_status one_rule(struct work *w, const char *rule, bool up) {
         !strcmp(word, "removed"))
         return OX_OK;
     if (!strcmp(word, "unsupported"))
-        return wfail(w, "the operator changed in a way onnxexec does not convert");
+        return wfail(w, "%s: not converted", rule + strspn(rule + 11, " ") + 11);
     if (!strcmp(word, "attr")) {
         if (up || !a) return OX_OK;
         if (!val || !attr_equals(a, val))
@@ -1020,9 +1020,29 @@ static unsigned long mask_at(const char *list, int k) {
     return m;
 }
 
-/* The element types of the node's inputs and outputs (where known) against what version r
- * takes: a type added later (bfloat16 Add below 13, int8 Clip below 12) fails. */
+/* Bit of the kind of value v in a type mask (tools/gen_opset_table.py), when its type was
+ * declared; -1 when not known. */
+static int kind_bit(struct work *w, int v) {
+    struct ox_graph *g = w->g;
+    if (v <= -2) return 27;
+    if (v < 0 || !resolve(&g, &v)) return -1;
+    const struct ox_value *val = &g->values[v];
+    if (val->init) return 27;
+    if (!val->dtype) return -1;
+    switch (val->kind) {
+    case OX_KIND_TENSOR: return 27;
+    case OX_KIND_SEQUENCE: return 28;
+    case OX_KIND_OPTIONAL: return 29;
+    case OX_KIND_SPARSE: return 30;
+    default: return -1;
+    }
+}
+
+/* The element types (and kinds) of the node's inputs and outputs, where known, against what
+ * version r takes: a type added later (bfloat16 Add below 13, int8 Clip below 12, a sequence
+ * through Identity below 14) fails. */
 static ox_status check_types(struct work *w, const struct row *r) {
+    static const char *const kinds[] = {"a tensor", "a sequence", "an optional", "sparse"};
     if (!strcmp(r->types, "*")) return OX_OK;
     const char *outs = strchr(r->types, '|');
     for (int side = 0; side < 2; side++) {
@@ -1031,10 +1051,16 @@ static ox_status check_types(struct work *w, const struct row *r) {
             int v = side ? w->out[k] : w->in[k];
             ox_dtype dt = v == -1 ? OX_UNDEFINED : dtype_of(w, v);
             unsigned long m = mask_at(side ? (outs ? outs + 1 : "") : r->types, k);
-            if (!dt || !m || dt >= (ox_dtype)(8 * sizeof m) || (m >> dt & 1)) continue;
-            return wfail(w, "%s %d '%s' is %s, which %s-%d does not take",
-                         side ? "output" : "input", k, value_name(w, v), ox_dtype_name(dt), r->op,
-                         r->since);
+            int kb = dt ? kind_bit(w, v) : -1;
+            if (!dt || !m) continue;
+            if (kb >= 0 && !(m >> kb & 1))
+                return wfail(w, "%s %d '%s' is %s, which %s-%d does not take",
+                             side ? "output" : "input", k, value_name(w, v), kinds[kb - 27], r->op,
+                             r->since);
+            if (dt < 27 && !(m >> dt & 1))
+                return wfail(w, "%s %d '%s' is %s, which %s-%d does not take",
+                             side ? "output" : "input", k, value_name(w, v), ox_dtype_name(dt),
+                             r->op, r->since);
         }
     }
     return OX_OK;
@@ -2348,8 +2374,25 @@ static void conv_free(struct conv *c) {
     ox_arena_free(&c->scratch);
 }
 
+/* Every default-domain node of g and its subgraphs already at opset v. */
+static bool all_at(const struct ox_graph *g, int64_t v, int depth) {
+    for (int i = 0; i < g->n_nodes && depth < 64; i++) {
+        const struct ox_node *n = &g->nodes[i];
+        if (is_default_domain(n->domain) && n->opset != v) return false;
+        for (int k = 0; k < n->n_attrs; k++) {
+            const struct ox_attr *a = &n->attrs[k];
+            if (a->type == OX_ATTR_GRAPH && a->g && !all_at(a->g, v, depth + 1)) return false;
+            for (int j = 0; a->type == OX_ATTR_GRAPHS && j < a->n; j++)
+                if (a->graphs[j] && !all_at(a->graphs[j], v, depth + 1)) return false;
+        }
+    }
+    return true;
+}
+
 ox_status ox_graph_convert_opset(struct ox_graph *g, int64_t target) {
     if (g->parent) return ox_err(OX_E_INVALID, "opset conversion takes a model's main graph");
+    if (target > OX_OPSET_TABLE_MAX && ox_graph_opset(g, "") == target && all_at(g, target, 0))
+        return OX_OK; /* nothing to convert */
     if (target < 1 || target > OX_OPSET_TABLE_MAX)
         return ox_err(OX_E_INVALID,
                       "opset %lld of the default domain: the conversion knows opsets 1 to %d",

@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -45,6 +46,7 @@ NP = {T.FLOAT: np.float32, T.DOUBLE: np.float64, T.INT64: np.int64, T.INT32: np.
       T.BOOL: np.bool_, T.FLOAT16: np.float16, T.UINT8: np.uint8}
 FAILS = []
 VERBOSE = False
+LOCK = threading.Lock()
 
 
 def fail(msg):
@@ -203,7 +205,8 @@ def check_case(case, counts):
         got = run_model(dst, case.feeds, os.path.join(folder, f"out{target}"))
         for name, val in base.items():
             same(got[name], val, f"{what}, output {name}")
-        counts["unit"] += 1
+        with LOCK:
+            counts["unit"] += 1
     print(f"ok   {case.name} ({case.src} -> {', '.join(str(t) for t, _ in case.targets)})")
 
 
@@ -582,6 +585,45 @@ def unit_cases(rng):
         (17, lambda m: expect(node_of(m, "ScatterElements") is not None, "ScatterElements"))],
         {"x": xq}, {"y": scref}))
 
+    # GroupNormalization: scale and bias per group (18) <-> per channel (21)
+    xg = f32(2, 4, 3)
+    gs, gb = np.array([0.5, 2.0], np.float32), np.array([1.0, -1.0], np.float32)
+    gn = lambda opset: model(
+        [helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], name="gn", num_groups=2,
+                          epsilon=1e-4)], {"x": xg}, {"y": (FL, [2, 4, 3])}, opset,
+        inits={"s": gs.repeat(2) if opset >= 21 else gs, "b": gb.repeat(2) if opset >= 21 else gb})
+    grp = xg.reshape(2, 2, 6).astype(np.float64)
+    norm = ((grp - grp.mean(-1, keepdims=True)) / np.sqrt(grp.var(-1, keepdims=True) + 1e-4))
+    gnref = {"y": norm.reshape(2, 4, 3) * gs.repeat(2).reshape(1, 4, 1) + gb.repeat(2).reshape(1, 4, 1)}
+    cases.append(Case("groupnorm_per_channel_up", gn, 18, [
+        (21, lambda m: expect(list(const(m, inp(node_of(m, "GroupNormalization"), 1)))
+                              == [0.5, 0.5, 2.0, 2.0], "scale per channel"))],
+        {"x": xg}, gnref))
+    cases.append(Case("groupnorm_per_group_down", gn, 21, [
+        (18, lambda m: expect(list(const(m, inp(node_of(m, "GroupNormalization"), 2)))
+                              == [1.0, -1.0], "bias per group"))],
+        {"x": xg}, gnref))
+
+    # Gemm: C optional from 11 (a zero C below); GridSample's modes renamed at 20
+    ga, gbm = f32(3, 4), f32(4, 5)
+    gemm = lambda opset: model([helper.make_node("Gemm", ["a", "b"], ["y"], name="gm", alpha=0.5)],
+                               {"a": ga}, {"y": (FL, [3, 5])}, opset, inits={"b": gbm})
+    cases.append(Case("gemm_without_c_down", gemm, 13, [
+        (9, lambda m: expect(float(const(m, inp(node_of(m, "Gemm"), 2))) == 0, "zero C")),
+        (6, lambda m: expect(attr(node_of(m, "Gemm"), "broadcast") == 1, "broadcast=1"))],
+        {"a": ga}, {"y": 0.5 * ga.astype(np.float64) @ gbm}))
+    gx, grid = f32(1, 2, 4, 5), (rng.random((1, 3, 3, 2)) * 2 - 1).astype(np.float32)
+    gsm = lambda opset: model(
+        [helper.make_node("GridSample", ["x", "g"], ["y"], name="gsm",
+                          mode="bicubic" if opset < 20 else "cubic", align_corners=1)],
+        {"x": gx, "g": grid}, {"y": (FL, [1, 2, 3, 3])}, opset)
+    cases.append(Case("gridsample_modes", gsm, 16, [
+        (20, lambda m: expect(attr(node_of(m, "GridSample"), "mode") == "cubic", "cubic"))],
+        {"x": gx, "g": grid}))
+    cases.append(Case("gridsample_modes_down", gsm, 20, [
+        (16, lambda m: expect(attr(node_of(m, "GridSample"), "mode") == "bicubic", "bicubic"))],
+        {"x": gx, "g": grid}))
+
     # a subgraph: an If whose branches squeeze with an axes attribute (11) / input (13)
     xsub = f32(1, 5)
     def branch(opset, name, scale):
@@ -870,7 +912,7 @@ def conformance(data, jobs, counts):
                  "test_reduce_mean_keepdims_example_to1", "test_clip_frozen_to6",
                  "test_constant_pad_frozen_to2", "test_slice_negative_axes_frozen_to1",
                  "test_top_k_frozen_to1", "test_resize_upsample_scales_nearest_to17",
-                 "test_upsample_nearest_frozen_to17", "test_dropout_default_ratio_frozen_to7",
+                 "test_upsample_nearest_frozen_to17", "test_upsample_nearest_frozen_to7", "test_dropout_default_ratio_frozen_to7",
                  "test_batchnorm_example_to1", "test_split_equal_parts_1d_to18",
                  "test_resize_upsample_scales_linear_frozen_to18"):
         if name not in converted:
@@ -878,7 +920,7 @@ def conformance(data, jobs, counts):
 
 
 def main():
-    global EXE, TMP
+    global EXE, TMP, VERBOSE
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--onnxexec", required=True)
     ap.add_argument("--data", default="/usr/share/libonnx-testdata/data/node")
@@ -887,7 +929,6 @@ def main():
     ap.add_argument("-k", help="only unit cases whose name has this substring")
     ap.add_argument("-v", "--verbose", action="store_true", help="show every refusal")
     args = ap.parse_args()
-    global VERBOSE
     VERBOSE = args.verbose
     EXE = os.path.abspath(args.onnxexec)
     TMP = args.keep or tempfile.mkdtemp(prefix="opset_convert.")
@@ -903,8 +944,8 @@ def main():
         def one(case):
             try:
                 check_case(case, counts)
-            except AssertionError as e:
-                fail(str(e))
+            except Exception as e:  # noqa: BLE001 - any failure names the case
+                fail(str(e) if isinstance(e, AssertionError) else f"{case.name}: {e!r}")
 
         with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as ex:
             list(ex.map(one, cases))

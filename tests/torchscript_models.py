@@ -192,6 +192,8 @@ def save_model(torch, model, shapes, kind, path):
                 walk(i)
         elif isinstance(v, torch.Tensor):
             flat.append(v.numpy())
+        elif v is None:  # absent optional results (aux outputs in eval): not outputs
+            pass
         else:
             flat.append(np.array(v))
     walk(y)

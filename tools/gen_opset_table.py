@@ -29,7 +29,7 @@ Rules (';'-separated; "down" is towards the older version, "up" towards this one
   nobcast         multidirectional broadcasting appeared here; down: every input's shape is
                   known and the same
   novalue N=V     string attribute N may be V from here; down: it must not be
-  unsupported     a change onnxexec does not convert: fails both ways
+  unsupported WHY a change onnxexec does not convert: fails both ways, saying why
 """
 import sys
 
@@ -146,7 +146,7 @@ CHANGES = {
     "Reshape-14": (None, "attr allowzero=0"),
     "Resize-11": ("ad_resize_11", ""), "Resize-13": ("ad_resize_13", ""),
     "RoiAlign-16": ("ad_roialign_mode", ""),
-    "Scan-9": (None, "unsupported"), "Scan-11": (None, "nonneg scan_input_axes; nonneg scan_output_axes"),
+    "Scan-9": (None, "unsupported Scan-8 has batches and sequence_lens, Scan-9 neither"), "Scan-11": (None, "nonneg scan_input_axes; nonneg scan_output_axes"),
     "Scan-16": (None, "types"),
     "Scatter-11": ("ad_scatter_rename", ""),
     "ScatterElements-13": (None, "types"), "ScatterElements-16": (None, "attr reduction=none"),
@@ -169,7 +169,7 @@ CHANGES = {
     "Sub-14": (None, "types"),
     "Sum-6": (None, L6), "Sum-8": (None, "nobcast"), "Sum-13": (None, "types"),
     "Tanh-6": (None, L6), "Tanh-13": (None, "types"),
-    "Tile-6": (None, "unsupported"), "Tile-13": (None, "types"),
+    "Tile-6": (None, "unsupported Tile-1 takes tiles and axis, Tile-6 repeats per axis"), "Tile-13": (None, "types"),
     "TopK-10": ("ad_topk_k", ""), "TopK-11": (None, "attr largest=1; attr sorted=1; negaxis axis"),
     "Transpose-13": (None, "types"),
     "Unsqueeze-11": (None, "negaxis axes@out"), "Unsqueeze-13": ("ad_axes_input", ""),
@@ -265,15 +265,20 @@ DTYPES = {"float": 1, "uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32": 6
           "complex64": 14, "complex128": 15, "bfloat16": 16}
 
 
+# Kinds of value, above the element type bits.
+KINDS = {"tensor": 27, "seq": 28, "optional": 29, "sparse_tensor": 30}
+
+
 def type_mask(type_strs):
     mask = 0
     for t in type_strs:
         inner = t
         while "(" in inner:
             inner = inner[inner.index("(") + 1:inner.rindex(")")]
-        if inner not in DTYPES:
+        kind = t[:t.index("(")]
+        if inner not in DTYPES or kind not in KINDS:
             raise SystemExit(f"gen_opset_table.py: unknown type {t!r}")
-        mask |= 1 << DTYPES[inner]
+        mask |= 1 << DTYPES[inner] | 1 << KINDS[kind]
     return mask
 
 
@@ -364,8 +369,9 @@ def main():
               " *              adapter)\n"
               " * attrs: the version's attributes, required ones marked '!' (\"*\": not checked);\n"
               " * types: the element types each input and output takes, bit masks by TensorProto\n"
-              " * number, \"in,in,..|out,..\" (the last of a list also covers any further ones;\n"
-              " * \"*\": not checked);\n"
+              " * number, with the kinds of value at bits 27 (tensor), 28 (sequence), 29\n"
+              " * (optional), 30 (sparse tensor); \"in,in,..|out,..\" (the last of a list also\n"
+              " * covers any further ones; \"*\": not checked);\n"
               " * counts of -1: unbounded (max) or not checked; rules and adapter: how a node\n"
               " * crosses from the version before to this one (tools/gen_opset_table.py lists the\n"
               " * rules; \"new\": the first version). No include guard: read by an X-macro. */\n")

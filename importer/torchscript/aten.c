@@ -21,6 +21,11 @@ struct aten_op {
     lower_fn fn;
 };
 
+static ox_status op_str(struct ev *e, struct tv **a, int n, struct tv **out);
+static ox_status make_filled(struct ev *e, struct tv *size, struct tv *dtype, double v,
+                             ox_dtype dflt, struct tv **out);
+static void note_view(struct tv *x, int64_t d, int64_t s, int64_t step, bool drop, struct tv *out);
+
 /* ---- small helpers --------------------------------------------------------------------- */
 
 static ox_status oom(struct ev *e) {
@@ -222,6 +227,16 @@ static ox_status compare_scalars(struct ev *e, const char *op, struct tv *a, str
             r = !same;
         else
             return ts_err(e, OX_E_UNSUPPORTED, "%s with None", op);
+    } else if ((a->k == TV_LIST || a->k == TV_TUPLE) && (b->k == TV_LIST || b->k == TV_TUPLE) &&
+               (!strcmp(op, "eq") || !strcmp(op, "ne"))) {
+        bool same = a->n == b->n;
+        for (int i = 0; i < a->n && same; i++) {
+            struct tv *r;
+            ox_status st = compare_scalars(e, "eq", a->items[i], b->items[i], &r);
+            if (st) return st;
+            same = r->b;
+        }
+        r = !strcmp(op, "eq") ? same : !same;
     } else if (tv_is_num(a) && tv_is_num(b)) {
         double x = tv_num(a), y = tv_num(b);
         r = !strcmp(op, "eq")   ? x == y
@@ -657,16 +672,7 @@ static ox_status op_remainder(struct ev *e, struct tv **a, int n, struct tv **ou
 static ox_status op_pow(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
     if (!is_t(a[0]) && !is_t(a[1])) return scalar_arith(e, "pow", a[0], a[1], out);
-    struct tv *x = a[0], *y = a[1];
-    if (!is_t(y)) { /* the exponent keeps the base's type */
-        y = num_tensor(e, y, x->dt);
-        if (!y) return oom(e);
-    } else if (!is_t(x)) {
-        x = num_tensor(e, x, y->dt);
-        if (!x) return oom(e);
-    }
-    struct tv *in[2] = {x, y};
-    return ts_emit1(e, "Pow", 2, in, NULL, out);
+    return bin(e, "Pow", a[0], a[1], out); /* torch's promotion: int ** 0.5 is a float */
 }
 
 static ox_status cmp(struct ev *e, const char *sop, const char *op, bool negate, struct tv **a,
@@ -719,9 +725,39 @@ static ox_status op_neg(struct ev *e, struct tv **a, int n, struct tv **out) {
 
 /* ---- elementwise and activations ------------------------------------------------------- */
 
+/* math on a number (the scalar overloads, as math.sqrt): floor and ceil give ints */
+static bool scalar_math(struct ev *e, const char *onnx, struct tv *x, struct tv **out) {
+    if (!tv_is_num(x)) return false;
+    double v = tv_num(x);
+    if (!strcmp(onnx, "Sqrt"))
+        *out = tv_float(e, sqrt(v));
+    else if (!strcmp(onnx, "Exp"))
+        *out = tv_float(e, exp(v));
+    else if (!strcmp(onnx, "Log"))
+        *out = tv_float(e, log(v));
+    else if (!strcmp(onnx, "Floor"))
+        *out = tv_int(e, (int64_t)floor(v));
+    else if (!strcmp(onnx, "Ceil"))
+        *out = tv_int(e, (int64_t)ceil(v));
+    else if (!strcmp(onnx, "Abs"))
+        *out = x->k == TV_INT ? tv_int(e, x->i < 0 ? -x->i : x->i) : tv_float(e, fabs(v));
+    else if (!strcmp(onnx, "Sin"))
+        *out = tv_float(e, sin(v));
+    else if (!strcmp(onnx, "Cos"))
+        *out = tv_float(e, cos(v));
+    else if (!strcmp(onnx, "Tanh"))
+        *out = tv_float(e, tanh(v));
+    else if (!strcmp(onnx, "Erf"))
+        *out = tv_float(e, erf(v));
+    else
+        return false;
+    return true;
+}
+
 #define UNARY(fname, onnx)                                                                         \
     static ox_status fname(struct ev *e, struct tv **a, int n, struct tv **out) {                  \
         (void)n;                                                                                   \
+        if (scalar_math(e, onnx, a[0], out)) return *out ? OX_OK : oom(e);                         \
         return un(e, onnx, a[0], out);                                                             \
     }
 UNARY(op_relu, "Relu")
@@ -1120,7 +1156,126 @@ static ox_status op_tslice(struct ev *e, struct tv **a, int n, struct tv **out) 
         *out = x;
         return OX_OK;
     }
-    return slice1(e, x, d, s, t, step, out);
+    st = slice1(e, x, d, s, t, step, out);
+    if (!st) note_view(x, d, s, step, false, *out);
+    return st;
+}
+
+/* The view mapping of a constant tensor: its base (itself when not a view), the offset of
+ * its first element and its strides there. False when x is not a changeable constant. */
+static bool view_of(struct tv *x, struct tv **base, int64_t *off, int64_t *strides) {
+    if (x->vbase) {
+        *base = x->vbase;
+        *off = x->voff;
+        memcpy(strides, x->vstride, sizeof(int64_t) * (size_t)x->rank);
+        return true;
+    }
+    if (!x->cdata || x->vid >= 0 || x->rank < 0) return false;
+    *base = x;
+    *off = 0;
+    int64_t st = 1;
+    for (int d = x->rank - 1; d >= 0; d--) {
+        strides[d] = st;
+        st *= x->dims[d];
+    }
+    return true;
+}
+
+/* Record that `out` is x[d: s..t step] (or x[d = s] when drop) as a view of x's base. */
+static void note_view(struct tv *x, int64_t d, int64_t s, int64_t step, bool drop, struct tv *out) {
+    struct tv *base;
+    int64_t off, str[OX_MAX_RANK];
+    if (!out->cdata || !view_of(x, &base, &off, str) || step <= 0) return;
+    int64_t len = x->dims[d];
+    if (s < 0) s += len;
+    s = s < 0 ? 0 : s > len ? len : s;
+    out->vbase = base;
+    out->voff = off + s * str[d];
+    int r = 0;
+    for (int i = 0; i < x->rank; i++) {
+        if (i == d && drop) continue;
+        out->vstride[r++] = i == d ? str[i] * step : str[i];
+    }
+}
+
+/* fill_(self, value): the constant self (and what it views) takes the value everywhere. */
+static ox_status op_fill(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0], *base;
+    int64_t off, str[OX_MAX_RANK];
+    double v;
+    if (tv_is_num(a[1]))
+        v = tv_num(a[1]);
+    else if (is_t(a[1]) && a[1]->cdata && ox_tensor_numel(a[1]->cdata) == 1)
+        v = ox_tensor_get(a[1]->cdata, 0);
+    else
+        return ts_err(e, OX_E_UNSUPPORTED, "fill_ with a value computed at run time");
+    if (!is_t(x) || !view_of(x, &base, &off, str))
+        return ts_err(e, OX_E_UNSUPPORTED, "fill_ of a tensor computed at run time");
+    if (base->vid >= 0) return ts_err(e, OX_E_UNSUPPORTED, "fill_ of a constant after it was used");
+    int64_t numel = ox_tensor_numel(x->cdata), idx[OX_MAX_RANK] = {0};
+    for (int64_t k = 0; k < numel; k++) {
+        int64_t at = off;
+        for (int d = 0; d < x->rank; d++) at += idx[d] * str[d];
+        ox_tensor_set((ox_tensor *)base->cdata, at, v);
+        ox_tensor_set((ox_tensor *)x->cdata, k, v);
+        for (int d = x->rank - 1; d >= 0; d--) {
+            if (++idx[d] < x->dims[d]) break;
+            idx[d] = 0;
+        }
+    }
+    *out = x;
+    return OX_OK;
+}
+
+/* copy_(self, src): a constant self (and what it views) takes src's values. */
+static ox_status op_copy_(struct ev *e, struct tv **a, int n, struct tv **out) {
+    struct tv *src = a[1];
+    if (tv_is_num(src) || (is_t(src) && src->cdata && ox_tensor_numel(src->cdata) == 1))
+        return op_fill(e, a, n, out);
+    struct tv *x = a[0], *base;
+    int64_t off, str[OX_MAX_RANK];
+    if (!is_t(x) || !view_of(x, &base, &off, str) || !is_t(src) || !src->cdata)
+        return ts_err(e, OX_E_UNSUPPORTED, "copy_ into or from a tensor computed at run time");
+    if (base->vid >= 0)
+        return ts_err(e, OX_E_UNSUPPORTED, "copy_ into a constant after it was used");
+    int64_t numel = ox_tensor_numel(x->cdata), idx[OX_MAX_RANK] = {0};
+    if (ox_tensor_numel(src->cdata) != numel || src->rank != x->rank)
+        return ts_err(e, OX_E_UNSUPPORTED, "copy_ with broadcasting");
+    for (int64_t k = 0; k < numel; k++) {
+        int64_t at = off;
+        for (int d = 0; d < x->rank; d++) at += idx[d] * str[d];
+        double v = ox_tensor_get(src->cdata, k);
+        ox_tensor_set((ox_tensor *)base->cdata, at, v);
+        ox_tensor_set((ox_tensor *)x->cdata, k, v);
+        for (int d = x->rank - 1; d >= 0; d--) {
+            if (++idx[d] < x->dims[d]) break;
+            idx[d] = 0;
+        }
+    }
+    *out = x;
+    return OX_OK;
+}
+
+static ox_status op_new_filled(struct ev *e, struct tv **a, double v, struct tv **out) {
+    ox_status st = need_t(e, a[0], "new_zeros");
+    if (st) return st;
+    struct tv *dt = a[2];
+    if (is_none(dt)) {
+        dt = tv_int(e, torch_scalar_type(a[0]->dt));
+        if (!dt) return oom(e);
+    }
+    return make_filled(e, a[1], dt, v, a[0]->dt, out);
+}
+
+static ox_status op_new_zeros(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return op_new_filled(e, a, 0, out);
+}
+
+static ox_status op_new_ones(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return op_new_filled(e, a, 1, out);
 }
 
 static ox_status op_list_slice(struct ev *e, struct tv **a, int n, struct tv **out) {
@@ -1141,7 +1296,62 @@ static ox_status op_select(struct ev *e, struct tv **a, int n, struct tv **out) 
     if (!in[1]) return oom(e);
     struct ts_attrs at = {0};
     ta_int(&at, "axis", d);
+    st = ts_emit1(e, "Gather", 2, in, &at, out);
+    if (!st) note_view(x, d, i, 1, true, *out);
+    return st;
+}
+
+/* x[indices]: advanced indexing with one index tensor (the others None): Gather. */
+static ox_status op_index(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0], *l = a[1];
+    ox_status st = need_t(e, x, "index");
+    if (st) return st;
+    if (l->k != TV_LIST && l->k != TV_TUPLE)
+        return ts_err(e, OX_E_UNSUPPORTED, "index with a %s", tv_kind_name(l->k));
+    int axis = -1;
+    for (int i = 0; i < l->n; i++) {
+        if (is_none(l->items[i])) continue;
+        if (axis >= 0 || !is_t(l->items[i]))
+            return ts_err(e, OX_E_UNSUPPORTED, "indexing with more than one index tensor");
+        axis = i;
+    }
+    if (axis < 0) {
+        *out = x;
+        return OX_OK;
+    }
+    struct tv *idx = l->items[axis];
+    if (idx->dt == OX_BOOL) return ts_err(e, OX_E_UNSUPPORTED, "indexing with a boolean mask");
+    struct tv *in[2] = {x, idx};
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", axis);
     return ts_emit1(e, "Gather", 2, in, &at, out);
+}
+
+/* "{} and {}".format(a, b): for messages (asserts); {} placeholders only. */
+static ox_status op_format(struct ev *e, struct tv **a, int n, struct tv **out) {
+    if (n < 1 || a[0]->k != TV_STR) return ts_err(e, OX_E_UNSUPPORTED, "format of a non-string");
+    char buf[2048];
+    size_t w = 0;
+    int next = 1;
+    for (size_t i = 0; i < a[0]->s_len && w + 1 < sizeof buf; i++) {
+        if (a[0]->s[i] == '{' && i + 1 < a[0]->s_len && a[0]->s[i + 1] == '}' && next < n) {
+            struct tv *sv;
+            ox_status st = op_str(e, &a[next++], 1, &sv);
+            if (st) return st;
+            size_t k = sv->s_len < sizeof buf - 1 - w ? sv->s_len : sizeof buf - 1 - w;
+            memcpy(buf + w, sv->s, k);
+            w += k;
+            i++;
+            continue;
+        }
+        buf[w++] = a[0]->s[i];
+    }
+    *out = tv_new(e, TV_STR);
+    if (!*out) return oom(e);
+    (*out)->s = ox_arena_strndup(&e->a, buf, w);
+    (*out)->s_len = w;
+    return (*out)->s ? OX_OK : oom(e);
 }
 
 static ox_status op_index_select(struct ev *e, struct tv **a, int n, struct tv **out) {
@@ -1160,7 +1370,8 @@ static ox_status op_index_select(struct ev *e, struct tv **a, int n, struct tv *
 static ox_status list_of_tensors(struct ev *e, const struct tv *l, const char *what) {
     if (l->k != TV_LIST && l->k != TV_TUPLE)
         return ts_err(e, OX_E_UNSUPPORTED, "%s of a %s", what, tv_kind_name(l->k));
-    if (l->n < 1 || l->n > 16) return ts_err(e, OX_E_UNSUPPORTED, "%s of %d tensors", what, l->n);
+    if (l->n < 1 || l->n > TS_MAX_IN)
+        return ts_err(e, OX_E_UNSUPPORTED, "%s of %d tensors", what, l->n);
     for (int i = 0; i < l->n; i++)
         if (!is_t(l->items[i]))
             return ts_err(e, OX_E_UNSUPPORTED, "%s: item %d is no tensor", what, i);
@@ -1189,7 +1400,7 @@ static ox_status op_stack(struct ev *e, struct tv **a, int n, struct tv **out) {
     if (st) return st;
     int r = a[0]->items[0]->rank;
     if (d < 0) d += r + 1;
-    struct tv *u[16];
+    struct tv *u[TS_MAX_IN];
     for (int i = 0; i < a[0]->n; i++)
         if ((st = axes_op(e, "Unsqueeze", a[0]->items[i], 1, &d, &u[i]))) return st;
     if (a[0]->n == 1) {
@@ -1842,6 +2053,10 @@ static ox_status op_adaptive_max_pool(struct ev *e, struct tv **a, int n, struct
 static ox_status op_dropout(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
     bool train = false;
+    if (tv_is_num(a[1]) && tv_num(a[1]) == 0) { /* p = 0: the identity, training or not */
+        *out = a[0];
+        return OX_OK;
+    }
     if (!tv_truthy(a[2], &train) || train)
         return ts_err(e, OX_E_UNSUPPORTED, "dropout in training mode");
     *out = a[0];
@@ -2225,6 +2440,144 @@ static ox_status op_list(struct ev *e, struct tv **a, int n, struct tv **out) {
     return OX_OK;
 }
 
+static ox_status op_copy(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *v = a[0];
+    if (v->k != TV_LIST && v->k != TV_DICT) {
+        *out = v; /* immutable values and tensors (a copy computes the same) */
+        return OX_OK;
+    }
+    int items = v->k == TV_DICT ? 2 * v->n : v->n;
+    *out = tv_list(e, v->k, items);
+    if (!*out) return oom(e);
+    (*out)->n = v->n;
+    for (int i = 0; i < items; i++) (*out)->items[i] = v->items[i];
+    return OX_OK;
+}
+
+static ox_status op_set_item(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *l = a[0];
+    if (l->k == TV_LIST) {
+        int64_t k;
+        ox_status st = tv_to_int(e, a[1], &k);
+        if (st) return st;
+        if (k < 0) k += l->n;
+        if (k < 0 || k >= l->n)
+            return ts_err(e, OX_E_INVALID, "list index %lld out of range", (long long)k);
+        l->items[k] = a[2];
+        *out = l;
+        return OX_OK;
+    }
+    if (l->k == TV_DICT) {
+        for (int i = 0; i < l->n; i++) {
+            struct tv *r;
+            if (compare_scalars(e, "eq", l->items[2 * i], a[1], &r) == OX_OK && r->b) {
+                l->items[2 * i + 1] = a[2];
+                *out = l;
+                return OX_OK;
+            }
+        }
+        struct tv **items = ox_arena_alloc(&e->a, sizeof *items * (size_t)(2 * l->n + 2));
+        if (!items) return oom(e);
+        if (l->n) memcpy(items, l->items, sizeof *items * (size_t)(2 * l->n));
+        items[2 * l->n] = a[1];
+        items[2 * l->n + 1] = a[2];
+        l->items = items;
+        l->n++;
+        *out = l;
+        return OX_OK;
+    }
+    return ts_err(e, OX_E_UNSUPPORTED, "item assignment on a %s", tv_kind_name(l->k));
+}
+
+static ox_status op_find(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    if (a[0]->k != TV_STR || a[1]->k != TV_STR)
+        return ts_err(e, OX_E_UNSUPPORTED, "find on a non-string");
+    int64_t start = 0, end = (int64_t)a[0]->s_len, len = end;
+    if (!is_none(a[2]) && tv_to_int(e, a[2], &start)) return OX_E_UNSUPPORTED;
+    if (!is_none(a[3]) && tv_to_int(e, a[3], &end)) return OX_E_UNSUPPORTED;
+    if (start < 0) start += len;
+    if (end < 0) end += len;
+    start = start < 0 ? 0 : start;
+    end = end > len ? len : end;
+    int64_t found = -1;
+    for (int64_t i = start; found < 0 && i + (int64_t)a[1]->s_len <= end; i++)
+        if (!memcmp(a[0]->s + i, a[1]->s, a[1]->s_len)) found = i;
+    *out = tv_int(e, found);
+    return *out ? OX_OK : oom(e);
+}
+
+static ox_status op_roll(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    int64_t sh[OX_MAX_RANK], dm[OX_MAX_RANK];
+    int ns, nd = 0;
+    ox_status st = need_t(e, x, "roll");
+    if (!st) st = tv_to_ints(e, a[1], sh, OX_MAX_RANK, &ns);
+    if (!st && !is_none(a[2]) && !(a[2]->k == TV_LIST && a[2]->n == 0))
+        st = tv_to_ints(e, a[2], dm, OX_MAX_RANK, &nd);
+    if (st) return st;
+    if (nd == 0) { /* flattened roll */
+        int64_t total = 1;
+        for (int i = 0; i < x->rank; i++) total *= x->dims[i];
+        struct tv *f;
+        if ((st = reshape(e, x, 1, &total, &f))) return st;
+        struct tv *b[3] = {f, tv_list(e, TV_LIST, 1), tv_list(e, TV_LIST, 1)};
+        if (!b[1] || !b[2]) return oom(e);
+        b[1]->items[0] = tv_int(e, sh[0]);
+        b[2]->items[0] = tv_int(e, 0);
+        struct tv *r;
+        if ((st = op_roll(e, b, 3, &r))) return st;
+        return reshape(e, r, x->rank, x->dims, out);
+    }
+    if (ns != nd) return ts_err(e, OX_E_INVALID, "roll with %d shifts for %d dims", ns, nd);
+    for (int i = 0; i < nd; i++) {
+        int64_t d = 0;
+        if ((st = norm_dim(e, dm[i], x->rank, &d))) return st;
+        int64_t len = x->dims[d], s1 = len ? ((sh[i] % len) + len) % len : 0;
+        if (s1 == 0) continue;
+        struct tv *p[2];
+        if ((st = slice1(e, x, d, len - s1, len, 1, &p[0])) ||
+            (st = slice1(e, x, d, 0, len - s1, 1, &p[1])) || (st = concat(e, 2, p, d, &x)))
+            return st;
+    }
+    *out = x;
+    return OX_OK;
+}
+
+static ox_status all_any(struct ev *e, struct tv **a, int n, bool all, struct tv **out) {
+    struct tv *x = a[0];
+    if (x->k == TV_LIST) { /* all()/any() of a list of bools */
+        bool r = all;
+        for (int i = 0; i < x->n; i++) {
+            bool b;
+            if (!tv_truthy(x->items[i], &b))
+                return ts_err(e, OX_E_UNSUPPORTED, "all/any of run-time values");
+            r = all ? r && b : r || b;
+        }
+        *out = tv_bool(e, r);
+        return *out ? OX_OK : oom(e);
+    }
+    ox_status st = need_t(e, x, all ? "all" : "any");
+    if (st) return st;
+    struct tv *b = x, *i, *r;
+    if (b->dt != OX_BOOL && (st = cast(e, b, OX_BOOL, &b))) return st;
+    if ((st = cast(e, b, OX_INT32, &i))) return st;
+    struct tv *dims = n > 1 ? a[1] : NULL, *keep = n > 2 ? a[2] : NULL;
+    if ((st = reduce(e, all ? "ReduceMin" : "ReduceMax", i, dims, keep, NULL, &r))) return st;
+    return cast(e, r, OX_BOOL, out);
+}
+
+static ox_status op_all(struct ev *e, struct tv **a, int n, struct tv **out) {
+    return all_any(e, a, n, true, out);
+}
+
+static ox_status op_any(struct ev *e, struct tv **a, int n, struct tv **out) {
+    return all_any(e, a, n, false, out);
+}
+
 /* ---- the table ------------------------------------------------------------------------- */
 
 static const struct aten_op ops[] = {
@@ -2240,6 +2593,18 @@ static const struct aten_op ops[] = {
     {"torch.__getitem__", "c, i", op_getitem},
     {"torch.append", "self, el", op_append},
     {"torch.list", "l", op_list},
+    {"torch.copy", "self", op_copy},
+    {"torch.fill_", "self, value", op_fill},
+    {"torch.copy_", "self, src, non_blocking=False", op_copy_},
+    {"torch.new_zeros", "self, size, *, dtype=None, layout=None, device=None, pin_memory=None",
+     op_new_zeros},
+    {"torch.new_ones", "self, size, *, dtype=None, layout=None, device=None, pin_memory=None",
+     op_new_ones},
+    {"torch._set_item", "l, idx, el", op_set_item},
+    {"torch.find", "self, substr, start=0, end=-1", op_find},
+    {"torch.roll", "self, shifts, dims=[]", op_roll},
+    {"torch.all", NULL, op_all},
+    {"torch.any", NULL, op_any},
     {"torch.len", "x", op_len},
     {"torch.size", "self, dim=None", op_size},
     {"torch.dim", "self", op_dim},
@@ -2353,6 +2718,8 @@ static const struct aten_op ops[] = {
     {"ops.aten.slice", "l, start=None, end=None, step=1", op_list_slice},
     {"torch.select", "self, dim, index", op_select},
     {"torch.index_select", "self, dim, index", op_index_select},
+    {"torch.index", "self, indices", op_index},
+    {"torch.format", NULL, op_format},
     {"torch.cat", "tensors, dim=0", op_cat},
     {"torch.stack", "tensors, dim=0", op_stack},
     {"torch.chunk", "self, chunks, dim=0", op_chunk},

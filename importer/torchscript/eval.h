@@ -8,6 +8,8 @@
 #include "importer/torchscript/torchscript.h"
 #include "importer/torchscript/zip.h"
 
+#define TS_MAX_IN 64 /* operands of one emitted node */
+
 /* ---- values ---------------------------------------------------------------------------- */
 
 typedef enum {
@@ -41,6 +43,10 @@ struct tv {
     int vid;                 /* TV_TENSOR: value id in graph g, -1 while only constant */
     struct ox_graph *g;      /* TV_TENSOR: the graph vid belongs to */
     const ox_tensor *cdata;  /* TV_TENSOR: known data (constant), or NULL */
+    struct tv *vbase;        /* TV_TENSOR: a view of this constant (slices, selects), so that
+                                in-place ops on the view change it; NULL otherwise */
+    int64_t voff;            /* the view's first element in vbase, and its strides there */
+    int64_t vstride[OX_MAX_RANK];
     ox_dtype dt;             /* TV_TENSOR: element type (OX_UNDEFINED: unknown) */
     int rank;                /* TV_TENSOR: -1 when unknown */
     int64_t dims[OX_MAX_RANK];
