@@ -158,6 +158,10 @@ ox_status ox_model_save(const ox_model *m, const char *path, const ox_save_optio
     return ox_onnx_export_file(m->graph, path, &o);
 }
 
+ox_status ox_model_optimize(ox_model *m, bool standard_ops_only) {
+    return ox_graph_optimize(m->graph, standard_ops_only, NULL);
+}
+
 ox_status ox_model_convert_opset(ox_model *m, int opset) {
     return ox_graph_convert_opset(m->graph, opset);
 }

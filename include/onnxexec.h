@@ -187,6 +187,10 @@ ox_status ox_model_save(const ox_model *m, const char *path, const ox_save_optio
  * operators allow it. Before any session of the model exists. Errors: OX_E_UNSUPPORTED (the
  * message names the node that has no way across; the model is then unchanged). */
 ox_status ox_model_convert_opset(ox_model *m, int opset);
+/* Run the graph optimizations on a model loaded with no_optimize (ox_model_options says
+ * which; standard_ops_only keeps to default-domain ops of the model's opset). Before any
+ * session of the model exists. */
+ox_status ox_model_optimize(ox_model *m, bool standard_ops_only);
 /* Serialize the model into *buf (malloc'd: free it with free()). OX_E_NOMEM when it is over
  * protobuf's 2 GiB limit. */
 ox_status ox_model_save_buffer(const ox_model *m, void **buf, size_t *len);

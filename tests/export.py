@@ -402,6 +402,40 @@ def test_bad(exe, work):
           "the --optimize=all model runs in onnxexec with the same outputs as the original")
 
 
+def test_opset_then_optimize(exe, work):
+    """--opset and --optimize together: the opset is converted first, so a LayerNormalization
+    found by the optimizer is opset 17's standard op in an opset-17 file."""
+    rng = np.random.default_rng(8)
+    inits = [numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "gamma"),
+             numpy_helper.from_array(rng.standard_normal(16).astype(np.float32), "beta"),
+             numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+             numpy_helper.from_array(np.array(1e-5, np.float32), "eps")]
+    nodes = [helper.make_node("ReduceMean", ["X"], ["m"], axes=[-1]),
+             helper.make_node("Sub", ["X", "m"], ["d"]), helper.make_node("Pow", ["d", "two"], ["p"]),
+             helper.make_node("ReduceMean", ["p"], ["v"], axes=[-1]),
+             helper.make_node("Add", ["v", "eps"], ["ve"]), helper.make_node("Sqrt", ["ve"], ["sd"]),
+             helper.make_node("Div", ["d", "sd"], ["n"]), helper.make_node("Mul", ["n", "gamma"], ["g"]),
+             helper.make_node("Add", ["g", "beta"], ["Y"])]
+    g = helper.make_graph(nodes, "ln", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3, 16])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3, 16])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 7
+    src, dst = os.path.join(work, "ln14.onnx"), os.path.join(work, "ln17.onnx")
+    onnx.save(m, src)
+    r = convert(exe, src, dst, "--opset", "17", "--optimize")
+    if not check(r.returncode == 0, "convert --opset 17 --optimize on an opset-14 model"):
+        return
+    out = onnx.load(dst)
+    check([o.version for o in out.opset_import if o.domain == ""] == [17] and
+          [n.op_type for n in out.graph.node] == ["LayerNormalization"],
+          "the opset is raised first, then the LayerNormalization pattern becomes opset 17's op")
+    full_check(dst, "the converted and optimized model")
+    X = rng.standard_normal((3, 16)).astype(np.float32)
+    a, b = run_outputs(exe, src, {"X": X}, work), run_outputs(exe, dst, {"X": X}, work)
+    check(a is not None and b is not None and np.allclose(a["Y"][1], b["Y"][1], rtol=1e-5, atol=1e-5),
+          "and computes what the original computes")
+
+
 # ---- 5. over 2 GiB ----------------------------------------------------------------------
 
 def test_large(exe, work):
@@ -463,6 +497,7 @@ def main():
         test_normalised(exe, work)
         test_external(exe, work)
         test_bad(exe, work)
+        test_opset_then_optimize(exe, work)
         if args.large:
             test_large(exe, work)
     finally:

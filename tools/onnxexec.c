@@ -2176,6 +2176,8 @@ static int cmd_convert(int argc, char **argv) {
         return errorf(EXIT_USAGE, "convert: %s is a folder: name the output file", out);
     double t0 = now_ms();
     ox_model *m;
+    bool optimize = !model_opts.no_optimize;
+    model_opts.no_optimize = true; /* the opset first, then the optimizations at the target */
     int rc = load_model(in, &m);
     if (rc) return rc;
     ox_status st = OX_OK;
@@ -2185,6 +2187,10 @@ static int cmd_convert(int argc, char **argv) {
             ox_model_free(m);
             return errorf(EXIT_FAIL, "%s: %s", in, lib_msg(st));
         }
+    }
+    if (optimize && (st = ox_model_optimize(m, model_opts.standard_ops_only))) {
+        ox_model_free(m);
+        return errorf(EXIT_FAIL, "%s: %s", in, lib_msg(st));
     }
     st = ox_model_save(m, out, &so);
     int n_nodes = ox_model_n_nodes(m);

@@ -250,7 +250,7 @@ ox_status ts_emit(struct ev *e, const char *op, int n_in, struct tv *const *in,
                   const struct ts_attrs *at, int n_out, struct tv **out) {
     const struct ox_op *row = ox_op_find("", op, OX_TS_OPSET);
     if (!row) return ts_err(e, OX_E_INTERNAL, "no operator-table row for %s", op);
-    if (n_in > 16 || n_out > 8) return ts_err(e, OX_E_INTERNAL, "%s: too many operands", op);
+    if (n_in > TS_MAX_IN || n_out > 8) return ts_err(e, OX_E_INTERNAL, "%s: too many operands", op);
     bool all_const = !(row->flags & (OX_OP_NONDETERMINISTIC | OX_OP_ALLOCATES));
     for (int i = 0; i < n_in; i++) {
         if (in[i] && in[i]->k != TV_TENSOR)
@@ -259,7 +259,7 @@ ox_status ts_emit(struct ev *e, const char *op, int n_in, struct tv *const *in,
         if (in[i] && !in[i]->cdata) all_const = false;
     }
     /* a node outside the graph first: infer (and run, when every input is constant) */
-    int ids[16], oids[8];
+    int ids[TS_MAX_IN], oids[8];
     struct ox_node tmp = {.name = "",
                           .domain = "",
                           .op_type = op,
@@ -275,8 +275,8 @@ ox_status ts_emit(struct ev *e, const char *op, int n_in, struct tv *const *in,
     if (!at) at = &none;
     tmp.n_attrs = at->n;
     tmp.attrs = (struct ox_attr *)at->a;
-    ox_tensor desc_in[16], desc_out[8];
-    const ox_tensor *pin[16];
+    ox_tensor desc_in[TS_MAX_IN], desc_out[8];
+    const ox_tensor *pin[TS_MAX_IN];
     ox_tensor *pout[8];
     for (int i = 0; i < n_in; i++) {
         pin[i] = NULL;
@@ -1447,6 +1447,7 @@ static ox_status output_of(struct ev *e, struct tv *v, int *k) {
         }
         return OX_OK;
     }
+    if (v->k == TV_NONE) return OX_OK; /* an absent optional result (aux outputs in eval) */
     if (v->k == TV_INT || v->k == TV_FLOAT || v->k == TV_BOOL) {
         v = tv_scalar_tensor(e, tv_num(v),
                              v->k == TV_INT    ? OX_INT64

@@ -41,7 +41,7 @@ ox_status ox_nn_infer_batchnorm(struct ox_infer_ctx *ctx, const struct ox_node *
     if (s) return s;
     if (x->rank < 2)
         return ox_node_err(n, OX_E_SHAPE, "input rank %d: expected [N, C, ...]", x->rank);
-    if (n->opset < 7 && ox_attr_int(n, "spatial", 1) == 0)
+    if (n->opset < 9 && ox_attr_int(n, "spatial", 1) == 0) /* spatial exists until opset 9 */
         return ox_node_err(n, OX_E_UNSUPPORTED, "spatial=0 is not supported");
     for (int i = 1; i <= 4; i++) {
         const ox_tensor *p = ox_in(n, in, i);
