@@ -146,8 +146,12 @@ def small_models(torch):
         ("control", Control(), [(2, 6)], ("script",)),
         ("lstm", Seq(nn.LSTM(10, 20, 2, batch_first=True)), [(2, 7, 10)], ("trace",)),
         ("gru", Seq(nn.GRU(10, 20, 2, batch_first=True)), [(2, 7, 10)], ("trace",)),
-        ("transformer_enc", enc, [(2, 5, 32)], ("trace", "trace_fastpath")),
-        ("transformer_dec", Dec(), [(2, 5, 32), (2, 6, 32)], ("trace",)),
+        ("transformer_enc", enc, [(2, 5, 32)], ("trace", "trace_fastpath", "script")),
+        ("transformer_dec", Dec(), [(2, 5, 32), (2, 6, 32)], ("trace", "script")),
+        ("transformer_stack", nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 2),
+         [(2, 5, 32)], ("trace", "trace_fastpath", "script")),
+        ("lstm_script", Seq(nn.LSTM(10, 20, 2, batch_first=True)), [(2, 7, 10)], ("script",)),
+        ("gru_script", Seq(nn.GRU(10, 20, 2, batch_first=True)), [(2, 7, 10)], ("script",)),
     ]
     return items
 
@@ -373,6 +377,13 @@ def test_bad(exe, work):
     qp = os.path.join(work, "quantized.pt")
     torch.jit.save(torch.jit.script(q), qp)
     cases.append(("quantized module", qp, "quantiz"))
+    class Unknown(torch.nn.Module):
+        def forward(self, x):
+            return torch.cummax(x, 0)[0]
+
+    unk = os.path.join(work, "unknown_op.pt")
+    torch.jit.save(torch.jit.script(Unknown()), unk)
+    cases.append(("an unknown aten op (named with its file and line)", unk, "cummax: unknown operator"))
     good = os.path.join(work, "trunc_src.pt")
     torch.jit.save(lin, good)
     data = open(good, "rb").read()
@@ -380,8 +391,10 @@ def test_bad(exe, work):
     open(tr, "wb").write(data[:len(data) // 2])
     cases.append(("truncated archive", tr, ""))
     for what, path, words in cases:
-        r = run([exe, "run", path, "--shape", "input=2,3"])
+        r = run([exe, "run", path, "--shape", "input=2,3", "--shape", "x=2,3"])
         ok = r.returncode == 1 and words.lower() in r.stderr.lower() and "Traceback" not in r.stderr
+        if "line" in what:
+            ok = ok and re.search(r"code/\S+\.py:\d+: ", r.stderr) is not None
         RESULTS.append((what, "bad input", "PASS" if ok else "FAIL", None, None,
                         (r.stderr.strip().splitlines() or [""])[-1][:200]))
         print("%s bad input %s: exit %d: %s" % ("PASS" if ok else "FAIL", what, r.returncode,
