@@ -429,28 +429,61 @@ static ox_status record(struct ev *e, const char *rel, const uint8_t **data, siz
 }
 
 /* A pickled tensor → a contiguous owned tensor. Storages live in records ns/<key>. */
-static ox_status read_tensor(struct ev *e, const struct ox_pv *pv, const char *ns, ox_tensor *t) {
+/* Contiguous (row-major, dims of 1 ignored) views can use the archive's bytes in place. */
+static bool is_contiguous(const struct ox_pv_tensor *pt) {
+    int64_t want = 1;
+    for (int d = pt->rank - 1; d >= 0; d--) {
+        if (pt->size[d] != 1 && pt->stride[d] != want) return false;
+        want *= pt->size[d];
+    }
+    return true;
+}
+
+/* A pickled tensor → a contiguous tensor: the archive's bytes in place when the record is
+ * STORED, the view contiguous and the address aligned (*borrowed set; the map must then
+ * outlive the graph), else a gathered copy that t owns. */
+static ox_status read_tensor(struct ev *e, const struct ox_pv *pv, const char *ns, ox_tensor *t,
+                             bool *borrowed) {
     const struct ox_pv_tensor *pt = &pv->tensor;
     char rel[256];
+    *borrowed = false;
     snprintf(rel, sizeof rel, "%s/%s", ns, pt->storage.key);
-    if (ox_tensor_alloc(t, pt->storage.dtype, pt->rank, pt->size))
-        return ts_err(e, OX_E_NOMEM, "tensor %s: cannot allocate", rel);
-    int64_t numel = ox_tensor_numel(t);
-    if (numel == 0) return OX_OK;
+    memset(t, 0, sizeof *t);
+    size_t bytes_needed;
+    if (!ox_tensor_bytes(pt->storage.dtype, pt->rank, pt->size, &bytes_needed))
+        return ts_err(e, OX_E_INVALID, "tensor %s: dims overflow", rel);
+    int64_t numel = 1;
+    for (int d = 0; d < pt->rank; d++) numel *= pt->size[d];
+    if (numel == 0)
+        return ox_tensor_alloc(t, pt->storage.dtype, pt->rank, pt->size)
+                   ? ts_err(e, OX_E_NOMEM, "tensor %s: cannot allocate", rel)
+                   : OX_OK;
     const uint8_t *bytes;
     size_t len;
     uint8_t *owned = NULL;
     ox_status st = record(e, rel, &bytes, &len, &owned);
-    if (st) {
-        ox_tensor_free_data(t);
-        return st;
-    }
+    if (st) return st;
     size_t esz = ox_dtype_size(pt->storage.dtype);
     if ((uint64_t)pt->storage.numel > len / esz) {
         free(owned);
-        ox_tensor_free_data(t);
         return ts_err(e, OX_E_INVALID, "storage %s holds %zu bytes, fewer than its %lld elements",
                       rel, len, (long long)pt->storage.numel);
+    }
+    const uint16_t probe = 1;
+    bool little = *(const uint8_t *)&probe == 1;
+    const uint8_t *at = bytes + (size_t)pt->offset * esz;
+    if (!owned && little && is_contiguous(pt) && ((uintptr_t)at % esz) == 0 &&
+        pt->storage.dtype != OX_BOOL) {
+        t->dtype = pt->storage.dtype;
+        t->rank = pt->rank;
+        memcpy(t->dims, pt->size, sizeof(int64_t) * (size_t)pt->rank);
+        t->data = (void *)at;
+        *borrowed = true;
+        return OX_OK;
+    }
+    if (ox_tensor_alloc(t, pt->storage.dtype, pt->rank, pt->size)) {
+        free(owned);
+        return ts_err(e, OX_E_NOMEM, "tensor %s: cannot allocate", rel);
     }
     /* strided gather (the pickle layer checked that the view lies inside the storage) */
     int64_t idx[OX_MAX_RANK] = {0};
@@ -485,11 +518,14 @@ static ox_status pv_tensor(struct ev *e, const struct ox_pv *pv, const char *ns,
     struct tv *v = tv_new(e, TV_TENSOR);
     struct ts_tensor_cache *c = ox_arena_alloc(&e->a, sizeof *c);
     if (id < 0 || !t || !v || !c) return nomem(e);
-    ox_status st = read_tensor(e, pv, ns, t);
+    bool borrowed;
+    ox_status st = read_tensor(e, pv, ns, t, &borrowed);
     if (st) return st;
     struct ox_value *val = &e->main_g->values[id];
     t->name = val->name;
     val->init = t;
+    val->init_borrowed = borrowed;
+    e->borrowed |= borrowed;
     val->dtype = t->dtype;
     val->rank = t->rank;
     val->dims = ox_graph_alloc(e->main_g, sizeof *val->dims * (size_t)(t->rank ? t->rank : 1));
@@ -1616,7 +1652,11 @@ ox_status ox_ts_import_file(const char *path, const struct ox_ts_input *inputs, 
     ox_pickle_free(e.data_pk);
     ox_pickle_free(e.const_pk);
     ox_zip_free(e.zip);
-    munmap(map, len);
+    /* weights used in place keep the archive mapped as long as the graph */
+    if (!st && e.borrowed)
+        st = ox_graph_keep_map(e.g, map, len);
+    else
+        munmap(map, len);
     if (st) {
         ox_graph_free(e.g);
         return st;

@@ -91,6 +91,7 @@ struct ev {
     long unrolled;
     int n_nodes;
     const struct ox_pv *traced; /* traced_inputs.pkl's root, while inputs are bound */
+    bool borrowed;              /* some initializer uses the archive's bytes in place */
 };
 
 /* Errors: "<archive>: <file>:<line>: <message>". */
