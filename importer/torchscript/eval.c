@@ -1599,6 +1599,26 @@ static ox_status run_forward(struct ev *e, const struct ox_ts_input *inputs, int
     return output_of(e, ret, &n_out);
 }
 
+/* Parameters that only fed folded work (a weight whose transpose was computed at import
+ * time) are not part of the model: their initializers go. */
+static ox_status drop_unused(struct ev *e) {
+    struct ox_graph *g = e->main_g;
+    int *uses = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *uses);
+    if (!uses) return nomem(e);
+    ox_graph_count_uses(g, NULL, uses);
+    for (int v = 0; v < g->n_values; v++) {
+        struct ox_value *val = &g->values[v];
+        if (!val->init || uses[v] > 0) continue;
+        bool is_input = false;
+        for (int i = 0; i < g->n_inputs; i++) is_input |= g->inputs[i] == v;
+        if (is_input) continue;
+        if (!val->init_borrowed) ox_tensor_free_data(val->init);
+        val->init = NULL;
+    }
+    free(uses);
+    return OX_OK;
+}
+
 ox_status ox_ts_import_file(const char *path, const struct ox_ts_input *inputs, int n_inputs,
                             struct ox_graph **out) {
     *out = NULL;
@@ -1643,6 +1663,7 @@ ox_status ox_ts_import_file(const char *path, const struct ox_ts_input *inputs, 
         }
     }
     if (!st) st = ox_graph_sort(e.g);
+    if (!st) st = drop_unused(&e);
     for (int i = 0; i < e.n_owned; i++) {
         ox_tensor_free_data(e.owned[i]);
         free(e.owned[i]);
