@@ -174,6 +174,13 @@ def vision_models(torch, everything):
 
 def save_model(torch, model, shapes, kind, path):
     model.eval()
+    # torchvision zero-initializes some layers (ViT's and GoogLeNet's heads): the outputs would
+    # then be constant and compare nothing; give such parameters random values
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for prm in model.parameters():
+            if prm.numel() > 1 and not prm.abs().max() > 0:
+                prm.copy_(torch.randn(prm.shape, generator=g) * 0.02)
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     ts = [torch.from_numpy(x) for x in xs]
