@@ -509,8 +509,6 @@ static void conv_cols_piece(void *arg, int64_t b, int64_t e, int tid) {
  * store. Where all 16 lanes' taps lie inside the input row (the interior, stride 1 or 2),
  * four output rows are computed together: four independent accumulators keep the FMA units
  * busy where one chain would wait on each FMA's latency. */
-#define DW_ROWS 8 /* output rows computed together */
-
 struct dw_ctx {
     const float *x, *w, *z;
     float *y;
@@ -529,52 +527,43 @@ dw_finish(const struct dw_ctx *c, __m512 acc, int64_t oh, int64_t ow0, __mmask16
     return _mm512_min_ps(c->vhi, _mm512_max_ps(c->vlo, acc)); /* NaN kept; lo > hi: hi */
 }
 
-/* 16 outputs of rows oh .. oh + R - 1 from ow0, any position (masks, permutes or gathers;
- * a tap's column mask is the same for every row). */
-__attribute__((target("avx512f"))) static void dw_chunk(const struct dw_ctx *c, int64_t oh, int R,
+/* 16 outputs of row oh from ow0, any position (masks, permutes or gathers). */
+__attribute__((target("avx512f"))) static void dw_chunk(const struct dw_ctx *c, int64_t oh,
                                                         int64_t ow0) {
     const struct geom *g = c->g;
     int64_t H = g->in[0], W = g->in[1], OW = g->out[1], KH = g->k[0], KW = g->k[1];
     int64_t SH = g->s[0], SW = g->s[1], DH = g->d[0], DW = g->d[1], PT = g->pb[0], PL = g->pb[1];
     __mmask16 mo = OW - ow0 >= 16 ? 0xFFFF : (__mmask16)((1u << (OW - ow0)) - 1);
-    __m512 acc[DW_ROWS];
-    for (int r = 0; r < DW_ROWS; r++) acc[r] = _mm512_setzero_ps();
+    __m512 acc = _mm512_setzero_ps();
     for (int64_t kh = 0; kh < KH; kh++) {
+        int64_t ih = oh * SH - PT + kh * DH;
+        if (ih < 0 || ih >= H) continue;
+        const float *xr = c->x + ih * W;
         for (int64_t kw = 0; kw < KW; kw++) {
             int64_t iw = ow0 * SW - PL + kw * DW;
             __m512i iwv = _mm512_add_epi32(c->step, _mm512_set1_epi32((int)iw));
-            __mmask16 m = _mm512_cmplt_epu32_mask(iwv, c->wv) & mo, ma = 0, mb = 0;
+            __mmask16 m = _mm512_cmplt_epu32_mask(iwv, c->wv) & mo;
             if (!m) continue;
-            if (SW == 2) {
+            __m512 v;
+            if (SW == 1) {
+                v = _mm512_maskz_loadu_ps(m, xr + iw);
+            } else if (SW == 2) {
                 __m512i pos = _mm512_add_epi32(c->lane, _mm512_set1_epi32((int)iw));
-                ma = _mm512_cmplt_epu32_mask(pos, c->wv);
-                mb = _mm512_cmplt_epu32_mask(_mm512_add_epi32(pos, c->sixteen), c->wv);
+                __mmask16 ma = _mm512_cmplt_epu32_mask(pos, c->wv);
+                __mmask16 mb = _mm512_cmplt_epu32_mask(_mm512_add_epi32(pos, c->sixteen), c->wv);
+                v = _mm512_maskz_permutex2var_ps(m, _mm512_maskz_loadu_ps(ma, xr + iw), c->even,
+                                                 _mm512_maskz_loadu_ps(mb, xr + iw + 16));
+            } else {
+                v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, iwv, xr, 4);
             }
-            __m512 wv = _mm512_set1_ps(c->w[kh * KW + kw]);
-#pragma GCC unroll 8
-            for (int r = 0; r < DW_ROWS; r++) { /* unrolled: the accumulators stay in registers */
-                if (r >= R) break;
-                int64_t ih = (oh + r) * SH - PT + kh * DH;
-                if (ih < 0 || ih >= H) continue;
-                const float *xr = c->x + ih * W;
-                __m512 v;
-                if (SW == 1)
-                    v = _mm512_maskz_loadu_ps(m, xr + iw);
-                else if (SW == 2)
-                    v = _mm512_maskz_permutex2var_ps(m, _mm512_maskz_loadu_ps(ma, xr + iw), c->even,
-                                                     _mm512_maskz_loadu_ps(mb, xr + iw + 16));
-                else
-                    v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, iwv, xr, 4);
-                acc[r] = _mm512_fmadd_ps(wv, v, acc[r]);
-            }
+            acc = _mm512_fmadd_ps(_mm512_set1_ps(c->w[kh * KW + kw]), v, acc);
         }
     }
-    for (int r = 0; r < R; r++)
-        _mm512_mask_storeu_ps(c->y + (oh + r) * OW + ow0, mo,
-                              dw_finish(c, acc[r], oh + r, ow0, mo));
+    _mm512_mask_storeu_ps(c->y + oh * OW + ow0, mo, dw_finish(c, acc, oh, ow0, mo));
 }
 
 /* 16 interior outputs (every tap inside the row, stride 1 or 2) of rows oh .. oh + R - 1. */
+#define DW_ROWS 8
 __attribute__((target("avx512f"))) static void dw_interior(const struct dw_ctx *c, int64_t oh,
                                                            int R, int64_t ow0) {
     const struct geom *g = c->g;
@@ -630,7 +619,7 @@ __attribute__((target("avx512f"))) static void depthwise2d_avx512(const float *x
                 dw_interior(&c, oh, R, ow0);
                 continue;
             }
-            dw_chunk(&c, oh, R, ow0);
+            for (int r = 0; r < R; r++) dw_chunk(&c, oh + r, ow0);
         }
     }
 }
