@@ -506,120 +506,77 @@ static void conv_cols_piece(void *arg, int64_t b, int64_t e, int tid) {
 /* One channel of a 2-D depthwise convolution, 16 outputs of a row at a time: each tap is a
  * masked load (stride 1), two loads and a permute (stride 2) or a gather, the lanes whose
  * tap falls in the padding masked to zero; then bias, residual and clamp, and one masked
- * store. Where all 16 lanes' taps lie inside the input row (the interior, stride 1 or 2),
- * four output rows are computed together: four independent accumulators keep the FMA units
- * busy where one chain would wait on each FMA's latency. */
-struct dw_ctx {
-    const float *x, *w, *z;
-    float *y;
-    const struct geom *g;
-    __m512i lane, step, wv, sixteen, even;
-    __m512 vlo, vhi, vb;
-    bool silu;
-};
-
-__attribute__((target("avx512f"))) static inline __m512
-dw_finish(const struct dw_ctx *c, __m512 acc, int64_t oh, int64_t ow0, __mmask16 mo) {
-    int64_t OW = c->g->out[1];
-    acc = _mm512_add_ps(acc, c->vb);
-    if (c->z) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(mo, c->z + oh * OW + ow0));
-    if (c->silu) return silu16(acc);
-    return _mm512_min_ps(c->vhi, _mm512_max_ps(c->vlo, acc)); /* NaN kept; lo > hi: hi */
-}
-
-/* 16 outputs of row oh from ow0, any position (masks, permutes or gathers). */
-__attribute__((target("avx512f"))) static void dw_chunk(const struct dw_ctx *c, int64_t oh,
-                                                        int64_t ow0) {
-    const struct geom *g = c->g;
-    int64_t H = g->in[0], W = g->in[1], OW = g->out[1], KH = g->k[0], KW = g->k[1];
-    int64_t SH = g->s[0], SW = g->s[1], DH = g->d[0], DW = g->d[1], PT = g->pb[0], PL = g->pb[1];
-    __mmask16 mo = OW - ow0 >= 16 ? 0xFFFF : (__mmask16)((1u << (OW - ow0)) - 1);
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t kh = 0; kh < KH; kh++) {
-        int64_t ih = oh * SH - PT + kh * DH;
-        if (ih < 0 || ih >= H) continue;
-        const float *xr = c->x + ih * W;
-        for (int64_t kw = 0; kw < KW; kw++) {
-            int64_t iw = ow0 * SW - PL + kw * DW;
-            __m512i iwv = _mm512_add_epi32(c->step, _mm512_set1_epi32((int)iw));
-            __mmask16 m = _mm512_cmplt_epu32_mask(iwv, c->wv) & mo;
-            if (!m) continue;
-            __m512 v;
-            if (SW == 1) {
-                v = _mm512_maskz_loadu_ps(m, xr + iw);
-            } else if (SW == 2) {
-                __m512i pos = _mm512_add_epi32(c->lane, _mm512_set1_epi32((int)iw));
-                __mmask16 ma = _mm512_cmplt_epu32_mask(pos, c->wv);
-                __mmask16 mb = _mm512_cmplt_epu32_mask(_mm512_add_epi32(pos, c->sixteen), c->wv);
-                v = _mm512_maskz_permutex2var_ps(m, _mm512_maskz_loadu_ps(ma, xr + iw), c->even,
-                                                 _mm512_maskz_loadu_ps(mb, xr + iw + 16));
-            } else {
-                v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, iwv, xr, 4);
-            }
-            acc = _mm512_fmadd_ps(_mm512_set1_ps(c->w[kh * KW + kw]), v, acc);
-        }
-    }
-    _mm512_mask_storeu_ps(c->y + oh * OW + ow0, mo, dw_finish(c, acc, oh, ow0, mo));
-}
-
-/* 16 interior outputs (every tap inside the row, stride 1 or 2) of rows oh .. oh + R - 1. */
-#define DW_ROWS 8
-__attribute__((target("avx512f"))) static void dw_interior(const struct dw_ctx *c, int64_t oh,
-                                                           int R, int64_t ow0) {
-    const struct geom *g = c->g;
-    int64_t H = g->in[0], W = g->in[1], OW = g->out[1], KH = g->k[0], KW = g->k[1];
-    int64_t SH = g->s[0], SW = g->s[1], DH = g->d[0], DW = g->d[1], PT = g->pb[0], PL = g->pb[1];
-    int64_t iw0 = ow0 * SW - PL;
-    __m512 acc[DW_ROWS];
-    for (int r = 0; r < DW_ROWS; r++) acc[r] = _mm512_setzero_ps();
-    for (int64_t kh = 0; kh < KH; kh++) {
-        const float *wk = c->w + kh * KW;
-        for (int64_t kw = 0; kw < KW; kw++) {
-            __m512 wv = _mm512_set1_ps(wk[kw]);
-#pragma GCC unroll 8
-            for (int r = 0; r < DW_ROWS; r++) {
-                if (r >= R) break;
-                int64_t ih = (oh + r) * SH - PT + kh * DH;
-                if (ih < 0 || ih >= H) continue;
-                const float *p = c->x + ih * W + iw0 + kw * DW;
-                __m512 v = SW == 1 ? _mm512_loadu_ps(p)
-                                   : _mm512_permutex2var_ps(_mm512_loadu_ps(p), c->even,
-                                                            _mm512_loadu_ps(p + 16));
-                acc[r] = _mm512_fmadd_ps(wv, v, acc[r]);
-            }
-        }
-    }
-    for (int r = 0; r < R; r++)
-        _mm512_storeu_ps(c->y + (oh + r) * OW + ow0, dw_finish(c, acc[r], oh + r, ow0, 0xFFFF));
-}
-
+ * store. */
 __attribute__((target("avx512f"))) static void depthwise2d_avx512(const float *x, const float *w,
                                                                   float *y, const struct geom *g,
                                                                   float bias, const float *z,
                                                                   float lo, float hi, bool silu) {
-    int64_t W = g->in[1], OH = g->out[0], OW = g->out[1], KW = g->k[1], SW = g->s[1];
-    int64_t DW = g->d[1], PL = g->pb[1];
-    struct dw_ctx c = {.x = x, .w = w, .z = z, .y = y, .g = g, .silu = silu};
-    c.lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-    c.step = _mm512_mullo_epi32(c.lane, _mm512_set1_epi32((int)SW));
-    c.wv = _mm512_set1_epi32((int)W);
-    c.sixteen = _mm512_set1_epi32(16);
-    c.even = _mm512_add_epi32(c.lane, c.lane);
-    c.vlo = _mm512_set1_ps(lo);
-    c.vhi = _mm512_set1_ps(hi);
-    c.vb = _mm512_set1_ps(bias);
-    for (int64_t oh = 0; oh < OH; oh += DW_ROWS) {
-        int R = OH - oh < DW_ROWS ? (int)(OH - oh) : DW_ROWS;
+    int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1], KH = g->k[0];
+    int64_t KW = g->k[1], SH = g->s[0], SW = g->s[1], DH = g->d[0], DW = g->d[1];
+    int64_t PT = g->pb[0], PL = g->pb[1];
+    __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    __m512i step = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)SW));
+    __m512i wv = _mm512_set1_epi32((int)W), sixteen = _mm512_set1_epi32(16);
+    __m512i even = _mm512_add_epi32(lane, lane);
+    __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), vb = _mm512_set1_ps(bias);
+    for (int64_t oh = 0; oh < OH; oh++) {
         for (int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
+            __mmask16 mo = OW - ow0 >= 16 ? 0xFFFF : (__mmask16)((1u << (OW - ow0)) - 1);
+            __m512 acc = _mm512_setzero_ps();
             int64_t iw0 = ow0 * SW - PL;
-            /* every tap of all 16 lanes inside the row (for stride 2, both loads) */
+            /* every tap of all 16 lanes inside the row (for stride 2, both loads): plain
+             * loads, no masks */
             bool inside =
-                OW - ow0 >= 16 && iw0 >= 0 && iw0 + 16 * SW - 1 + (KW - 1) * DW < W && SW <= 2;
-            if (inside) {
-                dw_interior(&c, oh, R, ow0);
-                continue;
+                mo == 0xFFFF && iw0 >= 0 && iw0 + 16 * SW - 1 + (KW - 1) * DW < W && SW <= 2;
+            for (int64_t kh = 0; kh < KH; kh++) {
+                int64_t ih = oh * SH - PT + kh * DH;
+                if (ih < 0 || ih >= H) continue;
+                const float *xr = x + ih * W;
+                const float *wk = w + kh * KW;
+                if (inside && SW == 1) {
+                    for (int64_t kw = 0; kw < KW; kw++)
+                        acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[kw]),
+                                              _mm512_loadu_ps(xr + iw0 + kw * DW), acc);
+                    continue;
+                }
+                if (inside) { /* stride 2: the even lanes of two loads */
+                    for (int64_t kw = 0; kw < KW; kw++) {
+                        const float *p = xr + iw0 + kw * DW;
+                        __m512 v = _mm512_permutex2var_ps(_mm512_loadu_ps(p), even,
+                                                          _mm512_loadu_ps(p + 16));
+                        acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[kw]), v, acc);
+                    }
+                    continue;
+                }
+                for (int64_t kw = 0; kw < KW; kw++) {
+                    int64_t iw = ow0 * SW - PL + kw * DW;
+                    __m512i iwv = _mm512_add_epi32(step, _mm512_set1_epi32((int)iw));
+                    __mmask16 m = _mm512_cmplt_epu32_mask(iwv, wv) & mo;
+                    if (!m) continue;
+                    __m512 v;
+                    if (SW == 1) {
+                        v = _mm512_maskz_loadu_ps(m, xr + iw);
+                    } else if (SW == 2) {
+                        __m512i pos = _mm512_add_epi32(lane, _mm512_set1_epi32((int)iw));
+                        __mmask16 ma = _mm512_cmplt_epu32_mask(pos, wv);
+                        __mmask16 mb = _mm512_cmplt_epu32_mask(_mm512_add_epi32(pos, sixteen), wv);
+                        v = _mm512_maskz_permutex2var_ps(m, _mm512_maskz_loadu_ps(ma, xr + iw),
+                                                         even,
+                                                         _mm512_maskz_loadu_ps(mb, xr + iw + 16));
+                    } else {
+                        v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, iwv, xr, 4);
+                    }
+                    acc = _mm512_fmadd_ps(_mm512_set1_ps(w[kh * KW + kw]), v, acc);
+                }
             }
-            for (int r = 0; r < R; r++) dw_chunk(&c, oh + r, ow0);
+            float *yr = y + oh * OW + ow0;
+            acc = _mm512_add_ps(acc, vb);
+            if (z) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(mo, z + oh * OW + ow0));
+            if (silu)
+                acc = silu16(acc);
+            else
+                acc = _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc)); /* NaN kept; lo > hi: hi */
+            _mm512_mask_storeu_ps(yr, mo, acc);
         }
     }
 }
