@@ -565,22 +565,24 @@ static ox_status op_add(struct ev *e, struct tv **a, int n, struct tv **out) {
     return arith(e, "add", "Add", pair, out);
 }
 
+/* x - alpha * y (sub: x = self; rsub: x = other, the operands swapped) */
+static ox_status minus(struct ev *e, struct tv *x, struct tv *y, struct tv *alpha,
+                       struct tv **out) {
+    struct tv *b;
+    ox_status st = scaled(e, y, alpha, &b);
+    if (st) return st;
+    struct tv *pair[2] = {x, b};
+    return arith(e, "sub", "Sub", pair, out);
+}
+
 static ox_status op_sub(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
-    struct tv *b;
-    ox_status st = scaled(e, a[1], a[2], &b);
-    if (st) return st;
-    struct tv *pair[2] = {a[0], b};
-    return arith(e, "sub", "Sub", pair, out);
+    return minus(e, a[0], a[1], a[2], out);
 }
 
 static ox_status op_rsub(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
-    struct tv *b;
-    ox_status st = scaled(e, a[0], a[2], &b);
-    if (st) return st;
-    struct tv *pair[2] = {a[1], b};
-    return arith(e, "sub", "Sub", pair, out);
+    return minus(e, a[1], a[0], a[2], out);
 }
 
 static ox_status op_mul(struct ev *e, struct tv **a, int n, struct tv **out) {
@@ -687,30 +689,17 @@ static ox_status cmp(struct ev *e, const char *sop, const char *op, bool negate,
     return un(e, "Not", r, out);
 }
 
-static ox_status op_eq(struct ev *e, struct tv **a, int n, struct tv **out) {
-    (void)n;
-    return cmp(e, "eq", "Equal", false, a, out);
-}
-static ox_status op_ne(struct ev *e, struct tv **a, int n, struct tv **out) {
-    (void)n;
-    return cmp(e, "ne", "Equal", true, a, out);
-}
-static ox_status op_lt(struct ev *e, struct tv **a, int n, struct tv **out) {
-    (void)n;
-    return cmp(e, "lt", "Less", false, a, out);
-}
-static ox_status op_le(struct ev *e, struct tv **a, int n, struct tv **out) {
-    (void)n;
-    return cmp(e, "le", "LessOrEqual", false, a, out);
-}
-static ox_status op_gt(struct ev *e, struct tv **a, int n, struct tv **out) {
-    (void)n;
-    return cmp(e, "gt", "Greater", false, a, out);
-}
-static ox_status op_ge(struct ev *e, struct tv **a, int n, struct tv **out) {
-    (void)n;
-    return cmp(e, "ge", "GreaterOrEqual", false, a, out);
-}
+#define COMPARE(fname, sop, onnx, negate)                                                          \
+    static ox_status fname(struct ev *e, struct tv **a, int n, struct tv **out) {                  \
+        (void)n;                                                                                   \
+        return cmp(e, sop, onnx, negate, a, out);                                                  \
+    }
+COMPARE(op_eq, "eq", "Equal", false)
+COMPARE(op_ne, "ne", "Equal", true)
+COMPARE(op_lt, "lt", "Less", false)
+COMPARE(op_le, "le", "LessOrEqual", false)
+COMPARE(op_gt, "gt", "Greater", false)
+COMPARE(op_ge, "ge", "GreaterOrEqual", false)
 
 static ox_status op_neg(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
