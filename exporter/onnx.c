@@ -643,18 +643,6 @@ static bool finish_file(FILE *f) {
     return ok;
 }
 
-static bool bad_location(const char *name) {
-    if (!*name || name[0] == '/') return true;
-    for (const char *p = name; *p;) {
-        const char *q = strchr(p, '/');
-        size_t len = q ? (size_t)(q - p) : strlen(p);
-        if (len == 2 && p[0] == '.' && p[1] == '.') return true;
-        if (!q) break;
-        p = q + 1;
-    }
-    return false;
-}
-
 ox_status ox_onnx_export_file(const struct ox_graph *g, const char *path,
                               const struct ox_export_options *o) {
     struct ox_export_options dflt = {0};
@@ -672,11 +660,11 @@ ox_status ox_onnx_export_file(const struct ox_graph *g, const char *path,
     for (int pass = 0; pass < 2; pass++) {
         if (external) {
             const char *given = o->external_name;
-            if (given && bad_location(given)) {
-                st = ox_err(OX_E_INVALID,
-                            "external data file '%s' must be a relative path inside the model's "
-                            "folder",
-                            given);
+            if (given && (st = ox_check_data_location(given))) {
+                ox_err_prefix(st,
+                              "external data file '%s' must be a relative path inside the "
+                              "model's folder: ",
+                              given);
                 goto out;
             }
             size_t n = given ? strlen(given) + 1 : strlen(base) + 6;

@@ -87,6 +87,10 @@ ox_status ox_tensor_from_proto(struct Onnx__TensorProto *tp, const struct ox_pb_
 /* Densify a SparseTensorProto into `out` (owned, malloc'd data). */
 ox_status ox_tensor_from_sparse_proto(struct Onnx__SparseTensorProto *sp,
                                       const struct ox_pb_src *src, ox_tensor *out);
+/* An external data location must stay inside the model's folder: not empty, relative, no
+ * ".." component (either slash counts). OX_E_INVALID saying which rule it breaks. The
+ * importer checks what it reads, the exporter what it is asked to write. */
+ox_status ox_check_data_location(const char *loc);
 /* The bytes of a fixed-size tensor's elements as raw_data and external data hold them
  * (little-endian, sub-byte types packed two or four to a byte, bool as 0/1). *bytes points
  * at t->data when that is already the layout (*owned NULL), else at *owned (malloc'd: the

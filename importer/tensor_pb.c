@@ -61,7 +61,7 @@ void ox_ext_cache_free(struct ox_ext_cache *c) {
 }
 
 /* The location must stay inside the model's folder: relative, no ".." component. */
-static ox_status check_location(const char *loc) {
+ox_status ox_check_data_location(const char *loc) {
     if (!*loc) return ox_err(OX_E_INVALID, "external data location is empty");
     if (loc[0] == '/' || loc[0] == '\\' || (loc[0] && loc[1] == ':'))
         return ox_err(OX_E_INVALID,
@@ -167,7 +167,7 @@ static ox_status ext_bytes(const Onnx__TensorProto *tp, const struct ox_pb_src *
             len_s = e->value ? e->value : "";
     }
     if (!loc) return ox_err(OX_E_INVALID, "external data has no 'location' entry");
-    ox_status st = check_location(loc);
+    ox_status st = ox_check_data_location(loc);
     if (st) return st;
     size_t off = 0, len = 0;
     if (off_s && !parse_size(off_s, &off))

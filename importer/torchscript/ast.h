@@ -59,12 +59,12 @@ struct ox_ts_type {
 /* ---- expressions ----------------------------------------------------------------------- */
 
 typedef enum {
-    OX_TE_NAME,      /* name */
-    OX_TE_INT,       /* i (a leading '-' folded in) */
-    OX_TE_FLOAT,     /* f (inf, -inf, nan included) */
-    OX_TE_STR,       /* s, s_len (escapes decoded to UTF-8, NUL-terminated too; adjacent
-                      * literals joined) */
-    OX_TE_BOOL,      /* i: 0 or 1 */
+    OX_TE_NAME,  /* name */
+    OX_TE_INT,   /* i (a leading '-' folded in) */
+    OX_TE_FLOAT, /* f (inf, -inf, nan included) */
+    OX_TE_STR,   /* s, s_len (escapes decoded to UTF-8, NUL-terminated too; adjacent
+                  * literals joined) */
+    OX_TE_BOOL,  /* i: 0 or 1 */
     OX_TE_NONE,
     OX_TE_ATTR,      /* base.name */
     OX_TE_CALL,      /* base(args...); kw[k] is the keyword of args[k], NULL if positional
@@ -99,9 +99,9 @@ typedef enum {
     OX_TS_EXPR,   /* value */
     OX_TS_RETURN, /* value (NULL for a bare return) */
     OX_TS_PASS,
-    OX_TS_IF,     /* value: the condition; body, orelse (an elif: one OX_TS_IF in orelse) */
-    OX_TS_FOR,    /* targets[0] (the loop name); value: the iterable; body */
-    OX_TS_WHILE,  /* value: the condition; body */
+    OX_TS_IF,    /* value: the condition; body, orelse (an elif: one OX_TS_IF in orelse) */
+    OX_TS_FOR,   /* targets[0] (the loop name); value: the iterable; body */
+    OX_TS_WHILE, /* value: the condition; body */
     OX_TS_BREAK,
     OX_TS_CONTINUE,
     OX_TS_ASSERT, /* value; msg (may be NULL) */

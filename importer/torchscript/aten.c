@@ -515,11 +515,11 @@ static ox_status op_contains(struct ev *e, struct tv **a, int n, struct tv **out
     struct tv *c = a[0];
     bool found = false;
     if (c->k == TV_LIST || c->k == TV_TUPLE || c->k == TV_DICT) {
-        int step = c->k == TV_DICT ? 2 : 1;
-        for (int k = 0; k < c->n * (c->k == TV_DICT ? 1 : 1); k++) {
-            struct tv *it = c->items[k * step], *r;
-            struct tv *pair[2] = {it, a[1]};
-            if (compare_scalars(e, "eq", pair[0], pair[1], &r) == OX_OK && r->b) found = true;
+        int step = c->k == TV_DICT ? 2 : 1; /* a dict's keys */
+        for (int k = 0; k < c->n; k++) {
+            struct tv *r;
+            if (compare_scalars(e, "eq", c->items[k * step], a[1], &r) == OX_OK && r->b)
+                found = true;
         }
     } else if (c->k == TV_STR && a[1]->k == TV_STR) {
         for (size_t at = 0; !found && at + a[1]->s_len <= c->s_len; at++)
@@ -1124,14 +1124,10 @@ static ox_status op_slice(struct ev *e, struct tv **a, int n, struct tv **out) {
 }
 
 static ox_status op_tslice(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
     struct tv *x = a[0];
-    if (!is_t(x)) {
-        struct tv *b[4] = {x, a[2], a[3], a[4]}; /* list slice: (l, start, end, step) */
-        if (n >= 1 && a[1] && !is_t(x)) {
-            b[1] = a[1];
-            b[2] = a[2];
-            b[3] = a[3];
-        }
+    if (!is_t(x)) { /* a list slice, bound to the tensor schema: (l, start, end, step) */
+        struct tv *b[4] = {x, a[1], a[2], a[3]};
         return op_slice(e, b, 4, out);
     }
     int64_t d, s = 0, t = INT64_MAX, step = 1;
@@ -1834,11 +1830,10 @@ static ox_status op_batch_norm(struct ev *e, struct tv **a, int n, struct tv **o
     if (is_none(mean) || is_none(var))
         return ts_err(e, OX_E_UNSUPPORTED, "batch_norm without running statistics");
     int64_t c = x->rank > 1 ? x->dims[1] : 1;
-    if (is_none(w) && !(w = tv_const_new(e, x->dt, 1, &c, NULL))) return oom(e);
-    if (w->cdata && a[1] == NULL) { /* filled below */
-    }
-    if (is_none(a[1]))
+    if (is_none(w)) { /* no affine weight: ones */
+        if (!(w = tv_const_new(e, x->dt, 1, &c, NULL))) return oom(e);
         for (int64_t i = 0; i < c; i++) ox_tensor_set((ox_tensor *)w->cdata, i, 1.0);
+    }
     if (is_none(b) && !(b = tv_const_new(e, x->dt, 1, &c, NULL))) return oom(e);
     struct ts_attrs at = {0};
     ta_float(&at, "epsilon", (float)tv_num(a[7]));
@@ -2201,8 +2196,7 @@ static ox_status op_transformer_encoder_layer(struct ev *e, struct tv **a, int n
     if (!is_none(a[18])) return ts_err(e, OX_E_UNSUPPORTED, "transformer layer with a mask");
     struct tv *eps = a[9];
     int64_t B = src->dims[0], L = src->dims[1], D = E / H;
-    struct tv *x = src, *h, *qkv, *ln_args[5];
-    (void)ln_args;
+    struct tv *x = src, *h, *qkv;
 #define LN(in, w, b, res)                                                                          \
     do {                                                                                           \
         struct tv *la[5] = {in, tv_list(e, TV_LIST, 1), w, b, eps};                                \

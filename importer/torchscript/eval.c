@@ -133,6 +133,18 @@ struct tv *tv_i64s(struct ev *e, int n, const int64_t *vals) {
     return v;
 }
 
+/* Value id of g gets a tensor type: dtype, rank (-1: unknown) and numeric dims. */
+static bool set_value_type(struct ox_graph *g, int id, ox_dtype dt, int rank, const int64_t *dims) {
+    struct ox_value *val = &g->values[id];
+    val->dtype = dt;
+    val->rank = rank;
+    if (rank < 0) return true;
+    val->dims = ox_graph_alloc(g, sizeof *val->dims * (size_t)(rank ? rank : 1));
+    if (!val->dims) return false;
+    for (int d = 0; d < rank; d++) val->dims[d].value = dims[d];
+    return true;
+}
+
 int tv_vid(struct ev *e, struct tv *v) {
     if (v->vid >= 0) return v->vid;
     if (!v->cdata) return -1;
@@ -143,14 +155,9 @@ int tv_vid(struct ev *e, struct tv *v) {
     if (id < 0) return -1;
     ox_tensor *t = ox_graph_alloc(g, sizeof *t);
     if (!t || ox_tensor_copy(t, v->cdata)) return -1;
-    struct ox_value *val = &g->values[id];
-    t->name = val->name;
-    val->init = t;
-    val->dtype = t->dtype;
-    val->rank = t->rank;
-    val->dims = ox_graph_alloc(g, sizeof *val->dims * (size_t)(t->rank ? t->rank : 1));
-    if (!val->dims) return -1;
-    for (int i = 0; i < t->rank; i++) val->dims[i].value = t->dims[i];
+    t->name = g->values[id].name;
+    g->values[id].init = t;
+    if (!set_value_type(g, id, t->dtype, t->rank, t->dims)) return -1;
     v->vid = id;
     v->g = g;
     return id;
@@ -172,15 +179,10 @@ static int local_id(struct ev *e, struct tv *v) {
         if (local >= 0) continue;
         local = ox_graph_add_value(g, src->name);
         if (local < 0) return -1;
-        struct ox_value *val = &g->values[local];
-        val->is_outer = true;
-        val->dtype = src->dtype;
-        val->rank = src->rank;
-        if (src->rank > 0) {
-            val->dims = ox_graph_alloc(g, sizeof *val->dims * (size_t)src->rank);
-            if (!val->dims) return -1;
-            for (int d = 0; d < src->rank; d++) val->dims[d].value = src->dims[d].value;
-        }
+        g->values[local].is_outer = true;
+        int64_t dims[OX_MAX_RANK];
+        for (int d = 0; d < src->rank; d++) dims[d] = src->dims[d].value;
+        if (!set_value_type(g, local, src->dtype, src->rank, dims)) return -1;
     }
     return local;
 }
@@ -332,14 +334,7 @@ ox_status ts_emit(struct ev *e, const char *op, int n_in, struct tv *const *in,
         out[j]->g = e->g;
         set_type(out[j], &desc_out[j]);
         if (st == OX_NEED_DATA) out[j]->rank = -1;
-        struct ox_value *val = &e->g->values[oids[j]];
-        val->dtype = desc_out[j].dtype;
-        val->rank = out[j]->rank;
-        if (val->rank > 0) {
-            val->dims = ox_graph_alloc(e->g, sizeof *val->dims * (size_t)val->rank);
-            if (!val->dims) return nomem(e);
-            for (int d = 0; d < val->rank; d++) val->dims[d].value = desc_out[j].dims[d];
-        }
+        if (!set_value_type(e->g, oids[j], out[j]->dt, out[j]->rank, out[j]->dims)) return nomem(e);
     }
     struct ox_node *n = ox_graph_add_node(e->g, name, "", op, n_in, ids, n_out, oids);
     if (!n) return nomem(e);
@@ -526,11 +521,7 @@ static ox_status pv_tensor(struct ev *e, const struct ox_pv *pv, const char *ns,
     val->init = t;
     val->init_borrowed = borrowed;
     e->borrowed |= borrowed;
-    val->dtype = t->dtype;
-    val->rank = t->rank;
-    val->dims = ox_graph_alloc(e->main_g, sizeof *val->dims * (size_t)(t->rank ? t->rank : 1));
-    if (!val->dims) return nomem(e);
-    for (int i = 0; i < t->rank; i++) val->dims[i].value = t->dims[i];
+    if (!set_value_type(e->main_g, id, t->dtype, t->rank, t->dims)) return nomem(e);
     v->vid = id;
     v->g = e->main_g;
     v->cdata = t; /* the graph's copy: read by lowerings that rearrange weights */
@@ -1175,15 +1166,8 @@ static ox_status branch_output(struct ev *e, struct ox_graph *sub, struct tv *v)
     if (!n) return nomem(e);
     n->opset = OX_TS_OPSET;
     n->op = ox_op_find("", "Identity", OX_TS_OPSET);
-    struct ox_value *val = &sub->values[out];
-    val->producer = sub->n_nodes - 1;
-    val->dtype = v->dt;
-    val->rank = v->rank;
-    if (v->rank > 0) {
-        val->dims = ox_graph_alloc(sub, sizeof *val->dims * (size_t)v->rank);
-        if (!val->dims) return nomem(e);
-        for (int d = 0; d < v->rank; d++) val->dims[d].value = v->dims[d];
-    }
+    sub->values[out].producer = sub->n_nodes - 1;
+    if (!set_value_type(sub, out, v->dt, v->rank, v->dims)) return nomem(e);
     sub->outputs[sub->n_outputs++] = out;
     return OX_OK;
 }
@@ -1295,15 +1279,9 @@ static ox_status runtime_if(struct ev *e, struct scope *s, struct tv *cond,
     n->opset = OX_TS_OPSET;
     n->op = ox_op_find("", "If", OX_TS_OPSET);
     for (int k = 0; k < n_out; k++) {
-        struct ox_value *val = &e->g->values[oids[k]];
-        val->producer = e->g->n_nodes - 1;
-        val->dtype = tvals[k]->dt;
-        val->rank = tvals[k]->rank;
-        if (val->rank > 0) {
-            val->dims = ox_graph_alloc(e->g, sizeof *val->dims * (size_t)val->rank);
-            if (!val->dims) return nomem(e);
-            for (int d = 0; d < val->rank; d++) val->dims[d].value = tvals[k]->dims[d];
-        }
+        e->g->values[oids[k]].producer = e->g->n_nodes - 1;
+        if (!set_value_type(e->g, oids[k], tvals[k]->dt, tvals[k]->rank, tvals[k]->dims))
+            return nomem(e);
         struct tv *v = tv_new(e, TV_TENSOR);
         if (!v) return nomem(e);
         v->vid = oids[k];
@@ -1572,16 +1550,11 @@ static ox_status run_forward(struct ev *e, const struct ox_ts_input *inputs, int
         int id = ox_graph_add_value(e->g, pr->name);
         struct tv *v = tv_new(e, TV_TENSOR);
         if (id < 0 || !v) return nomem(e);
-        struct ox_value *val = &e->g->values[id];
-        val->dtype = given->dtype ? given->dtype : OX_FLOAT;
-        val->rank = given->rank;
-        val->dims =
-            ox_graph_alloc(e->g, sizeof *val->dims * (size_t)(given->rank ? given->rank : 1));
-        if (!val->dims) return nomem(e);
-        for (int d = 0; d < given->rank; d++) val->dims[d].value = given->dims[d];
+        ox_dtype dt = given->dtype ? given->dtype : OX_FLOAT;
+        if (!set_value_type(e->g, id, dt, given->rank, given->dims)) return nomem(e);
         v->vid = id;
         v->g = e->g;
-        v->dt = val->dtype;
+        v->dt = dt;
         v->rank = given->rank;
         memcpy(v->dims, given->dims, sizeof(int64_t) * (size_t)given->rank);
         e->g->inputs[e->g->n_inputs++] = id;

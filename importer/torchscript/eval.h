@@ -47,8 +47,8 @@ struct tv {
                                 in-place ops on the view change it; NULL otherwise */
     int64_t voff;            /* the view's first element in vbase, and its strides there */
     int64_t vstride[OX_MAX_RANK];
-    ox_dtype dt;             /* TV_TENSOR: element type (OX_UNDEFINED: unknown) */
-    int rank;                /* TV_TENSOR: -1 when unknown */
+    ox_dtype dt; /* TV_TENSOR: element type (OX_UNDEFINED: unknown) */
+    int rank;    /* TV_TENSOR: -1 when unknown */
     int64_t dims[OX_MAX_RANK];
 };
 
@@ -77,9 +77,9 @@ struct ev {
     struct ox_zip *zip;
     struct ox_pickle *data_pk, *const_pk;
     struct ox_pv *root, *constants;
-    struct ox_graph *g;    /* the graph nodes go to: the main graph, or an If branch */
+    struct ox_graph *g;      /* the graph nodes go to: the main graph, or an If branch */
     struct ox_graph *main_g; /* the main graph: inputs, initializers, constants */
-    struct ox_arena a;     /* values, scopes, code trees */
+    struct ox_arena a;       /* values, scopes, code trees */
     struct ts_file_cache *files;
     struct ts_tensor_cache *tensors;
     ox_tensor **owned; /* constant data made during evaluation */
