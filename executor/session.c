@@ -2,6 +2,7 @@
 #include "executor/session.h"
 #include "exporter/onnx.h"
 #include "graph/opset.h"
+#include "graph/autograd.h"
 #include "graph/optimize.h"
 #include "importer/onnx.h"
 #include "importer/torchscript/torchscript.h"
@@ -14,6 +15,7 @@
 
 struct ox_model {
     struct ox_graph *graph;
+    bool optimized; /* the graph optimizations ran (ox_model_gradient refuses it then) */
 };
 
 struct ox_session {
@@ -25,12 +27,15 @@ struct ox_session {
 };
 
 static ox_status model_finish(ox_model *m, const ox_model_options *opt, ox_model **out) {
-    if (!opt || !opt->no_optimize) {
-        ox_status st = ox_graph_optimize(m->graph, opt && opt->standard_ops_only, NULL);
-        if (st) {
-            ox_model_free(m);
-            return st;
-        }
+    /* Gradient nodes (ai.onnx.preview.training) become the nodes that compute them */
+    ox_status st = ox_autograd_expand_gradient_ops(m->graph);
+    if (!st && (!opt || !opt->no_optimize)) {
+        st = ox_graph_optimize(m->graph, opt && opt->standard_ops_only, NULL);
+        m->optimized = true;
+    }
+    if (st) {
+        ox_model_free(m);
+        return st;
     }
     *out = m;
     return OX_OK;
@@ -159,7 +164,49 @@ ox_status ox_model_save(const ox_model *m, const char *path, const ox_save_optio
 }
 
 ox_status ox_model_optimize(ox_model *m, bool standard_ops_only) {
+    m->optimized = true;
     return ox_graph_optimize(m->graph, standard_ops_only, NULL);
+}
+
+/* Value ids of the names (each must exist), or of a default set. */
+static ox_status grad_names(const struct ox_graph *g, const char *const *names, int n,
+                            const char *what, int *ids) {
+    for (int i = 0; i < n; i++) {
+        ids[i] = names[i] ? ox_graph_find_value(g, names[i]) : -1;
+        if (ids[i] < 0)
+            return ox_err(OX_E_INVALID, "gradient: no value named '%s' (%s)",
+                          names[i] ? names[i] : "(null)", what);
+    }
+    return OX_OK;
+}
+
+ox_status ox_model_gradient(ox_model *m, const ox_grad_options *opt) {
+    struct ox_graph *g = m->graph;
+    if (m->optimized)
+        return ox_err(OX_E_INVALID, "gradient: the model was optimized when loaded (fused "
+                                    "operators have no gradient rules): load it with "
+                                    "no_optimize set");
+    int n_of = opt && opt->n_of > 0 ? opt->n_of : 0, n_wrt = opt && opt->n_wrt > 0 ? opt->n_wrt : 0;
+    int *of = calloc((size_t)(n_of ? n_of : g->n_outputs) + (size_t)n_wrt + 1, sizeof(int));
+    if (!of) return ox_err(OX_E_NOMEM, "out of memory");
+    int *wrt = of + (n_of ? n_of : g->n_outputs);
+    ox_status st = OX_OK;
+    if (n_of) {
+        st = grad_names(g, opt->of, n_of, "to differentiate", of);
+    } else {
+        for (int i = 0; i < g->n_outputs; i++) {
+            const struct ox_value *v = &g->values[g->outputs[i]];
+            if (v->kind == OX_KIND_TENSOR && ox_dtype_is_float(v->dtype)) of[n_of++] = g->outputs[i];
+        }
+        if (!n_of) st = ox_err(OX_E_INVALID, "gradient: the model has no float output");
+    }
+    if (!st && n_wrt) st = grad_names(g, opt->wrt, n_wrt, "to differentiate by", wrt);
+    if (!st) {
+        struct ox_ad_request r = {.n_of = n_of, .of = of, .n_wrt = n_wrt, .wrt = wrt};
+        st = ox_autograd(g, &r);
+    }
+    free(of);
+    return st;
 }
 
 ox_status ox_model_convert_opset(ox_model *m, int opset) {

@@ -195,6 +195,70 @@ ox_status ox_model_optimize(ox_model *m, bool standard_ops_only);
  * protobuf's 2 GiB limit. */
 ox_status ox_model_save_buffer(const ox_model *m, void **buf, size_t *len);
 
+/* Reverse-mode autograd. ox_model_gradient appends to the model the graph that computes the
+ * gradients of outputs `of` (NULL/0: every float output) with respect to values `wrt` (names;
+ * NULL/0: every float initializer from which a gradient reaches them, those with no path left
+ * out; a named value with no path gets zeros). The model then has, besides its inputs and
+ * outputs:
+ *   - an input "<output>_grad" per differentiated output: the incoming gradient (the seed;
+ *     ones for a loss, or any tensor of the output's shape);
+ *   - an output "<value>_grad" per wrt value, the gradient, of that value's shape;
+ *   - every wrt initializer as an input too, with its initializer as the default, so that
+ *     new parameter values may be bound at each run.
+ * This gives the contract evaluate(params, inputs, output_gradients) -> (outputs, gradients):
+ * run a session of the model binding inputs, seeds and (optionally) parameters by name; the
+ * outputs are the model's outputs followed by the gradients. The gradient graph uses
+ * standard ONNX operators only (the opset is raised to 13 if it was lower), so the model
+ * saves as plain ONNX that other runtimes run. The model must have been loaded with
+ * no_optimize (fused operators have no gradient rules) and have no session yet.
+ * Errors: OX_E_UNSUPPORTED (an operator on the path without a gradient rule, or control flow;
+ * the message names the node and op), OX_E_INVALID (an unknown name, a "<name>_grad" name
+ * already taken, an optimized model), OX_E_NOMEM. After an error the model may hold part of
+ * the gradient graph: free it. */
+typedef struct ox_grad_options {
+    const char *const *of; /* names of values to differentiate */
+    int n_of;
+    const char *const *wrt; /* names of values to differentiate with respect to */
+    int n_wrt;
+} ox_grad_options;
+ox_status ox_model_gradient(ox_model *m, const ox_grad_options *opt);
+/* Check a model's gradients against central finite differences. The model (loaded with
+ * no_optimize; borrowed, unchanged) is differentiated on a copy; random inputs and random
+ * seeds for every float output give a scalar L = sum(seed * output), and for up to max_checks
+ * elements of each wrt value (picked at random) (L(x + eps) - L(x - eps)) / 2 eps, computed
+ * in double from outputs of the model's own precision, is compared with the gradient. An
+ * element passes when |analytic - numeric| <= atol + rtol * max(|analytic|, |numeric|).
+ * float64 models give a tight check; float32 ones a loose one (their defaults below). */
+typedef struct ox_gradcheck_options {
+    const char *const *wrt; /* NULL/0: every float graph input and float initializer */
+    int n_wrt;
+    const ox_tensor *inputs; /* inputs given by name (others: floats normal(0,1), others 0) */
+    int n_inputs;
+    uint64_t seed;          /* of the random inputs, seeds and picks (0: 1) */
+    int max_checks;         /* elements per wrt value (0: 32) */
+    double eps, atol, rtol; /* 0: float64 1e-6, 1e-5, 1e-3; float32 1e-2, 1e-2, 2e-2 */
+    int64_t symbolic_dim;   /* size of inputs' symbolic dims (0: 2) */
+} ox_gradcheck_options;
+typedef struct ox_gradcheck_value {
+    char *name; /* the wrt value (malloc'd) */
+    int n_checked;
+    double max_abs_err, max_rel_err; /* rel: abs / max(|analytic|, |numeric|, 1e-12) */
+    int64_t worst_index;             /* flat index of the worst element */
+    double analytic, numeric;        /* at worst_index */
+    double max_abs_numeric;          /* the largest |numeric| seen (0: a vacuous check) */
+    bool passed;
+} ox_gradcheck_value;
+typedef struct ox_gradcheck_report {
+    int n_values;
+    ox_gradcheck_value *values; /* malloc'd */
+    double eps, atol, rtol;     /* what was used */
+    bool passed;                /* every element of every value */
+} ox_gradcheck_report;
+/* Errors: those of ox_model_gradient and of running the model. The report is filled (and
+ * must be freed) only on OX_OK; a failed check is OX_OK with passed false. */
+ox_status ox_gradcheck(const ox_model *m, const ox_gradcheck_options *opt,
+                       ox_gradcheck_report *report);
+void ox_gradcheck_report_free(ox_gradcheck_report *report);
 int ox_model_n_inputs(const ox_model *m);
 int ox_model_n_outputs(const ox_model *m);
 /* Describe graph input/output i: name, dtype and shape; a dim that is not fixed is -1 and

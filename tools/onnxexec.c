@@ -79,6 +79,10 @@ static const char usage_main[] =
     "  test DIR...           run ONNX backend test cases (model.onnx + test_data_set_*)\n"
     "  bench MODEL [options] time a model: load, first run, median/p90, memory\n"
     "  info MODEL            show producer, opsets, inputs, outputs and operators\n"
+    "  convert IN OUT        write a model (ONNX or TorchScript) as ONNX: optimized, another\n"
+    "                        opset, external data\n"
+    "  grad MODEL -o OUT     write the model with its gradient graph (autograd) as ONNX\n"
+    "  gradcheck MODEL       check the model's gradients against finite differences\n"
     "  help [COMMAND]        show this help, or a command's help\n"
     "\n"
     "options:\n"
@@ -2202,6 +2206,243 @@ static int cmd_convert(int argc, char **argv) {
     return 0;
 }
 
+/* ---- grad, gradcheck ------------------------------------------------------------------- */
+
+static const char usage_grad[] =
+    "usage: onnxexec grad MODEL -o OUT [--of NAME]... [--wrt NAME]... [--external-data]\n"
+    "                                  [--shape NAME=d0,d1,...]...\n"
+    "\n"
+    "Differentiate MODEL (reverse mode) and write it, with its gradient graph, to OUT as\n"
+    "ONNX that any runtime can run. The written model has, besides MODEL's inputs and outputs:\n"
+    "  - an input NAME_grad for each differentiated output NAME: the incoming gradient\n"
+    "    (feed ones, of the output's shape, for the gradient of a loss);\n"
+    "  - an output VALUE_grad for each value differentiated with respect to;\n"
+    "  - each such parameter (initializer) as an input too, its stored value the default.\n"
+    "The gradient graph uses standard ONNX operators only (opset raised to 13 if lower).\n"
+    "\n"
+    "options:\n"
+    "  -o, --output OUT      the file to write (required)\n"
+    "  --of NAME             an output (or any value) to differentiate; repeat for more\n"
+    "                        (default: every float output)\n"
+    "  --wrt NAME            a value to differentiate with respect to; repeat for more\n"
+    "                        (default: every float initializer that reaches an output)\n"
+    "  --external-data       put large tensors in a side file next to OUT\n"
+    "  --shape NAME=DIMS     TorchScript input: the shape of forward's argument NAME\n"
+    "\n"
+    "examples:\n"
+    "  onnxexec grad mlp.onnx -o mlp_grad.onnx\n"
+    "  onnxexec grad net.onnx --of loss --wrt fc.weight --wrt fc.bias -o g.onnx\n";
+
+static const char usage_gradcheck[] =
+    "usage: onnxexec gradcheck MODEL [--wrt NAME]... [-i NAME=FILE]... [--seed N]\n"
+    "                                [--checks N] [--eps E] [--atol A] [--rtol R]\n"
+    "                                [--dim N] [--json]\n"
+    "\n"
+    "Check MODEL's gradients (the autograd pass onnxexec grad uses) against central finite\n"
+    "differences. With random inputs and random seeds s for every float output y, the\n"
+    "scalar L = sum(s * y) is differentiated; for up to N elements of each checked value,\n"
+    "(L(x+eps) - L(x-eps)) / 2eps must agree with the gradient: |a - n| <= atol + rtol *\n"
+    "max(|a|, |n|). A float64 model gives a tight check (defaults eps 1e-6, atol 1e-5, rtol\n"
+    "1e-3); a float32 model a loose one (eps 1e-2, atol 1e-2, rtol 2e-2).\n"
+    "Exit status: 0 when every element passes, 1 when one does not (or on error).\n"
+    "\n"
+    "options:\n"
+    "  --wrt NAME            a value to check; repeat for more (default: every float input\n"
+    "                        and float initializer)\n"
+    "  -i NAME=FILE          an input from a .npy or .pb file (others: normal(0,1) floats,\n"
+    "                        zeros for integers)\n"
+    "  --seed N              random seed (default 1)\n"
+    "  --checks N            elements checked per value, picked at random (default 32)\n"
+    "  --eps E, --atol A, --rtol R\n"
+    "                        the step and tolerances (defaults above)\n"
+    "  --dim N               the size given to inputs' symbolic dims (default 2)\n"
+    "  --json                one JSON object on stdout\n"
+    "\n"
+    "example:\n"
+    "  onnxexec gradcheck conv_f64.onnx --checks 100\n";
+
+static int cmd_grad(int argc, char **argv) {
+    const char *in = NULL, *out = NULL;
+    const char *of[256], *wrt[4096];
+    int n_of = 0, n_wrt = 0, n_shapes = 0;
+    ox_save_options so = {0};
+    static ox_tensor shapes[64];
+    for (int a = 0; a < argc; a++) {
+        const char *arg = argv[a];
+        if (is_help(arg)) return fputs(usage_grad, stdout), 0;
+        bool takes = strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0 ||
+                     strcmp(arg, "--of") == 0 || strcmp(arg, "--wrt") == 0 ||
+                     strcmp(arg, "--shape") == 0;
+        if (takes && a + 1 >= argc) return errorf(EXIT_USAGE, "grad: %s needs a value", arg);
+        if (strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0) {
+            out = argv[++a];
+        } else if (strcmp(arg, "--of") == 0) {
+            if (n_of == 256) return errorf(EXIT_USAGE, "grad: too many --of");
+            of[n_of++] = argv[++a];
+        } else if (strcmp(arg, "--wrt") == 0) {
+            if (n_wrt == 4096) return errorf(EXIT_USAGE, "grad: too many --wrt");
+            wrt[n_wrt++] = argv[++a];
+        } else if (strcmp(arg, "--shape") == 0) {
+            struct shape_opt so1 = {0};
+            int rc1 = parse_shape_opt(argv[++a], &so1);
+            if (rc1) return rc1;
+            if (n_shapes == 64) return errorf(EXIT_USAGE, "grad: too many --shape options");
+            shapes[n_shapes] = (ox_tensor){.dtype = OX_FLOAT, .rank = so1.rank, .name = so1.name};
+            memcpy(shapes[n_shapes++].dims, so1.dims, sizeof so1.dims);
+            model_opts.input_shapes = shapes;
+            model_opts.n_input_shapes = n_shapes;
+        } else if (strcmp(arg, "--external-data") == 0) {
+            so.external_data = true;
+        } else if (arg[0] == '-' && arg[1]) {
+            return errorf(EXIT_USAGE, "grad: unknown option '%s' (see onnxexec grad --help)", arg);
+        } else if (!in) {
+            in = arg;
+        } else {
+            return errorf(EXIT_USAGE, "grad: one model at a time ('%s' is extra)", arg);
+        }
+    }
+    if (!in || !out)
+        return errorf(EXIT_USAGE, "grad: needs a model and -o OUT (usage: onnxexec grad MODEL -o "
+                                  "OUT)");
+    if (is_dir(out)) return errorf(EXIT_USAGE, "grad: %s is a folder: name the output file", out);
+    double t0 = now_ms();
+    model_opts.no_optimize = true;
+    ox_model *m;
+    int rc = load_model(in, &m);
+    if (rc) return rc;
+    int n_out0 = ox_model_n_outputs(m);
+    ox_grad_options go = {.of = of, .n_of = n_of, .wrt = wrt, .n_wrt = n_wrt};
+    ox_status st = ox_model_gradient(m, &go);
+    if (!st) st = ox_model_save(m, out, &so);
+    if (st) {
+        ox_model_free(m);
+        return errorf(EXIT_FAIL, "%s: %s", in, lib_msg(st));
+    }
+    int n_grads = ox_model_n_outputs(m) - n_out0;
+    printf("wrote %s: %d gradients, %d nodes, in %.0f ms\n", out, n_grads, ox_model_n_nodes(m),
+           now_ms() - t0);
+    ox_model_free(m);
+    return 0;
+}
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static int cmd_gradcheck(int argc, char **argv) {
+    const char *in = NULL;
+    const char *wrt[4096];
+    int n_wrt = 0, n_inputs = 0, rc = 0;
+    ox_tensor inputs[64];
+    bool json = false;
+    ox_gradcheck_options go = {0};
+    for (int a = 0; a < argc && !rc; a++) {
+        const char *arg = argv[a];
+        if (is_help(arg)) return fputs(usage_gradcheck, stdout), 0;
+        bool takes = strcmp(arg, "--wrt") == 0 || strcmp(arg, "-i") == 0 ||
+                     strcmp(arg, "--seed") == 0 || strcmp(arg, "--checks") == 0 ||
+                     strcmp(arg, "--eps") == 0 || strcmp(arg, "--atol") == 0 ||
+                     strcmp(arg, "--rtol") == 0 || strcmp(arg, "--dim") == 0;
+        if (takes && a + 1 >= argc) return errorf(EXIT_USAGE, "gradcheck: %s needs a value", arg);
+        const char *v = takes ? argv[++a] : NULL;
+        double d;
+        int64_t i64;
+        if (strcmp(arg, "--json") == 0) {
+            json = true;
+        } else if (strcmp(arg, "--wrt") == 0) {
+            if (n_wrt == 4096) return errorf(EXIT_USAGE, "gradcheck: too many --wrt");
+            wrt[n_wrt++] = v;
+        } else if (strcmp(arg, "-i") == 0) {
+            const char *eq = strchr(v, '=');
+            if (!eq || eq == v)
+                return errorf(EXIT_USAGE, "gradcheck: -i takes NAME=FILE, not '%s'", v);
+            if (n_inputs == 64) return errorf(EXIT_USAGE, "gradcheck: too many -i");
+            char err[1200];
+            if (read_tensor(eq + 1, &inputs[n_inputs], NULL, err, sizeof err))
+                return errorf(EXIT_FAIL, "%s", err);
+            inputs[n_inputs++].name = strndup(v, (size_t)(eq - v));
+        } else if (strcmp(arg, "--seed") == 0 || strcmp(arg, "--checks") == 0 ||
+                   strcmp(arg, "--dim") == 0) {
+            if (!parse_i64(v, &i64) || i64 < 1 || i64 > INT32_MAX)
+                return errorf(EXIT_USAGE, "gradcheck: %s takes a positive number, not '%s'", arg,
+                              v);
+            if (arg[2] == 's') go.seed = (uint64_t)i64;
+            else if (arg[2] == 'c') go.max_checks = (int)i64;
+            else go.symbolic_dim = i64;
+        } else if (strcmp(arg, "--eps") == 0 || strcmp(arg, "--atol") == 0 ||
+                   strcmp(arg, "--rtol") == 0) {
+            if (!parse_double(v, &d) || !(d > 0))
+                return errorf(EXIT_USAGE, "gradcheck: %s takes a positive number, not '%s'", arg,
+                              v);
+            if (arg[2] == 'e') go.eps = d;
+            else if (arg[2] == 'a') go.atol = d;
+            else go.rtol = d;
+        } else if (arg[0] == '-' && arg[1]) {
+            return errorf(EXIT_USAGE,
+                          "gradcheck: unknown option '%s' (see onnxexec gradcheck --help)", arg);
+        } else if (!in) {
+            in = arg;
+        } else {
+            return errorf(EXIT_USAGE, "gradcheck: one model at a time ('%s' is extra)", arg);
+        }
+    }
+    if (!in) return errorf(EXIT_USAGE, "gradcheck: needs a model (usage: onnxexec gradcheck MODEL)");
+    model_opts.no_optimize = true;
+    ox_model *m;
+    rc = load_model(in, &m);
+    if (rc) return rc;
+    go.wrt = wrt;
+    go.n_wrt = n_wrt;
+    go.inputs = inputs;
+    go.n_inputs = n_inputs;
+    ox_gradcheck_report rep;
+    ox_status st = ox_gradcheck(m, &go, &rep);
+    ox_model_free(m);
+    for (int i = 0; i < n_inputs; i++) {
+        free((char *)inputs[i].name);
+        ox_tensor_free_data(&inputs[i]);
+    }
+    if (st) return errorf(EXIT_FAIL, "%s: %s", in, lib_msg(st));
+    if (json) {
+        printf("{\"model\": ");
+        json_str(in);
+        printf(", \"passed\": %s, \"eps\": %g, \"atol\": %g, \"rtol\": %g, \"values\": [",
+               rep.passed ? "true" : "false", rep.eps, rep.atol, rep.rtol);
+        for (int i = 0; i < rep.n_values; i++) {
+            const ox_gradcheck_value *r = &rep.values[i];
+            printf("%s{\"name\": ", i ? ", " : "");
+            json_str(r->name);
+            printf(", \"checked\": %d, \"passed\": %s, \"max_abs_err\": %.6g, \"max_rel_err\": "
+                   "%.6g, \"worst_index\": %lld, \"analytic\": %.17g, \"numeric\": %.17g, "
+                   "\"max_abs_numeric\": %.6g}",
+                   r->n_checked, r->passed ? "true" : "false", r->max_abs_err, r->max_rel_err,
+                   (long long)r->worst_index, r->analytic, r->numeric, r->max_abs_numeric);
+        }
+        printf("]}\n");
+    } else {
+        printf("%-32s %7s %12s %12s  %s\n", "value", "checked", "max abs err", "max rel err",
+               "worst element (analytic vs numeric)");
+        for (int i = 0; i < rep.n_values; i++) {
+            const ox_gradcheck_value *r = &rep.values[i];
+            printf("%-32s %7d %12.3g %12.3g  [%lld] %.9g vs %.9g%s\n", r->name, r->n_checked,
+                   r->max_abs_err, r->max_rel_err, (long long)r->worst_index, r->analytic,
+                   r->numeric, r->passed ? "" : "  FAIL");
+        }
+        printf("%s (eps %g, atol %g, rtol %g)\n", rep.passed ? "PASS" : "FAIL", rep.eps, rep.atol,
+               rep.rtol);
+    }
+    rc = rep.passed ? 0 : EXIT_FAIL;
+    ox_gradcheck_report_free(&rep);
+    return rc;
+}
+
 /* ---- main ------------------------------------------------------------------------------ */
 
 static int cmd_help(int argc, char **argv) {
@@ -2211,9 +2452,12 @@ static int cmd_help(int argc, char **argv) {
     if (strcmp(argv[0], "info") == 0) return fputs(usage_info, stdout), 0;
     if (strcmp(argv[0], "bench") == 0) return fputs(usage_bench, stdout), 0;
     if (strcmp(argv[0], "convert") == 0) return fputs(usage_convert, stdout), 0;
+    if (strcmp(argv[0], "grad") == 0) return fputs(usage_grad, stdout), 0;
+    if (strcmp(argv[0], "gradcheck") == 0) return fputs(usage_gradcheck, stdout), 0;
     if (strcmp(argv[0], "help") == 0) return fputs(usage_main, stdout), 0;
     return errorf(EXIT_USAGE,
-                  "help: unknown command '%s' (commands: run, test, bench, convert, info)",
+                  "help: unknown command '%s' (commands: run, test, bench, convert, info, grad, "
+                  "gradcheck)",
                   argv[0]);
 }
 
@@ -2255,5 +2499,7 @@ int main(int argc, char **argv) {
         model_opts.no_optimize = true; /* as read, unless --optimize */
         return cmd_convert(argc - 2, argv + 2);
     }
+    if (strcmp(cmd, "grad") == 0) return cmd_grad(argc - 2, argv + 2);
+    if (strcmp(cmd, "gradcheck") == 0) return cmd_gradcheck(argc - 2, argv + 2);
     return errorf(EXIT_USAGE, "unknown command '%s' (try onnxexec --help)", cmd);
 }
