@@ -1,7 +1,10 @@
-/* Gradient rules: elementwise math, MatMul and Gemm (graph/autograd.h says the contract). */
+/* Gradient rules: elementwise math, reductions, CumSum, MatMul and Gemm (graph/autograd.h says
+ * the contract). */
 #include "graph/autograd.h"
 
 #include "kernels/op.h"
+
+#include <string.h>
 
 /* Rules flagged OX_GRAD_UNBROADCAST (grad_math.def) give gradients in the output's shape. */
 ox_status ox_grad_add(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
@@ -129,5 +132,503 @@ ox_status ox_grad_gemm(struct ox_ad *ad, const struct ox_node *n, const int *gy,
         if (beta != 1.0f) d = ox_ad_mul(ad, g, ox_ad_scalar_like(ad, beta, g));
         gx[2] = ox_ad_unbroadcast(ad, d, n->inputs[2]);
     }
+    return OX_OK;
+}
+
+/* ---- helpers --------------------------------------------------------------------------- */
+
+/* A scalar constant of like's element type. */
+static int k(struct ox_ad *ad, double c, int like) {
+    return ox_ad_scalar_like(ad, c, like);
+}
+
+/* r, recorded with v's rank and dims and element type dt: for results of ops the kit does not
+ * follow (Where, Pow, ...) that the walker sums back over broadcast axes. */
+static int info_as(struct ox_ad *ad, int r, int v, ox_dtype dt) {
+    int64_t d[OX_MAX_RANK];
+    int rank = ox_ad_rank(ad, v);
+    for (int i = 0; i < rank; i++) d[i] = ox_ad_dim(ad, v, i);
+    ox_ad_set_info(ad, r, dt, rank, d);
+    return r;
+}
+
+/* r, recorded with the facts of v. */
+static int info_of(struct ox_ad *ad, int r, int v) {
+    return info_as(ad, r, v, ox_ad_dtype(ad, v));
+}
+
+static int sq(struct ox_ad *ad, int a) {
+    return ox_ad_mul(ad, a, a);
+}
+
+/* v converted to like's element type (Cast when it is known, else CastLike). */
+static int cast_like(struct ox_ad *ad, const struct ox_node *n, int v, int like) {
+    ox_dtype dt = ox_ad_dtype(ad, like);
+    int r;
+    if (dt != OX_UNDEFINED) {
+        r = ox_ad_opa(ad, "Cast", 1, &v, "i:to", (int64_t)dt);
+    } else if (ox_ad_opset(ad) >= 15) {
+        r = OX_AD(ad, "CastLike", v, like);
+    } else {
+        ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "the element type of '%s' is not known",
+                   ox_ad_graph(ad)->values[like].name);
+        return -1;
+    }
+    ox_ad_set_info(ad, r, dt, ox_ad_rank(ad, v), NULL);
+    return r;
+}
+
+/* g where mask holds, else 0 (zero of like's type). */
+static int where_g(struct ox_ad *ad, int mask, int g, int like) {
+    return OX_AD(ad, "Where", mask, g, k(ad, 0.0, like));
+}
+
+/* ---- elementwise unary ----------------------------------------------------------------- */
+
+/* A rule of a one-input, one-output op: the body returns dx from g (the output's gradient),
+ * x (the input) and y (the output); n is the node, for its attributes. */
+#define UNARY_RULE(name)                                                                           \
+    static int name##_dx(struct ox_ad *ad, const struct ox_node *n, int g, int x, int y);          \
+    ox_status ox_grad_##name(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {  \
+        gx[0] = name##_dx(ad, n, gy[0], n->inputs[0], n->outputs[0]);                              \
+        return OX_OK;                                                                              \
+    }                                                                                              \
+    static int name##_dx(struct ox_ad *ad, const struct ox_node *n __attribute__((unused)), int g, \
+                         int x __attribute__((unused)), int y __attribute__((unused)))
+
+UNARY_RULE(exp) {
+    return ox_ad_mul(ad, g, y);
+}
+
+UNARY_RULE(log) {
+    return ox_ad_div(ad, g, x);
+}
+
+/* d sqrt(x) = 1 / (2 y) */
+UNARY_RULE(sqrt) {
+    return ox_ad_div(ad, g, ox_ad_mul(ad, y, k(ad, 2.0, y)));
+}
+
+/* d (1/x) = -y^2 */
+UNARY_RULE(reciprocal) {
+    return ox_ad_neg(ad, ox_ad_mul(ad, g, sq(ad, y)));
+}
+
+UNARY_RULE(abs) {
+    return ox_ad_mul(ad, g, OX_AD(ad, "Sign", x));
+}
+
+/* d sigmoid = y (1 - y) */
+UNARY_RULE(sigmoid) {
+    return ox_ad_mul(ad, g, ox_ad_mul(ad, y, ox_ad_sub(ad, k(ad, 1.0, y), y)));
+}
+
+/* d tanh = 1 - y^2 */
+UNARY_RULE(tanh) {
+    return ox_ad_mul(ad, g, ox_ad_sub(ad, k(ad, 1.0, y), sq(ad, y)));
+}
+
+/* d erf = 2/sqrt(pi) exp(-x^2) */
+UNARY_RULE(erf) {
+    int e = OX_AD(ad, "Exp", ox_ad_neg(ad, sq(ad, x)));
+    return ox_ad_mul(ad, g, ox_ad_mul(ad, e, k(ad, 1.12837916709551257390, x)));
+}
+
+UNARY_RULE(sin) {
+    return ox_ad_mul(ad, g, OX_AD(ad, "Cos", x));
+}
+
+UNARY_RULE(cos) {
+    return ox_ad_neg(ad, ox_ad_mul(ad, g, OX_AD(ad, "Sin", x)));
+}
+
+/* d tan = 1 + y^2 */
+UNARY_RULE(tan) {
+    return ox_ad_mul(ad, g, ox_ad_add(ad, k(ad, 1.0, y), sq(ad, y)));
+}
+
+/* d asin = 1 / sqrt(1 - x^2), d acos its negation */
+UNARY_RULE(asin) {
+    return ox_ad_div(ad, g, OX_AD(ad, "Sqrt", ox_ad_sub(ad, k(ad, 1.0, x), sq(ad, x))));
+}
+
+UNARY_RULE(acos) {
+    return ox_ad_neg(ad,
+                     ox_ad_div(ad, g, OX_AD(ad, "Sqrt", ox_ad_sub(ad, k(ad, 1.0, x), sq(ad, x)))));
+}
+
+/* d atan = 1 / (1 + x^2) */
+UNARY_RULE(atan) {
+    return ox_ad_div(ad, g, ox_ad_add(ad, k(ad, 1.0, x), sq(ad, x)));
+}
+
+UNARY_RULE(sinh) {
+    return ox_ad_mul(ad, g, OX_AD(ad, "Cosh", x));
+}
+
+UNARY_RULE(cosh) {
+    return ox_ad_mul(ad, g, OX_AD(ad, "Sinh", x));
+}
+
+/* d asinh = 1 / sqrt(x^2 + 1) */
+UNARY_RULE(asinh) {
+    return ox_ad_div(ad, g, OX_AD(ad, "Sqrt", ox_ad_add(ad, sq(ad, x), k(ad, 1.0, x))));
+}
+
+/* d acosh = 1 / sqrt(x^2 - 1) */
+UNARY_RULE(acosh) {
+    return ox_ad_div(ad, g, OX_AD(ad, "Sqrt", ox_ad_sub(ad, sq(ad, x), k(ad, 1.0, x))));
+}
+
+/* d atanh = 1 / (1 - x^2) */
+UNARY_RULE(atanh) {
+    return ox_ad_div(ad, g, ox_ad_sub(ad, k(ad, 1.0, x), sq(ad, x)));
+}
+
+/* d log(1 + e^x) = sigmoid(x) */
+UNARY_RULE(softplus) {
+    return ox_ad_mul(ad, g, OX_AD(ad, "Sigmoid", x));
+}
+
+/* d x/(1+|x|) = 1 / (1+|x|)^2 */
+UNARY_RULE(softsign) {
+    int d = ox_ad_add(ad, k(ad, 1.0, x), OX_AD(ad, "Abs", x));
+    return ox_ad_div(ad, g, sq(ad, d));
+}
+
+/* x > 0: 1; else alpha e^x = y + alpha */
+UNARY_RULE(elu) {
+    double alpha = ox_attr_float(n, "alpha", 1.0f);
+    int pos = OX_AD(ad, "Greater", x, k(ad, 0.0, x));
+    return OX_AD(ad, "Where", pos, g, ox_ad_mul(ad, g, ox_ad_add(ad, y, k(ad, alpha, y))));
+}
+
+/* x > 0: gamma; else gamma alpha e^x = y + gamma alpha */
+UNARY_RULE(selu) {
+    double alpha = ox_attr_float(n, "alpha", 1.67326319217681884765625f);
+    double gamma = ox_attr_float(n, "gamma", 1.05070102214813232421875f);
+    int pos = OX_AD(ad, "Greater", x, k(ad, 0.0, x));
+    int neg = ox_ad_mul(ad, g, ox_ad_add(ad, y, k(ad, gamma * alpha, y)));
+    return OX_AD(ad, "Where", pos, ox_ad_mul(ad, g, k(ad, gamma, x)), neg);
+}
+
+/* x > 0: 1; else e^(x/alpha) */
+UNARY_RULE(celu) {
+    double alpha = ox_attr_float(n, "alpha", 1.0f);
+    int pos = OX_AD(ad, "Greater", x, k(ad, 0.0, x));
+    int e = OX_AD(ad, "Exp", ox_ad_div(ad, x, k(ad, alpha, x)));
+    return OX_AD(ad, "Where", pos, g, ox_ad_mul(ad, g, e));
+}
+
+/* x < 0: alpha; else 1 */
+UNARY_RULE(leakyrelu) {
+    double alpha = ox_attr_float(n, "alpha", 0.01f);
+    int neg = OX_AD(ad, "Less", x, k(ad, 0.0, x));
+    return OX_AD(ad, "Where", neg, ox_ad_mul(ad, g, k(ad, alpha, x)), g);
+}
+
+/* y = clamp(alpha x + beta, 0, 1): alpha where 0 < y < 1 */
+UNARY_RULE(hardsigmoid) {
+    double alpha = ox_attr_float(n, "alpha", 0.2f);
+    int in = OX_AD(ad, "And", OX_AD(ad, "Greater", y, k(ad, 0.0, y)),
+                   OX_AD(ad, "Less", y, k(ad, 1.0, y)));
+    return where_g(ad, in, ox_ad_mul(ad, g, k(ad, alpha, y)), y);
+}
+
+/* y = x clamp(x/6 + 1/2, 0, 1): 0 below -3, 1 above 3, x/3 + 1/2 between */
+UNARY_RULE(hardswish) {
+    int mid = ox_ad_add(ad, ox_ad_div(ad, x, k(ad, 3.0, x)), k(ad, 0.5, x));
+    int hi = OX_AD(ad, "Where", OX_AD(ad, "Greater", x, k(ad, 3.0, x)), k(ad, 1.0, x), mid);
+    int d = OX_AD(ad, "Where", OX_AD(ad, "Less", x, k(ad, -3.0, x)), k(ad, 0.0, x), hi);
+    return ox_ad_mul(ad, g, d);
+}
+
+/* x > alpha: 1; else 0 */
+UNARY_RULE(thresholdedrelu) {
+    double alpha = ox_attr_float(n, "alpha", 1.0f);
+    return where_g(ad, OX_AD(ad, "Greater", x, k(ad, alpha, x)), g, x);
+}
+
+/* none: y = x Phi(x), dy = Phi(x) + x phi(x) with Phi(x) = (1 + erf(x/sqrt2))/2,
+ * phi(x) = e^(-x^2/2)/sqrt(2 pi).
+ * tanh: y = x (1 + t)/2, t = tanh(u), u = c (x + a x^3): dy = (1 + t)/2 + x (1 - t^2) du/2,
+ * du = c (1 + 3 a x^2). */
+UNARY_RULE(gelu) {
+    const char *approx = ox_attr_str(n, "approximate", "none");
+    int x2 = sq(ad, x), d;
+    if (strcmp(approx, "tanh") == 0) {
+        const double c = 0.79788456080286535588, a = 0.044715;
+        int u = ox_ad_mul(ad, ox_ad_add(ad, x, ox_ad_mul(ad, ox_ad_mul(ad, x2, x), k(ad, a, x))),
+                          k(ad, c, x));
+        int t = OX_AD(ad, "Tanh", u);
+        int du = ox_ad_mul(ad, ox_ad_add(ad, k(ad, 1.0, x), ox_ad_mul(ad, x2, k(ad, 3 * a, x))),
+                           k(ad, c, x));
+        int left = ox_ad_mul(ad, ox_ad_add(ad, k(ad, 1.0, x), t), k(ad, 0.5, x));
+        int right = ox_ad_mul(ad, ox_ad_mul(ad, x, ox_ad_sub(ad, k(ad, 1.0, x), sq(ad, t))),
+                              ox_ad_mul(ad, du, k(ad, 0.5, x)));
+        d = ox_ad_add(ad, left, right);
+    } else if (strcmp(approx, "none") == 0) {
+        int erf = OX_AD(ad, "Erf", ox_ad_mul(ad, x, k(ad, 0.70710678118654752440, x)));
+        int cdf = ox_ad_mul(ad, ox_ad_add(ad, k(ad, 1.0, x), erf), k(ad, 0.5, x));
+        int pdf = ox_ad_mul(ad, OX_AD(ad, "Exp", ox_ad_mul(ad, x2, k(ad, -0.5, x))),
+                            k(ad, 0.39894228040143267794, x));
+        d = ox_ad_add(ad, cdf, ox_ad_mul(ad, x, pdf));
+    } else {
+        ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "Gelu approximate '%s'", approx);
+        return -1;
+    }
+    return ox_ad_mul(ad, g, d);
+}
+
+/* y = x tanh(sp(x)), sp = softplus: dy = t + x (1 - t^2) sigmoid(x), t = tanh(sp(x)) */
+UNARY_RULE(mish) {
+    int t = OX_AD(ad, "Tanh", OX_AD(ad, "Softplus", x));
+    int s = OX_AD(ad, "Sigmoid", x);
+    int d = ox_ad_add(ad, t,
+                      ox_ad_mul(ad, ox_ad_mul(ad, x, ox_ad_sub(ad, k(ad, 1.0, x), sq(ad, t))), s));
+    return ox_ad_mul(ad, g, d);
+}
+
+/* ---- elementwise, several inputs ------------------------------------------------------- */
+
+/* y = x < 0 ? slope x : x (slope broadcasts to x): dx = x < 0 ? g slope : g,
+ * dslope = x < 0 ? g x : 0, in y's shape (summed back by the walker). */
+ox_status ox_grad_prelu(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int x = n->inputs[0], s = n->inputs[1], y = n->outputs[0], g = gy[0];
+    int neg = OX_AD(ad, "Less", x, k(ad, 0.0, x));
+    if (ox_ad_wants(ad, n, 0))
+        gx[0] = info_of(ad, OX_AD(ad, "Where", neg, ox_ad_mul(ad, g, s), g), y);
+    if (ox_ad_wants(ad, n, 1)) gx[1] = info_of(ad, where_g(ad, neg, ox_ad_mul(ad, g, x), y), y);
+    return OX_OK;
+}
+
+/* y = min(max(x, lo), hi) (lo > hi gives hi everywhere): dx = g where lo < x < hi; dlo = g
+ * where x < lo <= hi; dhi = g where x > hi or lo > hi. Bounds are optional scalar inputs. */
+ox_status ox_grad_clip(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int x = n->inputs[0], y = n->outputs[0], g = gy[0];
+    int lo = n->n_inputs > 1 ? n->inputs[1] : -1, hi = n->n_inputs > 2 ? n->inputs[2] : -1;
+    if (ox_ad_wants(ad, n, 0)) {
+        int pass = -1;
+        if (lo >= 0) pass = OX_AD(ad, "Greater", x, lo);
+        if (hi >= 0) {
+            int below = OX_AD(ad, "Less", x, hi);
+            pass = pass >= 0 ? OX_AD(ad, "And", pass, below) : below;
+        }
+        gx[0] = pass >= 0 ? info_of(ad, where_g(ad, pass, g, y), y) : g;
+    }
+    int crossed = lo >= 0 && hi >= 0 ? OX_AD(ad, "Greater", lo, hi) : -1;
+    if (ox_ad_wants(ad, n, 1)) {
+        int m = OX_AD(ad, "Less", x, lo);
+        if (crossed >= 0) m = OX_AD(ad, "And", m, OX_AD(ad, "Not", crossed));
+        gx[1] = info_of(ad, where_g(ad, m, g, y), y);
+    }
+    if (ox_ad_wants(ad, n, 2)) {
+        int m = OX_AD(ad, "Greater", x, hi);
+        if (crossed >= 0) m = OX_AD(ad, "Or", m, crossed);
+        gx[2] = info_of(ad, where_g(ad, m, g, y), y);
+    }
+    return OX_OK;
+}
+
+/* y = a^b: da = g b a^(b-1), db = g y log(a). The exponent may have another type (an integer
+ * power of a float): it is cast to a's type for da, and db is cast back to b's type. */
+ox_status ox_grad_pow(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int a = n->inputs[0], b = n->inputs[1], y = n->outputs[0], g = gy[0];
+    ox_dtype ta = ox_ad_dtype(ad, a), tb = ox_ad_dtype(ad, b);
+    if (ox_ad_wants(ad, n, 0)) {
+        int bb = ta == tb && ta != OX_UNDEFINED ? b : cast_like(ad, n, b, a);
+        int p = OX_AD(ad, "Pow", a, ox_ad_sub(ad, bb, k(ad, 1.0, a)));
+        gx[0] = info_of(ad, ox_ad_mul(ad, g, ox_ad_mul(ad, bb, p)), y);
+    }
+    if (ox_ad_wants(ad, n, 1)) {
+        int d = ox_ad_mul(ad, g, ox_ad_mul(ad, y, OX_AD(ad, "Log", a)));
+        if (ta != tb) d = cast_like(ad, n, d, b);
+        gx[1] = info_as(ad, d, y, tb);
+    }
+    return OX_OK;
+}
+
+/* Max/Min: the gradient goes to the first input that equals the result (elementwise, after
+ * broadcasting), so ties do not count twice. */
+ox_status ox_grad_max(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int y = n->outputs[0], g = gy[0], taken = -1;
+    if (n->n_inputs == 1) {
+        gx[0] = g;
+        return OX_OK;
+    }
+    for (int i = 0; i < n->n_inputs; i++) {
+        int m = OX_AD(ad, "Equal", n->inputs[i], y);
+        if (taken >= 0) m = OX_AD(ad, "And", m, OX_AD(ad, "Not", taken));
+        if (ox_ad_wants(ad, n, i)) gx[i] = info_of(ad, where_g(ad, m, g, y), y);
+        if (i + 1 < n->n_inputs) taken = taken >= 0 ? OX_AD(ad, "Or", taken, m) : m;
+    }
+    return OX_OK;
+}
+
+ox_status ox_grad_mean(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int d = ox_ad_div(ad, gy[0], k(ad, n->n_inputs, n->outputs[0]));
+    for (int i = 0; i < n->n_inputs; i++)
+        if (ox_ad_wants(ad, n, i)) gx[i] = d;
+    return OX_OK;
+}
+
+/* y = c ? a : b: da = c ? g : 0, db = c ? 0 : g (c has no gradient). */
+ox_status ox_grad_where(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int c = n->inputs[0], y = n->outputs[0], g = gy[0];
+    if (ox_ad_wants(ad, n, 1)) gx[1] = info_of(ad, where_g(ad, c, g, y), y);
+    if (ox_ad_wants(ad, n, 2)) gx[2] = info_of(ad, OX_AD(ad, "Where", c, k(ad, 0.0, y), g), y);
+    return OX_OK;
+}
+
+/* Cast, CastLike: between float types, the gradient cast back to the input's type; from or to
+ * other types nothing flows (the walker asks only for float values). */
+ox_status ox_grad_cast(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int x = n->inputs[0];
+    if (ox_ad_wants(ad, n, 0) && ox_dtype_is_float(ox_ad_dtype(ad, n->outputs[0])))
+        gx[0] = cast_like(ad, n, gy[0], x);
+    return OX_OK;
+}
+
+/* ---- reductions ------------------------------------------------------------------------ */
+
+/* The integers of a constant value: an initializer or a Constant node's value. */
+static bool const_ints(struct ox_ad *ad, int v, int max, int64_t *out, int *n_out) {
+    const struct ox_graph *g = ox_ad_graph(ad);
+    if (v < 0 || v >= g->n_values) return false;
+    const struct ox_value *val = &g->values[v];
+    const ox_tensor *t = val->init;
+    if (!t && val->producer >= 0) {
+        const struct ox_node *p = &g->nodes[val->producer];
+        if (p->domain[0] || strcmp(p->op_type, "Constant") != 0) return false;
+        const struct ox_attr *a = ox_node_attr(p, "value");
+        if (a && a->type == OX_ATTR_TENSOR) {
+            t = a->t;
+        } else if ((a = ox_node_attr(p, "value_ints")) && a->type == OX_ATTR_INTS) {
+            if (a->n > max) return false;
+            for (int i = 0; i < a->n; i++) out[i] = a->ints[i];
+            *n_out = a->n;
+            return true;
+        } else if ((a = ox_node_attr(p, "value_int")) && a->type == OX_ATTR_INT) {
+            out[0] = a->i;
+            *n_out = 1;
+            return true;
+        }
+    }
+    if (!t || t->kind != OX_IO_TENSOR || !ox_dtype_is_int(t->dtype)) return false;
+    int64_t count = ox_tensor_numel(t);
+    if (count > max || (count && !t->data)) return false;
+    for (int64_t i = 0; i < count; i++) out[i] = (int64_t)ox_tensor_get(t, i);
+    *n_out = (int)count;
+    return true;
+}
+
+/* What a Reduce* node reduces: `all` axes, `none` (noop_with_empty_axes with no axes), or the
+ * n_axes listed (as given, negative ones included); keep: keepdims. */
+struct red {
+    bool all, none, keep;
+    int n_axes;
+    int64_t axes[OX_MAX_RANK];
+};
+
+static ox_status red_read(struct ox_ad *ad, const struct ox_node *n, struct red *r) {
+    memset(r, 0, sizeof *r);
+    r->keep = ox_attr_int(n, "keepdims", 1) != 0;
+    bool noop = false;
+    if (n->opset >= (strcmp(n->op_type, "ReduceSum") == 0 ? 13 : 18)) {
+        int a = n->n_inputs > 1 ? n->inputs[1] : -1;
+        if (a >= 0 && !const_ints(ad, a, OX_MAX_RANK, r->axes, &r->n_axes))
+            return ox_ad_fail(ad, n, OX_E_UNSUPPORTED,
+                              "%s: the axes '%s' are not a constant of at most %d integers",
+                              n->op_type, ox_ad_graph(ad)->values[a].name, OX_MAX_RANK);
+        noop = ox_attr_int(n, "noop_with_empty_axes", 0) != 0;
+    } else {
+        const int64_t *axes;
+        int na = ox_attr_ints(n, "axes", &axes);
+        if (na > OX_MAX_RANK)
+            return ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "%s: %d axes", n->op_type, na);
+        for (int i = 0; i < na; i++) r->axes[i] = axes[i];
+        r->n_axes = na > 0 ? na : 0;
+    }
+    if (!r->n_axes) {
+        r->none = noop;
+        r->all = !noop;
+    }
+    return OX_OK;
+}
+
+/* A reduced value (g or y) with the reduced axes back as size-1 dims, so that it broadcasts
+ * against the input. Without keepdims over every axis it is a scalar, which broadcasts. */
+static int red_keep(struct ox_ad *ad, const struct red *r, int v) {
+    if (r->keep || r->all || r->none) return v;
+    return ox_ad_unsqueeze(ad, v, r->n_axes, r->axes);
+}
+
+/* v reduced with `op` over the same axes, keeping dims. */
+static int red_again(struct ox_ad *ad, const struct red *r, const char *op, int v) {
+    if (r->none) return v;
+    return ox_ad_reduce(ad, op, v, r->all ? 0 : r->n_axes, r->axes, true);
+}
+
+/* The gradient of a Reduce* node's input x, from g kept (gk) and y kept (yk). */
+static int red_dx(struct ox_ad *ad, const struct ox_node *n, const struct red *r, int gk, int x,
+                  int yk) {
+    const char *op = n->op_type + strlen("Reduce");
+    if (strcmp(op, "Sum") == 0) return ox_ad_expand_like(ad, gk, x);
+    if (strcmp(op, "Mean") == 0) {
+        /* divided by the count of elements reduced into each */
+        if (r->none) return gk;
+        int rank = ox_ad_rank(ad, x);
+        int64_t count = 1;
+        bool known = rank >= 0;
+        for (int d = 0; known && d < rank; d++) {
+            bool reduced = r->all;
+            for (int i = 0; i < r->n_axes; i++)
+                reduced |= r->axes[i] == d || r->axes[i] + rank == d;
+            if (!reduced) continue;
+            count *= ox_ad_dim(ad, x, d);
+            known = ox_ad_dim(ad, x, d) >= 0;
+        }
+        int c;
+        if (known) {
+            c = k(ad, (double)count, x);
+        } else {
+            int sizes = OX_AD(ad, "Div", OX_AD(ad, "Size", x), OX_AD(ad, "Size", n->outputs[0]));
+            c = cast_like(ad, n, sizes, x);
+        }
+        return ox_ad_expand_like(ad, ox_ad_div(ad, gk, c), x);
+    }
+    if (strcmp(op, "Max") == 0 || strcmp(op, "Min") == 0) {
+        /* to the elements equal to the result, split evenly among ties */
+        int hit = cast_like(ad, n, OX_AD(ad, "Equal", x, yk), x);
+        int count = red_again(ad, r, "ReduceSum", hit);
+        return ox_ad_mul(ad, hit, ox_ad_div(ad, gk, count));
+    }
+    if (strcmp(op, "Prod") == 0) return ox_ad_mul(ad, gk, ox_ad_div(ad, yk, x));
+    if (strcmp(op, "L1") == 0) return ox_ad_mul(ad, gk, OX_AD(ad, "Sign", x));
+    if (strcmp(op, "L2") == 0) return ox_ad_mul(ad, ox_ad_div(ad, gk, yk), x);
+    if (strcmp(op, "SumSquare") == 0) return ox_ad_mul(ad, gk, ox_ad_mul(ad, x, k(ad, 2.0, x)));
+    if (strcmp(op, "LogSum") == 0)
+        return ox_ad_expand_like(ad, ox_ad_div(ad, gk, red_again(ad, r, "ReduceSum", x)), x);
+    if (strcmp(op, "LogSumExp") == 0)
+        return ox_ad_mul(ad, gk, OX_AD(ad, "Exp", ox_ad_sub(ad, x, yk)));
+    ox_ad_fail(ad, n, OX_E_INTERNAL, "no gradient for %s", n->op_type);
+    return -1;
+}
+
+ox_status ox_grad_reduce(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    struct red r;
+    ox_status st = red_read(ad, n, &r);
+    if (st) return st;
+    gx[0] =
+        red_dx(ad, n, &r, red_keep(ad, &r, gy[0]), n->inputs[0], red_keep(ad, &r, n->outputs[0]));
+    return OX_OK;
+}
+
+/* y = CumSum(x) along axis: dx = CumSum(g) the other way, with the same exclusive. */
+ox_status ox_grad_cumsum(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int64_t exclusive = ox_attr_int(n, "exclusive", 0) != 0;
+    int64_t reverse = ox_attr_int(n, "reverse", 0) != 0;
+    gx[0] = ox_ad_opa(ad, "CumSum", 2, (int[]){gy[0], n->inputs[1]}, "i:exclusive i:reverse",
+                      exclusive, !reverse);
     return OX_OK;
 }
