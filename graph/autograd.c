@@ -386,6 +386,77 @@ int ox_ad_scalar_like(struct ox_ad *ad, double x, int like) {
 
 /* ---- common pieces --------------------------------------------------------------------- */
 
+const ox_tensor *ox_ad_const_value(const struct ox_ad *ad, int v) {
+    const struct ox_graph *g = ad->g;
+    if (v < 0 || v >= g->n_values) return NULL;
+    for (int i = 0; i < g->n_inputs; i++)
+        if (g->inputs[i] == v) return NULL; /* a caller may override it */
+    const struct ox_value *val = &g->values[v];
+    if (val->init) return val->init->kind == OX_IO_TENSOR ? val->init : NULL;
+    if (val->producer < 0 || val->producer >= g->n_nodes) return NULL;
+    const struct ox_node *p = &g->nodes[val->producer];
+    if (p->domain[0] || strcmp(p->op_type, "Constant") != 0) return NULL;
+    const struct ox_attr *a = ox_node_attr(p, "value");
+    return a && a->type == OX_ATTR_TENSOR && a->t->kind == OX_IO_TENSOR ? a->t : NULL;
+}
+
+bool ox_ad_const_ints(const struct ox_ad *ad, int v, int max, int64_t *out, int *n) {
+    const ox_tensor *t = ox_ad_const_value(ad, v);
+    if (!t && v >= 0 && v < ad->g->n_values && ad->g->values[v].producer >= 0 &&
+        !ad->g->values[v].init) {
+        const struct ox_node *p = &ad->g->nodes[ad->g->values[v].producer];
+        const struct ox_attr *a;
+        if (p->domain[0] || strcmp(p->op_type, "Constant") != 0) return false;
+        if ((a = ox_node_attr(p, "value_int")) && a->type == OX_ATTR_INT && max >= 1) {
+            out[0] = a->i;
+            *n = 1;
+            return true;
+        }
+        if ((a = ox_node_attr(p, "value_ints")) && a->type == OX_ATTR_INTS && a->n <= max) {
+            if (a->n) memcpy(out, a->ints, sizeof(int64_t) * (size_t)a->n);
+            *n = a->n;
+            return true;
+        }
+        return false;
+    }
+    if (!t || !ox_dtype_is_int(t->dtype)) return false;
+    int64_t count = ox_tensor_numel(t);
+    if (count > max || (count && !t->data)) return false;
+    for (int64_t i = 0; i < count; i++) out[i] = (int64_t)ox_tensor_get(t, i);
+    *n = (int)count;
+    return true;
+}
+
+int ox_ad_const(struct ox_ad *ad, const ox_tensor *t) {
+    int v = ox_ad_opa(ad, "Constant", 0, (int[]){-1}, "T:value", t);
+    ox_ad_set_info(ad, v, t->dtype, t->rank, t->dims);
+    return v;
+}
+
+void ox_ad_info_as(struct ox_ad *ad, int dst, int src, ox_dtype dt) {
+    if (dst < 0 || src < 0 || !grow(ad)) return;
+    ad->info[dst] = ad->info[src];
+    if (dt != OX_UNDEFINED) ad->info[dst].dtype = dt;
+}
+
+int ox_ad_cast_like(struct ox_ad *ad, int v, int like) {
+    if (v < 0 || like < 0 || ad->err) return -1;
+    ox_dtype dt = ox_ad_dtype(ad, like);
+    if (dt != OX_UNDEFINED && dt == ox_ad_dtype(ad, v)) return v;
+    int r;
+    if (dt != OX_UNDEFINED) {
+        r = ox_ad_opa(ad, "Cast", 1, &v, "i:to", (int64_t)dt);
+    } else if (ad->opset >= 15) {
+        r = OX_AD(ad, "CastLike", v, like);
+    } else {
+        ox_ad_fail(ad, NULL, OX_E_UNSUPPORTED, "the element type of '%s' is unknown",
+                   ad->g->values[like].name);
+        return -1;
+    }
+    ox_ad_info_as(ad, r, v, dt);
+    return r;
+}
+
 /* Info of an elementwise result of a and b (numpy broadcasting), where both are known. */
 static void broadcast_info(struct ox_ad *ad, int r, int a, int b) {
     if (r < 0 || !grow(ad)) return;

@@ -117,7 +117,22 @@ int ox_ad_scalar_like(struct ox_ad *ad, double x, int v);
 int ox_ad_ints(struct ox_ad *ad, int n, const int64_t *vals);
 int ox_ad_int(struct ox_ad *ad, int64_t x);
 
+/* Constant data of value v: an initializer that no graph input overrides, or the `value` of
+ * a Constant node; NULL otherwise. */
+const ox_tensor *ox_ad_const_value(const struct ox_ad *ad, int v);
+/* The integers of a constant v (ox_ad_const_value, or a Constant's value_int/value_ints): at
+ * most `max` into out, their count into *n; false when v is not a constant integer tensor of
+ * at most `max` elements. */
+bool ox_ad_const_ints(const struct ox_ad *ad, int v, int max, int64_t *out, int *n);
+/* A Constant node holding a copy of t (facts: t's dtype and dims). */
+int ox_ad_const(struct ox_ad *ad, const ox_tensor *t);
+/* Facts of dst: src's rank and dims, element type dt (OX_UNDEFINED: src's). */
+void ox_ad_info_as(struct ox_ad *ad, int dst, int src, ox_dtype dt);
+
 /* Common pieces. Each returns the new value (-1 on error). */
+/* v converted to like's element type (v itself when both are known to agree): Cast when it
+ * is known, CastLike otherwise (an error below opset 15). */
+int ox_ad_cast_like(struct ox_ad *ad, int v, int like);
 int ox_ad_add(struct ox_ad *ad, int a, int b);
 int ox_ad_sub(struct ox_ad *ad, int a, int b);
 int ox_ad_mul(struct ox_ad *ad, int a, int b);

@@ -161,23 +161,6 @@ static int sq(struct ox_ad *ad, int a) {
     return ox_ad_mul(ad, a, a);
 }
 
-/* v converted to like's element type (Cast when it is known, else CastLike). */
-static int cast_like(struct ox_ad *ad, const struct ox_node *n, int v, int like) {
-    ox_dtype dt = ox_ad_dtype(ad, like);
-    int r;
-    if (dt != OX_UNDEFINED) {
-        r = ox_ad_opa(ad, "Cast", 1, &v, "i:to", (int64_t)dt);
-    } else if (ox_ad_opset(ad) >= 15) {
-        r = OX_AD(ad, "CastLike", v, like);
-    } else {
-        ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "the element type of '%s' is not known",
-                   ox_ad_graph(ad)->values[like].name);
-        return -1;
-    }
-    ox_ad_set_info(ad, r, dt, ox_ad_rank(ad, v), NULL);
-    return r;
-}
-
 /* g where mask holds, else 0 (zero of like's type). */
 static int where_g(struct ox_ad *ad, int mask, int g, int like) {
     return OX_AD(ad, "Where", mask, g, k(ad, 0.0, like));
@@ -436,13 +419,13 @@ ox_status ox_grad_pow(struct ox_ad *ad, const struct ox_node *n, const int *gy, 
     int a = n->inputs[0], b = n->inputs[1], y = n->outputs[0], g = gy[0];
     ox_dtype ta = ox_ad_dtype(ad, a), tb = ox_ad_dtype(ad, b);
     if (ox_ad_wants(ad, n, 0)) {
-        int bb = ta == tb && ta != OX_UNDEFINED ? b : cast_like(ad, n, b, a);
+        int bb = ta == tb && ta != OX_UNDEFINED ? b : ox_ad_cast_like(ad, b, a);
         int p = OX_AD(ad, "Pow", a, ox_ad_sub(ad, bb, k(ad, 1.0, a)));
         gx[0] = info_of(ad, ox_ad_mul(ad, g, ox_ad_mul(ad, bb, p)), y);
     }
     if (ox_ad_wants(ad, n, 1)) {
         int d = ox_ad_mul(ad, g, ox_ad_mul(ad, y, OX_AD(ad, "Log", a)));
-        if (ta != tb) d = cast_like(ad, n, d, b);
+        if (ta != tb) d = ox_ad_cast_like(ad, d, b);
         gx[1] = info_as(ad, d, y, tb);
     }
     return OX_OK;
@@ -485,42 +468,11 @@ ox_status ox_grad_where(struct ox_ad *ad, const struct ox_node *n, const int *gy
 ox_status ox_grad_cast(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
     int x = n->inputs[0];
     if (ox_ad_wants(ad, n, 0) && ox_dtype_is_float(ox_ad_dtype(ad, n->outputs[0])))
-        gx[0] = cast_like(ad, n, gy[0], x);
+        gx[0] = ox_ad_cast_like(ad, gy[0], x);
     return OX_OK;
 }
 
 /* ---- reductions ------------------------------------------------------------------------ */
-
-/* The integers of a constant value: an initializer or a Constant node's value. */
-static bool const_ints(struct ox_ad *ad, int v, int max, int64_t *out, int *n_out) {
-    const struct ox_graph *g = ox_ad_graph(ad);
-    if (v < 0 || v >= g->n_values) return false;
-    const struct ox_value *val = &g->values[v];
-    const ox_tensor *t = val->init;
-    if (!t && val->producer >= 0) {
-        const struct ox_node *p = &g->nodes[val->producer];
-        if (p->domain[0] || strcmp(p->op_type, "Constant") != 0) return false;
-        const struct ox_attr *a = ox_node_attr(p, "value");
-        if (a && a->type == OX_ATTR_TENSOR) {
-            t = a->t;
-        } else if ((a = ox_node_attr(p, "value_ints")) && a->type == OX_ATTR_INTS) {
-            if (a->n > max) return false;
-            for (int i = 0; i < a->n; i++) out[i] = a->ints[i];
-            *n_out = a->n;
-            return true;
-        } else if ((a = ox_node_attr(p, "value_int")) && a->type == OX_ATTR_INT) {
-            out[0] = a->i;
-            *n_out = 1;
-            return true;
-        }
-    }
-    if (!t || t->kind != OX_IO_TENSOR || !ox_dtype_is_int(t->dtype)) return false;
-    int64_t count = ox_tensor_numel(t);
-    if (count > max || (count && !t->data)) return false;
-    for (int64_t i = 0; i < count; i++) out[i] = (int64_t)ox_tensor_get(t, i);
-    *n_out = (int)count;
-    return true;
-}
 
 /* What a Reduce* node reduces: `all` axes, `none` (noop_with_empty_axes with no axes), or the
  * n_axes listed (as given, negative ones included); keep: keepdims. */
@@ -536,7 +488,7 @@ static ox_status red_read(struct ox_ad *ad, const struct ox_node *n, struct red 
     bool noop = false;
     if (n->opset >= (strcmp(n->op_type, "ReduceSum") == 0 ? 13 : 18)) {
         int a = n->n_inputs > 1 ? n->inputs[1] : -1;
-        if (a >= 0 && !const_ints(ad, a, OX_MAX_RANK, r->axes, &r->n_axes))
+        if (a >= 0 && !ox_ad_const_ints(ad, a, OX_MAX_RANK, r->axes, &r->n_axes))
             return ox_ad_fail(ad, n, OX_E_UNSUPPORTED,
                               "%s: the axes '%s' are not a constant of at most %d integers",
                               n->op_type, ox_ad_graph(ad)->values[a].name, OX_MAX_RANK);
@@ -593,13 +545,13 @@ static int red_dx(struct ox_ad *ad, const struct ox_node *n, const struct red *r
             c = k(ad, (double)count, x);
         } else {
             int sizes = OX_AD(ad, "Div", OX_AD(ad, "Size", x), OX_AD(ad, "Size", n->outputs[0]));
-            c = cast_like(ad, n, sizes, x);
+            c = ox_ad_cast_like(ad, sizes, x);
         }
         return ox_ad_expand_like(ad, ox_ad_div(ad, gk, c), x);
     }
     if (strcmp(op, "Max") == 0 || strcmp(op, "Min") == 0) {
         /* to the elements equal to the result, split evenly among ties */
-        int hit = cast_like(ad, n, OX_AD(ad, "Equal", x, yk), x);
+        int hit = ox_ad_cast_like(ad, OX_AD(ad, "Equal", x, yk), x);
         int count = red_again(ad, r, "ReduceSum", hit);
         return ox_ad_mul(ad, hit, ox_ad_div(ad, gk, count));
     }

@@ -30,13 +30,6 @@ static bool is_float_type(ox_dtype dt) {
     return dt == OX_FLOAT || dt == OX_DOUBLE || dt == OX_FLOAT16 || dt == OX_BFLOAT16;
 }
 
-/* A Constant node holding t; its value gets t's dtype and dims as facts. */
-static int const_tensor(struct ox_ad *ad, const ox_tensor *t) {
-    int v = ox_ad_opa(ad, "Constant", 0, (int[]){-1}, "T:value", t);
-    ox_ad_set_info(ad, v, t->dtype, t->rank, t->dims);
-    return v;
-}
-
 /* A constant of `like`'s float type with these dims and values (vals NULL: all `fill`). */
 static int const_like(struct ox_ad *ad, const struct ox_node *n, int like, int rank,
                       const int64_t *dims, const double *vals, double fill) {
@@ -53,7 +46,7 @@ static int const_like(struct ox_ad *ad, const struct ox_node *n, int like, int r
     }
     int64_t cnt = ox_tensor_numel(&t);
     for (int64_t i = 0; i < cnt; i++) ox_tensor_set(&t, i, vals ? vals[i] : fill);
-    int v = const_tensor(ad, &t);
+    int v = ox_ad_const(ad, &t);
     ox_tensor_free_data(&t);
     return v;
 }
@@ -67,7 +60,7 @@ static int const_int64(struct ox_ad *ad, const struct ox_node *n, int rank, cons
         return -1;
     }
     memcpy(t.data, vals, sizeof(int64_t) * (size_t)ox_tensor_numel(&t));
-    int v = const_tensor(ad, &t);
+    int v = ox_ad_const(ad, &t);
     ox_tensor_free_data(&t);
     return v;
 }
@@ -109,16 +102,6 @@ static ox_status attr_ints(struct ox_ad *ad, const struct ox_node *n, const char
         return ox_ad_fail(ad, n, OX_E_INVALID, "attribute %s: expected %d ints", name, want);
     memcpy(out, a->ints, sizeof(int64_t) * (size_t)want);
     return OX_OK;
-}
-
-static const char *attr_str(const struct ox_node *n, const char *name, const char *def) {
-    const struct ox_attr *a = ox_node_attr(n, name);
-    return a && a->type == OX_ATTR_STRING ? a->s : def;
-}
-
-static int64_t attr_int(const struct ox_node *n, const char *name, int64_t def) {
-    const struct ox_attr *a = ox_node_attr(n, name);
-    return a && a->type == OX_ATTR_INT ? a->i : def;
 }
 
 /* Give nd the attributes of n (but `skip`): for an op recomputed with n's settings. */
@@ -215,7 +198,7 @@ static ox_status win_forward(struct ox_ad *ad, const struct ox_node *n, int nsp,
         (st = attr_ints(ad, n, "dilations", nsp, 1, w->d)) ||
         (st = attr_ints(ad, n, "pads", 2 * nsp, 0, pads)))
         return st;
-    const char *ap = attr_str(n, "auto_pad", "NOTSET");
+    const char *ap = ox_attr_str(n, "auto_pad", "NOTSET");
     bool same = strcmp(ap, "SAME_UPPER") == 0 || strcmp(ap, "SAME_LOWER") == 0;
     for (int i = 0; i < nsp; i++) {
         w->k[i] = k[i];
@@ -346,7 +329,7 @@ ox_status ox_grad_conv(struct ox_ad *ad, const struct ox_node *n, const int *gy,
     if (!ox_ad_wants(ad, n, 0) && !ox_ad_wants(ad, n, 1)) return OX_OK;
     int64_t wd[NSP_MAX + 2];
     if ((rank = weight_dims(ad, n, wd)) < 0) return OX_OK;
-    int64_t group = attr_int(n, "group", 1);
+    int64_t group = ox_attr_int(n, "group", 1);
     if (group < 1 || wd[0] % group)
         return ox_ad_fail(ad, n, OX_E_INVALID, "group %lld does not divide %lld output channels",
                           (long long)group, (long long)wd[0]);
@@ -369,7 +352,7 @@ ox_status ox_grad_conv_transpose(struct ox_ad *ad, const struct ox_node *n, cons
     int64_t wd[NSP_MAX + 2];
     if ((rank = weight_dims(ad, n, wd)) < 0) return OX_OK;
     int nsp = rank - 2;
-    int64_t group = attr_int(n, "group", 1);
+    int64_t group = ox_attr_int(n, "group", 1);
     if (group < 1 || wd[0] % group)
         return ox_ad_fail(ad, n, OX_E_INVALID, "group %lld does not divide %lld input channels",
                           (long long)group, (long long)wd[0]);
@@ -385,7 +368,7 @@ ox_status ox_grad_conv_transpose(struct ox_ad *ad, const struct ox_node *n, cons
         return OX_OK;
     /* pads as the operator places them: from output_shape or SAME, the total padding is split
      * (the odd one at the end for SAME_UPPER, at the beginning otherwise) */
-    const char *ap = attr_str(n, "auto_pad", "NOTSET");
+    const char *ap = ox_attr_str(n, "auto_pad", "NOTSET");
     bool same = strcmp(ap, "SAME_UPPER") == 0 || strcmp(ap, "SAME_LOWER") == 0;
     bool derived = same || ox_node_attr(n, "output_shape");
     for (int i = 0; i < nsp; i++) {
@@ -508,7 +491,7 @@ ox_status ox_grad_maxpool(struct ox_ad *ad, const struct ox_node *n, const int *
     if (g < 0 || pool_win(ad, n, &w)) return OX_OK;
     int nsp = w.nsp;
     /* row-major indices: the node's own, or those of a recomputation */
-    int idx = n->n_outputs > 1 && n->outputs[1] >= 0 && attr_int(n, "storage_order", 0) == 0
+    int idx = n->n_outputs > 1 && n->outputs[1] >= 0 && ox_attr_int(n, "storage_order", 0) == 0
                   ? n->outputs[1]
                   : -1;
     if (idx < 0) {
@@ -601,7 +584,7 @@ ox_status ox_grad_lppool(struct ox_ad *ad, const struct ox_node *n, const int *g
     int x = n->inputs[0];
     struct win w;
     if (gy[0] < 0 || pool_win(ad, n, &w)) return OX_OK;
-    int64_t p = attr_int(n, "p", 2);
+    int64_t p = ox_attr_int(n, "p", 2);
     if (p < 1) return ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "p = %lld", (long long)p);
     int64_t dims[NSP_MAX + 2] = {1, 1};
     for (int i = 0; i < w.nsp; i++) dims[i + 2] = w.k[i];
@@ -655,7 +638,7 @@ ox_status ox_grad_global_maxpool(struct ox_ad *ad, const struct ox_node *n, cons
 /* Y = (sum over the spatial axes of |x|^p)^(1/p): dX = sign(x) |x|^(p-1) dY / Y^(p-1). */
 ox_status ox_grad_global_lppool(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
     int x = n->inputs[0];
-    int64_t p = attr_int(n, "p", 2);
+    int64_t p = ox_attr_int(n, "p", 2);
     if (gy[0] < 0) return OX_OK;
     if (p < 1) return ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "p = %lld", (long long)p);
     int z = lp_scale(ad, gy[0], n->outputs[0], p);
@@ -684,9 +667,9 @@ static ox_status rs_modes(struct ox_ad *ad, const struct ox_node *n, struct rs_a
         "half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
         "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
     static const char *const nms[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
-    const char *m = attr_str(n, "mode", "nearest");
-    const char *c = attr_str(n, "coordinate_transformation_mode", "half_pixel");
-    const char *nm = attr_str(n, "nearest_mode", "round_prefer_floor");
+    const char *m = ox_attr_str(n, "mode", "nearest");
+    const char *c = ox_attr_str(n, "coordinate_transformation_mode", "half_pixel");
+    const char *nm = ox_attr_str(n, "nearest_mode", "round_prefer_floor");
     ax->mode = ax->ctm = ax->nearest = -1;
     for (int i = 0; i < 3; i++)
         if (strcmp(m, modes[i]) == 0) ax->mode = i;
@@ -700,8 +683,8 @@ static ox_status rs_modes(struct ox_ad *ad, const struct ox_node *n, struct rs_a
                           nm);
     const struct ox_attr *at = ox_node_attr(n, "cubic_coeff_a");
     ax->a = at && at->type == OX_ATTR_FLOAT ? at->f : -0.75f;
-    ax->exclude_outside = attr_int(n, "exclude_outside", 0) != 0;
-    ax->antialias = n->opset >= 18 && attr_int(n, "antialias", 0) != 0;
+    ax->exclude_outside = ox_attr_int(n, "exclude_outside", 0) != 0;
+    ax->antialias = n->opset >= 18 && ox_attr_int(n, "antialias", 0) != 0;
     return OX_OK;
 }
 
@@ -851,7 +834,7 @@ static ox_status rs_axes(struct ox_ad *ad, const struct ox_node *n, int rank,
             ax->scale = fs[i];
         }
         const char *pol =
-            n->opset >= 18 ? attr_str(n, "keep_aspect_ratio_policy", "stretch") : "stretch";
+            n->opset >= 18 ? ox_attr_str(n, "keep_aspect_ratio_policy", "stretch") : "stretch";
         if (strcmp(pol, "stretch") != 0) {
             bool smaller = strcmp(pol, "not_larger") == 0;
             double s = fs[0];

@@ -15,45 +15,6 @@
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
-/* The integer values of v when they are constant: an initializer (that no graph input
- * overrides), or the output of a Constant node (value, value_int, value_ints). At most `max`
- * of them into out, their count into *n. */
-static bool const_ints(struct ox_ad *ad, int v, int64_t *out, int max, int *n) {
-    const struct ox_graph *g = ox_ad_graph(ad);
-    if (v < 0 || v >= g->n_values) return false;
-    for (int i = 0; i < g->n_inputs; i++)
-        if (g->inputs[i] == v) return false;
-    const struct ox_value *val = &g->values[v];
-    const ox_tensor *t = val->init;
-    if (!t && val->producer >= 0 && val->producer < g->n_nodes) {
-        const struct ox_node *p = &g->nodes[val->producer];
-        const struct ox_attr *a;
-        if (p->domain[0] || strcmp(p->op_type, "Constant") != 0) return false;
-        if ((a = ox_node_attr(p, "value")) && a->type == OX_ATTR_TENSOR) {
-            t = a->t;
-        } else if ((a = ox_node_attr(p, "value_int")) && a->type == OX_ATTR_INT) {
-            if (max < 1) return false;
-            out[0] = a->i;
-            *n = 1;
-            return true;
-        } else if ((a = ox_node_attr(p, "value_ints")) && a->type == OX_ATTR_INTS) {
-            if (a->n > max) return false;
-            memcpy(out, a->ints, sizeof(int64_t) * (size_t)a->n);
-            *n = a->n;
-            return true;
-        }
-    }
-    if (!t || t->kind != OX_IO_TENSOR || (t->dtype != OX_INT64 && t->dtype != OX_INT32))
-        return false;
-    int64_t cnt = ox_tensor_numel(t);
-    if (cnt > max) return false;
-    for (int64_t i = 0; i < cnt; i++)
-        out[i] =
-            t->dtype == OX_INT64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
-    *n = (int)cnt;
-    return true;
-}
-
 /* Axis a of a value of rank r, made non-negative; -1 when out of range. */
 static int norm_axis(int64_t a, int r) {
     if (a < 0) a += r;
@@ -156,16 +117,6 @@ static void swap_last_perm(int r, int a, int64_t *perm) {
     perm[r - 1] = a;
 }
 
-static const char *attr_s(const struct ox_node *n, const char *name, const char *def) {
-    const struct ox_attr *a = ox_node_attr(n, name);
-    return a && a->type == OX_ATTR_STRING ? a->s : def;
-}
-
-static int64_t attr_i(const struct ox_node *n, const char *name, int64_t def) {
-    const struct ox_attr *a = ox_node_attr(n, name);
-    return a && a->type == OX_ATTR_INT ? a->i : def;
-}
-
 /* ---- reshaping ------------------------------------------------------------------------- */
 
 /* Reshape, Flatten, Squeeze, Unsqueeze: the gradient under the input's shape. */
@@ -205,7 +156,7 @@ ox_status ox_grad_transpose(struct ox_ad *ad, const struct ox_node *n, const int
 /* Concat: Split of the gradient at the inputs' sizes along the axis. */
 ox_status ox_grad_concat(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
     int r = ox_ad_rank(ad, n->inputs[0]);
-    int a = norm_axis(attr_i(n, "axis", 0), r);
+    int a = norm_axis(ox_attr_int(n, "axis", 0), r);
     if (r < 0 || a < 0)
         return ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "Concat needs inputs of known rank and an axis");
     if (n->n_inputs == 1) {
@@ -237,7 +188,7 @@ ox_status ox_grad_concat(struct ox_ad *ad, const struct ox_node *n, const int *g
 /* Split: Concat of the outputs' gradients (zeros for outputs no gradient reaches). */
 ox_status ox_grad_split(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
     int x = n->inputs[0], r = ox_ad_rank(ad, x);
-    int a = norm_axis(attr_i(n, "axis", 0), r);
+    int a = norm_axis(ox_attr_int(n, "axis", 0), r);
     if (r < 0 || a < 0)
         return ox_ad_fail(ad, n, OX_E_UNSUPPORTED,
                           "Split needs an input of known rank and an axis");
@@ -263,12 +214,14 @@ static bool slice_as_pad(struct ox_ad *ad, const struct ox_node *n, int g, int *
     if (r < 0 || !ox_ad_static(ad, x)) return false;
     int64_t st[OX_MAX_RANK], en[OX_MAX_RANK], ax[OX_MAX_RANK], sp[OX_MAX_RANK];
     int ns, ne, na = 0, np = 0;
-    if (!const_ints(ad, n->inputs[1], st, OX_MAX_RANK, &ns) ||
-        !const_ints(ad, n->inputs[2], en, OX_MAX_RANK, &ne) || ns != ne)
+    if (!ox_ad_const_ints(ad, n->inputs[1], OX_MAX_RANK, st, &ns) ||
+        !ox_ad_const_ints(ad, n->inputs[2], OX_MAX_RANK, en, &ne) || ns != ne)
         return false;
-    if (n->n_inputs > 3 && n->inputs[3] >= 0 && !const_ints(ad, n->inputs[3], ax, OX_MAX_RANK, &na))
+    if (n->n_inputs > 3 && n->inputs[3] >= 0 &&
+        !ox_ad_const_ints(ad, n->inputs[3], OX_MAX_RANK, ax, &na))
         return false;
-    if (n->n_inputs > 4 && n->inputs[4] >= 0 && !const_ints(ad, n->inputs[4], sp, OX_MAX_RANK, &np))
+    if (n->n_inputs > 4 && n->inputs[4] >= 0 &&
+        !ox_ad_const_ints(ad, n->inputs[4], OX_MAX_RANK, sp, &np))
         return false;
     if ((na && na != ns) || (np && np != ns)) return false;
     int64_t pads[2 * OX_MAX_RANK] = {0};
@@ -369,13 +322,13 @@ static int unpad_axis(struct ox_ad *ad, int g, int k, int64_t b, int64_t e, int 
 ox_status ox_grad_pad(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
     int x = n->inputs[0], r = ox_ad_rank(ad, x);
     if (r < 0) return ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "Pad needs an input of known rank");
-    const char *mode = attr_s(n, "mode", "constant");
+    const char *mode = ox_attr_str(n, "mode", "constant");
     int64_t pads[2 * OX_MAX_RANK], axes[OX_MAX_RANK];
     int np, na = r;
-    if (n->n_inputs < 2 || !const_ints(ad, n->inputs[1], pads, 2 * OX_MAX_RANK, &np))
+    if (n->n_inputs < 2 || !ox_ad_const_ints(ad, n->inputs[1], 2 * OX_MAX_RANK, pads, &np))
         return ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "Pad needs constant pads");
     if (n->n_inputs > 3 && n->inputs[3] >= 0) {
-        if (!const_ints(ad, n->inputs[3], axes, OX_MAX_RANK, &na))
+        if (!ox_ad_const_ints(ad, n->inputs[3], OX_MAX_RANK, axes, &na))
             return ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "Pad needs constant axes");
     } else {
         for (int k = 0; k < r; k++) axes[k] = k;
@@ -448,7 +401,7 @@ ox_status ox_grad_tile(struct ox_ad *ad, const struct ox_node *n, const int *gy,
     int64_t reps[OX_MAX_RANK], red[OX_MAX_RANK];
     int nr, n_red = 0;
     if (r < 0) return ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "Tile needs an input of known rank");
-    if (!const_ints(ad, n->inputs[1], reps, OX_MAX_RANK, &nr) || nr != r)
+    if (!ox_ad_const_ints(ad, n->inputs[1], OX_MAX_RANK, reps, &nr) || nr != r)
         return ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "Tile needs %d constant repeats", r);
     struct shp s = {0};
     for (int k = 0; k < r; k++) {
@@ -473,9 +426,9 @@ ox_status ox_grad_tile(struct ox_ad *ad, const struct ox_node *n, const int *gy,
 ox_status ox_grad_depth_to_space(struct ox_ad *ad, const struct ox_node *n, const int *gy,
                                  int *gx) {
     int x = n->inputs[0];
-    int64_t bs = attr_i(n, "blocksize", 0);
+    int64_t bs = ox_attr_int(n, "blocksize", 0);
     if (bs <= 0) return ox_ad_fail(ad, n, OX_E_INVALID, "DepthToSpace needs a blocksize");
-    if (strcmp(attr_s(n, "mode", "DCR"), "CRD") != 0) {
+    if (strcmp(ox_attr_str(n, "mode", "DCR"), "CRD") != 0) {
         gx[0] = ox_ad_opa(ad, "SpaceToDepth", 1, &gy[0], "i:blocksize", bs);
         return OX_OK;
     }
@@ -496,7 +449,7 @@ ox_status ox_grad_depth_to_space(struct ox_ad *ad, const struct ox_node *n, cons
 /* SpaceToDepth: DepthToSpace in DCR mode undoes it. */
 ox_status ox_grad_space_to_depth(struct ox_ad *ad, const struct ox_node *n, const int *gy,
                                  int *gx) {
-    int64_t bs = attr_i(n, "blocksize", 0);
+    int64_t bs = ox_attr_int(n, "blocksize", 0);
     if (bs <= 0) return ox_ad_fail(ad, n, OX_E_INVALID, "SpaceToDepth needs a blocksize");
     gx[0] = ox_ad_opa(ad, "DepthToSpace", 1, &gy[0], "i:blocksize s:mode", bs, "DCR");
     return OX_OK;
@@ -508,7 +461,7 @@ ox_status ox_grad_space_to_depth(struct ox_ad *ad, const struct ox_node *n, cons
  * scatter-added at the indices (opset 16), or contracted with their one-hot matrix. */
 ox_status ox_grad_gather(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
     int x = n->inputs[0], idx = n->inputs[1], r = ox_ad_rank(ad, x);
-    int a = norm_axis(attr_i(n, "axis", 0), r);
+    int a = norm_axis(ox_attr_int(n, "axis", 0), r);
     if (r < 0 || a < 0)
         return ox_ad_fail(ad, n, OX_E_UNSUPPORTED,
                           "Gather needs an input of known rank and an axis");
@@ -548,7 +501,7 @@ ox_status ox_grad_gather(struct ox_ad *ad, const struct ox_node *n, const int *g
 ox_status ox_grad_gather_elements(struct ox_ad *ad, const struct ox_node *n, const int *gy,
                                   int *gx) {
     int x = n->inputs[0], idx = n->inputs[1], r = ox_ad_rank(ad, x);
-    int a = norm_axis(attr_i(n, "axis", 0), r);
+    int a = norm_axis(ox_attr_int(n, "axis", 0), r);
     if (r < 0 || a < 0)
         return ox_ad_fail(ad, n, OX_E_UNSUPPORTED,
                           "GatherElements needs an input of known rank and an axis");
@@ -591,7 +544,7 @@ ox_status ox_grad_gather_elements(struct ox_ad *ad, const struct ox_node *n, con
  * shape), one-hot, contracted with gy per batch. */
 ox_status ox_grad_gather_nd(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
     int x = n->inputs[0], idx = n->inputs[1], r = ox_ad_rank(ad, x), q = ox_ad_rank(ad, idx);
-    int64_t b = attr_i(n, "batch_dims", 0), k = q > 0 ? ox_ad_dim(ad, idx, q - 1) : -1;
+    int64_t b = ox_attr_int(n, "batch_dims", 0), k = q > 0 ? ox_ad_dim(ad, idx, q - 1) : -1;
     if (r < 0 || q < 1 || k < 0 || b < 0 || b + k > r || b >= q)
         return ox_ad_fail(ad, n, OX_E_UNSUPPORTED,
                           "GatherND needs inputs of known rank and a known index depth");
@@ -657,13 +610,13 @@ ox_status ox_grad_gather_nd(struct ox_ad *ad, const struct ox_node *n, const int
  * places zeroed, the updates' is gy gathered there; with reduction add, data's is gy. */
 static ox_status grad_scatter(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx,
                               bool nd) {
-    const char *red = n->opset >= 16 ? attr_s(n, "reduction", "none") : "none";
+    const char *red = n->opset >= 16 ? ox_attr_str(n, "reduction", "none") : "none";
     bool add = strcmp(red, "add") == 0;
     if (!add && strcmp(red, "none") != 0)
         return ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "%s with reduction '%s' has no gradient",
                           n->op_type, red);
     int idx = n->inputs[1], u = n->inputs[2];
-    int64_t axis = attr_i(n, "axis", 0);
+    int64_t axis = ox_attr_int(n, "axis", 0);
     if (ox_ad_wants(ad, n, 0)) {
         if (add) {
             gx[0] = gy[0];
