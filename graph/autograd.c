@@ -912,22 +912,6 @@ static bool node_reads(const struct ox_graph *g, const struct ox_node *n, const 
     return false;
 }
 
-static ox_status add_graph_io(struct ox_graph *g, bool input, int v) {
-    int n = input ? g->n_inputs : g->n_outputs;
-    int *a = ox_graph_alloc(g, sizeof(int) * (size_t)(n + 1));
-    if (!a) return ox_err(OX_E_NOMEM, "out of memory");
-    if (n) memcpy(a, input ? g->inputs : g->outputs, sizeof(int) * (size_t)n);
-    a[n] = v;
-    if (input) {
-        g->inputs = a;
-        g->n_inputs++;
-    } else {
-        g->outputs = a;
-        g->n_outputs++;
-    }
-    return OX_OK;
-}
-
 /* Give value v (a new graph input or output) the dtype and dims of `like`. */
 static ox_status declare_like(struct ox_ad *ad, int v, int like) {
     struct ox_graph *g = ad->g;
@@ -948,15 +932,9 @@ static ox_status declare_like(struct ox_ad *ad, int v, int like) {
     return OX_OK;
 }
 
-static bool is_graph_input(const struct ox_graph *g, int v) {
-    for (int i = 0; i < g->n_inputs; i++)
-        if (g->inputs[i] == v) return true;
-    return false;
-}
-
 static ox_status walk(struct ox_ad *ad, const struct ox_ad_request *r) {
     struct ox_graph *g = ad->g;
-    int n_fwd = g->n_nodes;
+    int n_fwd = g->n_nodes, n_values = g->n_values;
     /* what depends on a wrt value */
     bool *wrt_set = calloc((size_t)g->n_values + 1, sizeof *wrt_set);
     if (!wrt_set) return ox_err(OX_E_NOMEM, "out of memory");
@@ -1009,7 +987,7 @@ static ox_status walk(struct ox_ad *ad, const struct ox_ad_request *r) {
             }
             copy_info(ad, seed, of);
             ox_status st = declare_like(ad, seed, of);
-            if (!st) st = add_graph_io(g, true, seed);
+            if (!st) st = ox_graph_add_input(g, seed);
             if (st) {
                 free(wrt_set);
                 return st;
@@ -1069,7 +1047,7 @@ static ox_status walk(struct ox_ad *ad, const struct ox_ad_request *r) {
         }
     }
     /* the gradients */
-    int n_wrt = r->n_wrt ? r->n_wrt : g->n_values;
+    int n_wrt = r->n_wrt ? r->n_wrt : n_values; /* the forward graph's values */
     for (int i = 0; i < n_wrt && !ad->err; i++) {
         int v = r->n_wrt ? r->wrt[i] : i;
         if (!wrt_set[v]) continue;
@@ -1097,9 +1075,9 @@ static ox_status walk(struct ox_ad *ad, const struct ox_ad_request *r) {
         id->opset = ad->opset;
         id->op = ox_op_find("", "Identity", ad->opset);
         ox_status st = declare_like(ad, out, v);
-        if (!st) st = add_graph_io(g, false, out);
+        if (!st) st = ox_graph_add_output(g, out);
         /* a parameter becomes an input too, with its initializer as the default */
-        if (!st && g->values[v].init && !is_graph_input(g, v)) st = add_graph_io(g, true, v);
+        if (!st && g->values[v].init && !ox_graph_is_input(g, v)) st = ox_graph_add_input(g, v);
         if (st) {
             free(wrt_set);
             return st;

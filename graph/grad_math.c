@@ -1,9 +1,12 @@
-/* Gradient rules: elementwise math, reductions, CumSum, MatMul and Gemm (graph/autograd.h says
- * the contract). */
+/* Gradient rules: elementwise math, reductions, CumSum, CumProd, MatMul, Gemm, Range, Det and
+ * DequantizeLinear's scale (graph/autograd.h says the contract). Ops whose output moves in steps,
+ * or depends on the input's shape only (Floor, Sign, EyeLike, the random ...Like ops), pass no
+ * gradient. */
 #include "graph/autograd.h"
 
 #include "kernels/op.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Rules flagged OX_GRAD_UNBROADCAST (grad_math.def) give gradients in the output's shape. */
@@ -372,6 +375,20 @@ UNARY_RULE(mish) {
     return ox_ad_mul(ad, g, d);
 }
 
+/* y = x - bias above lambd, x + bias below -lambd, 0 between: dx = g where |x| > lambd */
+UNARY_RULE(shrink) {
+    double lambd = ox_attr_float(n, "lambd", 0.5f);
+    return where_g(ad, OX_AD(ad, "Greater", OX_AD(ad, "Abs", x), k(ad, lambd, x)), g, x);
+}
+
+/* y = x s, s = sigmoid(alpha x) (opset 24): dy = s (1 + alpha x (1 - s)) */
+UNARY_RULE(swish) {
+    double alpha = ox_attr_float(n, "alpha", 1.0f);
+    int s = OX_AD(ad, "Sigmoid", ox_ad_mul(ad, x, k(ad, alpha, x)));
+    int t = ox_ad_mul(ad, ox_ad_mul(ad, x, k(ad, alpha, x)), ox_ad_sub(ad, k(ad, 1.0, x), s));
+    return ox_ad_mul(ad, g, ox_ad_mul(ad, s, ox_ad_add(ad, k(ad, 1.0, x), t)));
+}
+
 /* ---- elementwise, several inputs ------------------------------------------------------- */
 
 /* y = x < 0 ? slope x : x (slope broadcasts to x): dx = x < 0 ? g slope : g,
@@ -460,6 +477,167 @@ ox_status ox_grad_where(struct ox_ad *ad, const struct ox_node *n, const int *gy
     int c = n->inputs[0], y = n->outputs[0], g = gy[0];
     if (ox_ad_wants(ad, n, 1)) gx[1] = info_of(ad, where_g(ad, c, g, y), y);
     if (ox_ad_wants(ad, n, 2)) gx[2] = info_of(ad, OX_AD(ad, "Where", c, k(ad, 0.0, y), g), y);
+    return OX_OK;
+}
+
+/* SwiGLU (opset 28): y = swish(a) b, a and b of one shape; da = g b swish'(a),
+ * db = g swish(a), swish(a) = a s, s = sigmoid(alpha a), swish' = s (1 + alpha a (1 - s)). */
+ox_status ox_grad_swiglu(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int a = n->inputs[0], b = n->inputs[1], g = gy[0];
+    double alpha = ox_attr_float(n, "alpha", 1.0f);
+    int aa = ox_ad_mul(ad, a, k(ad, alpha, a));
+    int s = OX_AD(ad, "Sigmoid", aa);
+    if (ox_ad_wants(ad, n, 0)) {
+        int t = ox_ad_mul(ad, aa, ox_ad_sub(ad, k(ad, 1.0, a), s));
+        int d = ox_ad_mul(ad, s, ox_ad_add(ad, k(ad, 1.0, a), t));
+        gx[0] = ox_ad_mul(ad, ox_ad_mul(ad, g, b), d);
+    }
+    if (ox_ad_wants(ad, n, 1)) gx[1] = ox_ad_mul(ad, g, ox_ad_mul(ad, a, s));
+    return OX_OK;
+}
+
+/* Mod of floats: y = a - b q with q = trunc(a / b) (fmod = 1, C's fmod) or floor(a / b)
+ * (fmod = 0, the divisor's sign). q is piecewise constant: da = g, db = -g q. */
+ox_status ox_grad_mod(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int a = n->inputs[0], b = n->inputs[1], y = n->outputs[0], g = gy[0];
+    if (ox_ad_wants(ad, n, 0)) gx[0] = g;
+    if (ox_ad_wants(ad, n, 1)) {
+        int q = ox_ad_div(ad, a, b);
+        if (ox_attr_int(n, "fmod", 0))
+            q = ox_ad_mul(ad, OX_AD(ad, "Sign", q), OX_AD(ad, "Floor", OX_AD(ad, "Abs", q)));
+        else
+            q = OX_AD(ad, "Floor", q);
+        gx[1] = info_of(ad, ox_ad_neg(ad, ox_ad_mul(ad, g, q)), y);
+    }
+    return OX_OK;
+}
+
+/* y = start + i delta for i in [0, n): dstart = sum(g), ddelta = sum(g i); the count n moves
+ * in steps, so limit gets nothing. */
+ox_status ox_grad_range(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int g = gy[0];
+    if (ox_ad_wants(ad, n, 0)) gx[0] = ox_ad_reduce(ad, "ReduceSum", g, 0, NULL, false);
+    if (ox_ad_wants(ad, n, 2)) {
+        int cnt = OX_AD(ad, "Size", g);
+        ox_ad_set_info(ad, cnt, OX_INT64, 0, NULL);
+        int i = OX_AD(ad, "Range", ox_ad_int(ad, 0), cnt, ox_ad_int(ad, 1));
+        ox_ad_set_info(ad, i, OX_INT64, 1, NULL);
+        i = ox_ad_cast_like(ad, i, g);
+        gx[2] = ox_ad_reduce(ad, "ReduceSum", ox_ad_mul(ad, g, i), 0, NULL, false);
+    }
+    return OX_OK;
+}
+
+/* Det of [..., M, M] (M known): d det / dX[i][j] is the cofactor (-1)^(i+j) det(minor ij),
+ * exact even where X is singular. The minors come from two Gathers of the rows and columns
+ * other than i and j, [..., M, M-1, M, M-1], moved to [..., M, M, M-1, M-1]. */
+ox_status ox_grad_det(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int x = n->inputs[0], r = ox_ad_rank(ad, x);
+    int64_t m = r >= 2 ? ox_ad_dim(ad, x, r - 1) : -1;
+    if (m < 1 || m > 64 || r + 2 > OX_MAX_RANK)
+        return ox_ad_fail(ad, n, OX_E_UNSUPPORTED,
+                          "Det needs an input of known rank with a known matrix size (up to 64)");
+    int gk = ox_ad_unsqueeze(ad, gy[0], 2, (int64_t[]){-2, -1});
+    if (m == 1) {
+        gx[0] = ox_ad_expand_like(ad, gk, x);
+        return OX_OK;
+    }
+    int64_t *others = calloc((size_t)(m * (m - 1)), sizeof *others);
+    double *sign = calloc((size_t)(m * m), sizeof *sign);
+    if (!others || !sign) {
+        free(others);
+        free(sign);
+        return ox_ad_fail(ad, n, OX_E_NOMEM, "out of memory");
+    }
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j = 0, c = 0; j < m; j++)
+            if (j != i) others[i * (m - 1) + c++] = j;
+        for (int64_t j = 0; j < m; j++) sign[i * m + j] = (i + j) % 2 ? -1.0 : 1.0;
+    }
+    int oth = ox_ad_ints(ad, (int)(m * (m - 1)), others);
+    oth = OX_AD(ad, "Reshape", oth, ox_ad_ints(ad, 2, (int64_t[]){m, m - 1}));
+    ox_tensor st = {.dtype = OX_DOUBLE, .rank = 2, .dims = {m, m}, .data = sign};
+    int sg = ox_ad_cast_like(ad, ox_ad_const(ad, &st), x);
+    free(others);
+    free(sign);
+    /* [..., M, M] -> rows [..., M, M-1, M] -> columns [..., M, M-1, M, M-1] */
+    int rows = ox_ad_opa(ad, "Gather", 2, (int[]){x, oth}, "i:axis", (int64_t)(r - 2));
+    int minors = ox_ad_opa(ad, "Gather", 2, (int[]){rows, oth}, "i:axis", (int64_t)r);
+    ox_ad_set_info(ad, minors, ox_ad_dtype(ad, x), r + 2, NULL);
+    int64_t perm[OX_MAX_RANK];
+    for (int k2 = 0; k2 < r - 2; k2++) perm[k2] = k2;
+    perm[r - 2] = r - 2, perm[r - 1] = r, perm[r] = r - 1, perm[r + 1] = r + 1;
+    int det = OX_AD(ad, "Det", ox_ad_transpose(ad, minors, r + 2, perm));
+    ox_ad_info_as(ad, det, x, OX_UNDEFINED);
+    gx[0] = ox_ad_mul(ad, gk, ox_ad_mul(ad, det, sg));
+    return OX_OK;
+}
+
+/* DequantizeLinear: y = (x - zero_point) * scale; x is an integer, so only the scale learns:
+ * dscale sums gy * (x - zero_point) over the elements each scale covers (all of them per
+ * tensor; all but `axis` per axis; blocks of block_size along `axis`, blocked). x - zero_point
+ * comes from a DequantizeLinear with ones for the scale. The com.microsoft form is the same
+ * op (per tensor or per axis). */
+ox_status ox_grad_dequantize(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int x = n->inputs[0], s = n->inputs[1], g = gy[0], r = ox_ad_rank(ad, x);
+    int zp = n->n_inputs > 2 ? n->inputs[2] : -1;
+    if (!ox_ad_wants(ad, n, 1)) return OX_OK;
+    if (r < 0 || !ox_ad_static(ad, s))
+        return ox_ad_fail(ad, n, OX_E_UNSUPPORTED,
+                          "DequantizeLinear needs x of known rank and a scale of known shape");
+    int sr = ox_ad_rank(ad, s);
+    int64_t sn = 1;
+    for (int k = 0; k < sr; k++) sn *= ox_ad_dim(ad, s, k);
+    int64_t axis = ox_attr_int(n, "axis", 1), block = 0;
+    if (axis < 0) axis += r;
+    if (!n->domain[0] && n->opset >= 21) block = ox_attr_int(n, "block_size", 0);
+    int dq = -1;
+    struct ox_node *nd = ox_ad_node(ad, "DequantizeLinear", zp >= 0 ? 3 : 2,
+                                    (int[]){x, ox_ad_ones_like(ad, s), zp}, 1, &dq);
+    if (nd && sn != 1) ox_ad_set_attr(ad, nd, "i:axis", axis);
+    if (nd && block > 0) ox_ad_set_attr(ad, nd, "i:block_size", block);
+    if (nd && !n->domain[0] && n->opset >= 23 && ox_attr_int(n, "output_dtype", 0))
+        ox_ad_set_attr(ad, nd, "i:output_dtype", ox_attr_int(n, "output_dtype", 0));
+    ox_ad_set_info(ad, dq, ox_ad_dtype(ad, g), r, NULL);
+    int p = ox_ad_mul(ad, g, dq), d;
+    if (sn == 1) {
+        d = ox_ad_reshape_like(ad, ox_ad_reduce(ad, "ReduceSum", p, 0, NULL, false), s);
+    } else if (axis < 0 || axis >= r) {
+        return ox_ad_fail(ad, n, OX_E_INVALID, "axis %lld for rank %d",
+                          (long long)ox_attr_int(n, "axis", 1), r);
+    } else if (block <= 0) {
+        int64_t axes[OX_MAX_RANK];
+        int n_axes = 0;
+        for (int k = 0; k < r; k++)
+            if (k != axis) axes[n_axes++] = k;
+        d = n_axes ? ox_ad_reduce(ad, "ReduceSum", p, n_axes, axes, false) : p;
+    } else {
+        /* pad the axis up to (number of blocks) * block, view it as [blocks, block], sum */
+        int64_t nb = sr == r ? ox_ad_dim(ad, s, (int)axis) : -1, len = ox_ad_dim(ad, x, (int)axis);
+        if (nb < 0 || len < 0 || r + 1 > OX_MAX_RANK)
+            return ox_ad_fail(ad, n, OX_E_UNSUPPORTED,
+                              "blocked DequantizeLinear needs the axis' length");
+        if (nb * block > len) {
+            int64_t pads[2 * OX_MAX_RANK] = {0};
+            pads[r + axis] = nb * block - len;
+            p = OX_AD(ad, "Pad", p, ox_ad_ints(ad, 2 * r, pads));
+        }
+        int64_t view[OX_MAX_RANK + 1]; /* 0 copies a dim before the axis; one -1 after it */
+        int unknown = 0;
+        for (int k = 0, j = 0; k < r; k++) {
+            int64_t dk = ox_ad_dim(ad, x, k);
+            view[j++] = k < axis ? 0 : k == axis ? nb : dk;
+            if (k == axis) view[j++] = block;
+            if (k > axis && dk < 0) unknown++;
+        }
+        if (unknown > 1)
+            return ox_ad_fail(ad, n, OX_E_UNSUPPORTED,
+                              "blocked DequantizeLinear needs x's dims after the axis");
+        p = OX_AD(ad, "Reshape", p, ox_ad_ints(ad, r + 1, view));
+        ox_ad_set_info(ad, p, ox_ad_dtype(ad, g), r + 1, NULL);
+        d = ox_ad_reduce(ad, "ReduceSum", p, 1, (int64_t[]){axis + 1}, false);
+    }
+    gx[1] = ox_ad_cast_like(ad, d, s);
     return OX_OK;
 }
 
@@ -582,5 +760,70 @@ ox_status ox_grad_cumsum(struct ox_ad *ad, const struct ox_node *n, const int *g
     int64_t reverse = ox_attr_int(n, "reverse", 0) != 0;
     gx[0] = ox_ad_opa(ad, "CumSum", 2, (int[]){gy[0], n->inputs[1]}, "i:exclusive i:reverse",
                       exclusive, !reverse);
+    return OX_OK;
+}
+
+/* v reversed along its last axis. */
+static int flip_last(struct ox_ad *ad, int v) {
+    int in[5] = {v, ox_ad_ints(ad, 1, (int64_t[]){-1}), ox_ad_ints(ad, 1, (int64_t[]){INT64_MIN}),
+                 ox_ad_ints(ad, 1, (int64_t[]){-1}), ox_ad_ints(ad, 1, (int64_t[]){-1})};
+    return info_of(ad, ox_ad_op(ad, "Slice", 5, in), v);
+}
+
+/* y = CumProd(x) along axis (opset 26). Along the axis moved last (and reversed for reverse),
+ * inclusive: dx_i = L_i S_i with L_i = prod_{k<i} x_k and S_i = sum_{j>=i} g_j prod_{i<k<=j} x_k,
+ * exact where x has zeros (no division): the products prod_{i<k<=j} x_k are a CumProd of
+ * A [..., i, j] = (j > i ? x_j : 1) over j. Exclusive (y_j = prod_{k<j} x_k) is the inclusive
+ * form with g shifted: g'_j = g_{j+1}, g'_{n-1} = 0. */
+ox_status ox_grad_cumprod(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int x = n->inputs[0], r = ox_ad_rank(ad, x), len;
+    int64_t axis;
+    if (!ox_ad_const_ints(ad, n->inputs[1], 1, &axis, &len) || len != 1 || r < 1 ||
+        r + 1 > OX_MAX_RANK)
+        return ox_ad_fail(ad, n, OX_E_UNSUPPORTED,
+                          "CumProd needs an input of known rank and a constant axis");
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis >= r) return ox_ad_fail(ad, n, OX_E_INVALID, "axis out of range");
+    bool excl = ox_attr_int(n, "exclusive", 0) != 0, rev = ox_attr_int(n, "reverse", 0) != 0;
+    int64_t perm[OX_MAX_RANK];
+    for (int k = 0; k < r; k++) perm[k] = k;
+    perm[axis] = r - 1, perm[r - 1] = axis;
+    int xt = x, g = gy[0];
+    if (axis != r - 1) {
+        xt = ox_ad_transpose(ad, x, r, perm);
+        g = ox_ad_transpose(ad, g, r, perm);
+    }
+    if (rev) {
+        xt = flip_last(ad, xt);
+        g = flip_last(ad, g);
+    }
+    if (excl) {
+        int in[4] = {g, ox_ad_ints(ad, 1, (int64_t[]){1}),
+                     ox_ad_ints(ad, 1, (int64_t[]){INT64_MAX}), ox_ad_ints(ad, 1, (int64_t[]){-1})};
+        int rest = info_of(ad, ox_ad_op(ad, "Slice", 4, in), g);
+        int64_t pads[2 * OX_MAX_RANK] = {0};
+        pads[2 * r - 1] = 1;
+        g = info_of(ad, OX_AD(ad, "Pad", rest, ox_ad_ints(ad, 2 * r, pads)), xt);
+    }
+    int cnt = OX_AD(ad, "Gather", ox_ad_shape(ad, xt), ox_ad_int(ad, r - 1));
+    int iota = OX_AD(ad, "Range", ox_ad_int(ad, 0), cnt, ox_ad_int(ad, 1));
+    ox_ad_set_info(ad, iota, OX_INT64, 1, NULL);
+    int row = ox_ad_unsqueeze(ad, iota, 1, (int64_t[]){1}),
+        col = ox_ad_unsqueeze(ad, iota, 1, (int64_t[]){0});
+    int after = OX_AD(ad, "Less", row, col);       /* [i, j]: j > i */
+    int from = OX_AD(ad, "LessOrEqual", row, col); /* [i, j]: j >= i */
+    int a = OX_AD(ad, "Where", after, ox_ad_unsqueeze(ad, xt, 1, (int64_t[]){-2}), k(ad, 1.0, x));
+    ox_ad_set_info(ad, a, ox_ad_dtype(ad, x), r + 1, NULL);
+    int prods = OX_AD(ad, "CumProd", a, ox_ad_int(ad, -1));
+    ox_ad_set_info(ad, prods, ox_ad_dtype(ad, x), r + 1, NULL);
+    int terms =
+        where_g(ad, from, ox_ad_mul(ad, ox_ad_unsqueeze(ad, g, 1, (int64_t[]){-2}), prods), x);
+    ox_ad_set_info(ad, terms, ox_ad_dtype(ad, x), r + 1, NULL);
+    int s = ox_ad_reduce(ad, "ReduceSum", terms, 1, (int64_t[]){-1}, false);
+    int lead =
+        ox_ad_opa(ad, "CumProd", 2, (int[]){xt, ox_ad_int(ad, -1)}, "i:exclusive", (int64_t)1);
+    int d = ox_ad_mul(ad, info_of(ad, lead, xt), info_of(ad, s, xt));
+    if (rev) d = flip_last(ad, info_of(ad, d, xt));
+    gx[0] = axis != r - 1 ? ox_ad_transpose(ad, d, r, perm) : d;
     return OX_OK;
 }

@@ -1,4 +1,5 @@
-/* Gradient rules: convolution, pooling and Resize (graph/autograd.h says the contract).
+/* Gradient rules: convolution, pooling, Resize, MaxUnpool, Col2Im, AffineGrid and
+ * RotaryEmbedding (graph/autograd.h says the contract).
  *
  * The windowed ops (Conv, ConvTranspose, the pools) share one geometry: a "big" side (the
  * input of Conv and of the pools, the output of ConvTranspose) and a "small" side, where
@@ -937,5 +938,215 @@ ox_status ox_grad_resize(struct ox_ad *ad, const struct ox_node *n, const int *g
         }
     }
     gx[0] = g;
+    return OX_OK;
+}
+
+/* ---- MaxUnpool ------------------------------------------------------------------------- */
+
+/* Y holds X's values at the flat places I names, of the default output shape ((in - 1) *
+ * stride + kernel - pads per spatial axis); an output_shape that differs keeps each place's
+ * coordinates, cutting or adding zeros at the end of each axis. dX: gy brought back to the
+ * default shape (cut, padded with zeros), flattened and gathered at I. */
+ox_status ox_grad_maxunpool(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int x = n->inputs[0], g = gy[0], rank = ox_ad_rank(ad, x);
+    if (!ox_ad_wants(ad, n, 0)) return OX_OK;
+    if (n->n_inputs > 2 && n->inputs[2] >= 0) {
+        int nsp = rank - 2;
+        const int64_t *ks;
+        if (nsp < 1 || ox_attr_ints(n, "kernel_shape", &ks) != nsp)
+            return ox_ad_fail(ad, n, OX_E_UNSUPPORTED,
+                              "MaxUnpool needs X of known rank and its kernel_shape");
+        int64_t s[OX_MAX_RANK], p[2 * OX_MAX_RANK], extra[OX_MAX_RANK], zeros[OX_MAX_RANK] = {0};
+        ox_status st;
+        if ((st = attr_ints(ad, n, "strides", nsp, 1, s)) ||
+            (st = attr_ints(ad, n, "pads", 2 * nsp, 0, p)))
+            return st;
+        for (int i = 0; i < nsp; i++) extra[i] = ks[i] - p[i] - p[i + nsp] - s[i];
+        /* default dims: [N, C] then in * stride + (kernel - pads - stride) */
+        int shape = ox_ad_shape(ad, x);
+        int head = OX_AD(ad, "Slice", shape, ox_ad_ints(ad, 1, (int64_t[]){0}),
+                         ox_ad_ints(ad, 1, (int64_t[]){2}));
+        int sp = OX_AD(ad, "Slice", shape, ox_ad_ints(ad, 1, (int64_t[]){2}),
+                       ox_ad_ints(ad, 1, (int64_t[]){rank}));
+        sp = OX_AD(ad, "Add", OX_AD(ad, "Mul", sp, ox_ad_ints(ad, nsp, s)),
+                   ox_ad_ints(ad, nsp, extra));
+        int def = ox_ad_opa(ad, "Concat", 2, (int[]){head, sp}, "i:axis", (int64_t)0);
+        int cut = OX_AD(ad, "Slice", g, ox_ad_ints(ad, rank, zeros), def);
+        ox_ad_set_info(ad, cut, ox_ad_dtype(ad, g), rank, NULL);
+        int rest = OX_AD(ad, "Sub", def, ox_ad_shape(ad, cut));
+        int pads = ox_ad_opa(ad, "Concat", 2, (int[]){ox_ad_ints(ad, rank, zeros), rest}, "i:axis",
+                             (int64_t)0);
+        g = OX_AD(ad, "Pad", cut, pads);
+        ox_ad_set_info(ad, g, ox_ad_dtype(ad, x), rank, NULL);
+    }
+    int flat = reshape(ad, g, 1, (int64_t[]){-1});
+    ox_ad_set_info(ad, flat, ox_ad_dtype(ad, x), 1, NULL);
+    gx[0] = OX_AD(ad, "Gather", flat, n->inputs[1]);
+    return OX_OK;
+}
+
+/* ---- RotaryEmbedding ------------------------------------------------------------------- */
+
+/* Per head and token, the first R features pair up ((k, k + R/2), or (2k, 2k + 1) when
+ * interleaved) and turn by the token's angle: y1 = c x1 - s x2, y2 = s x1 + c x2.
+ * A turn's adjoint turns back: dX = RotaryEmbedding(gy, cos, -sin). The caches get, per head
+ * and token, dc = g1 x1 + g2 x2 and ds = g2 x1 - g1 x2: the pair sums of gy * x and of
+ * gy * x' (x' = x turned a quarter, (-x2, x1): RotaryEmbedding with cos 0 and sin 1), summed
+ * over the heads, added into the rows position_ids names (or [B, S, R/2] as they are). */
+struct rope_geom {
+    int rank;        /* of X: 4 ([B, H, S, D]) or 3 ([B, S, H*D]) */
+    int64_t H, D, R; /* heads (3-D), head size, rotated features */
+    bool interleaved;
+};
+
+/* v [B, H, S, D] or [B, S, H*D] -> the pair sums of its rotated features over the heads,
+ * [B, S, R/2]. */
+static int rope_pair_sums(struct ox_ad *ad, const struct rope_geom *rg, int v) {
+    ox_dtype dt = ox_ad_dtype(ad, v);
+    int64_t half = rg->R / 2;
+    if (rg->rank == 3) v = reshape(ad, v, 4, (int64_t[]){0, 0, rg->H, rg->D});
+    ox_ad_set_info(ad, v, dt, 4, NULL);
+    int last = ox_ad_ints(ad, 1, (int64_t[]){-1});
+    if (rg->R < rg->D) {
+        v = OX_AD(ad, "Slice", v, ox_ad_ints(ad, 1, (int64_t[]){0}),
+                  ox_ad_ints(ad, 1, (int64_t[]){rg->R}), last);
+        ox_ad_set_info(ad, v, dt, 4, NULL);
+    }
+    if (rg->interleaved) {
+        v = reshape(ad, v, 5, (int64_t[]){0, 0, 0, half, 2});
+        ox_ad_set_info(ad, v, dt, 5, NULL);
+        v = ox_ad_reduce(ad, "ReduceSum", v, 1, (int64_t[]){4}, false);
+    } else {
+        int a = OX_AD(ad, "Slice", v, ox_ad_ints(ad, 1, (int64_t[]){0}),
+                      ox_ad_ints(ad, 1, (int64_t[]){half}), last);
+        int b = OX_AD(ad, "Slice", v, ox_ad_ints(ad, 1, (int64_t[]){half}),
+                      ox_ad_ints(ad, 1, (int64_t[]){rg->R}), last);
+        ox_ad_set_info(ad, a, dt, 4, NULL);
+        ox_ad_set_info(ad, b, dt, 4, NULL);
+        v = ox_ad_add(ad, a, b);
+    }
+    ox_ad_set_info(ad, v, dt, 4, NULL);
+    return ox_ad_reduce(ad, "ReduceSum", v, 1, (int64_t[]){rg->rank == 4 ? 1 : 2}, false);
+}
+
+/* The cache's gradient from the per-token sums d [B, S, R/2]. */
+static int rope_cache_grad(struct ox_ad *ad, int cache, int pos, int d) {
+    if (pos < 0) return d;
+    int where = ox_ad_unsqueeze(ad, pos, 1, (int64_t[]){-1});
+    return ox_ad_opa(ad, "ScatterND", 3, (int[]){ox_ad_zeros_like(ad, cache), where, d},
+                     "s:reduction", "add");
+}
+
+ox_status ox_grad_rotary(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int x = n->inputs[0], cs = n->inputs[1], sn = n->inputs[2], g = gy[0];
+    int pos = n->n_inputs > 3 ? n->inputs[3] : -1;
+    int n_in = pos >= 0 ? 4 : 3;
+    if (ox_ad_wants(ad, n, 0)) {
+        int in[4] = {g, cs, ox_ad_neg(ad, sn), pos};
+        struct ox_node *nd = ox_ad_node(ad, "RotaryEmbedding", n_in, in, 1, &gx[0]);
+        if (nd) copy_attrs(ad, nd, n, NULL);
+    }
+    bool wc = ox_ad_wants(ad, n, 1), ws = ox_ad_wants(ad, n, 2);
+    if (!wc && !ws) return OX_OK;
+    struct rope_geom rg = {.rank = ox_ad_rank(ad, x),
+                           .interleaved = ox_attr_int(n, "interleaved", 0) != 0};
+    if (rg.rank == 4) {
+        rg.D = ox_ad_dim(ad, x, 3);
+    } else if (rg.rank == 3) {
+        rg.H = ox_attr_int(n, "num_heads", 0);
+        int64_t hidden = ox_ad_dim(ad, x, 2);
+        rg.D = rg.H > 0 && hidden >= 0 ? hidden / rg.H : -1;
+    } else {
+        rg.D = -1;
+    }
+    rg.R = ox_attr_int(n, "rotary_embedding_dim", 0);
+    if (rg.R == 0) rg.R = rg.D;
+    if (rg.D < 1 || rg.R < 2 || rg.R > rg.D || rg.R % 2)
+        return ox_ad_fail(ad, n, OX_E_UNSUPPORTED,
+                          "the caches' gradients need X of rank 3 or 4 with a known head size");
+    if (wc) gx[1] = rope_cache_grad(ad, cs, pos, rope_pair_sums(ad, &rg, ox_ad_mul(ad, g, x)));
+    if (ws) {
+        int in[4] = {x, ox_ad_zeros_like(ad, cs), ox_ad_ones_like(ad, sn), pos};
+        int turned = -1;
+        struct ox_node *nd = ox_ad_node(ad, "RotaryEmbedding", n_in, in, 1, &turned);
+        if (nd) copy_attrs(ad, nd, n, NULL);
+        ox_ad_info_as(ad, turned, x, OX_UNDEFINED);
+        gx[2] = rope_cache_grad(ad, sn, pos, rope_pair_sums(ad, &rg, ox_ad_mul(ad, g, turned)));
+    }
+    return OX_OK;
+}
+
+/* ---- Col2Im, AffineGrid ---------------------------------------------------------------- */
+
+/* Col2Im (opset 18) adds column (c, k) at block position o into image position
+ * o * s - pb + k * d: its adjoint reads those positions, a Conv of gy viewed as
+ * [N * C, 1, image...] with a one-hot kernel [K, 1, block...] (kernel k picks offset k)
+ * under the same strides, dilations and pads, giving [N * C, K, blocks...] = x's layout. */
+ox_status ox_grad_col2im(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int x = n->inputs[0];
+    if (!ox_ad_wants(ad, n, 0)) return OX_OK;
+    int64_t block[NSP_MAX], dims[NSP_MAX + 2];
+    int nsp = 0;
+    if (!ox_ad_const_ints(ad, n->inputs[2], NSP_MAX, block, &nsp) || nsp < 1)
+        return ox_ad_fail(ad, n, OX_E_UNSUPPORTED,
+                          "Col2Im needs a constant block_shape of 1 to %d values", NSP_MAX);
+    int64_t K = 1;
+    for (int i = 0; i < nsp; i++) {
+        if (block[i] < 1 || block[i] > 4096)
+            return ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "block_shape[%d] = %lld", i,
+                              (long long)block[i]);
+        K *= block[i];
+    }
+    if (K > 65536) return ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "a block of %lld", (long long)K);
+    double *w = calloc((size_t)(K * K), sizeof *w);
+    if (!w) return ox_ad_fail(ad, n, OX_E_NOMEM, "out of memory");
+    for (int64_t k = 0; k < K; k++) w[k * K + k] = 1; /* [K, 1, block...]: row k, offset k */
+    dims[0] = K, dims[1] = 1;
+    for (int i = 0; i < nsp; i++) dims[i + 2] = block[i];
+    int kern = const_like(ad, n, x, nsp + 2, dims, w, 0);
+    free(w);
+    int64_t view[NSP_MAX + 2] = {-1, 1, 0, 0, 0}; /* 0: gy's image dims, in place */
+    int img = reshape(ad, gy[0], nsp + 2, view);
+    ox_ad_set_info(ad, img, ox_ad_dtype(ad, x), nsp + 2, NULL);
+    int out = -1;
+    struct ox_node *nd = ox_ad_node(ad, "Conv", 2, (int[]){img, kern}, 1, &out);
+    if (nd) copy_attrs(ad, nd, n, NULL);
+    ox_ad_set_info(ad, out, ox_ad_dtype(ad, x), nsp + 2, NULL);
+    gx[0] = ox_ad_reshape_like(ad, out, x);
+    return OX_OK;
+}
+
+/* AffineGrid (opset 20): grid[n, p, i] = sum_k theta[n, i, k] base[p, k], base the
+ * homogeneous points (x, y[, z], 1) of the output grid. dtheta[n] = gy[n]^T base, with the
+ * points from an AffineGrid of the identity for one image, and a column of ones. */
+ox_status ox_grad_affine_grid(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int theta = n->inputs[0], y = n->outputs[0];
+    int r = ox_ad_rank(ad, y) - 2;
+    if (!ox_ad_wants(ad, n, 0)) return OX_OK;
+    if (r < 2 || r > 3)
+        return ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "AffineGrid needs a grid of known rank");
+    double eye[12] = {0};
+    for (int i = 0; i < r; i++) eye[i * (r + 1) + i] = 1;
+    int id = const_like(ad, n, theta, 3, (int64_t[]){1, r, r + 1}, eye, 0);
+    int size = n->inputs[1];
+    int rest = OX_AD(ad, "Slice", size, ox_ad_ints(ad, 1, (int64_t[]){1}),
+                     ox_ad_ints(ad, 1, (int64_t[]){r + 2}));
+    int one = ox_ad_opa(ad, "Concat", 2, (int[]){ox_ad_ints(ad, 1, (int64_t[]){1}), rest}, "i:axis",
+                        (int64_t)0);
+    int pts = -1;
+    struct ox_node *nd = ox_ad_node(ad, "AffineGrid", 2, (int[]){id, one}, 1, &pts);
+    if (nd) copy_attrs(ad, nd, n, NULL);
+    ox_ad_set_info(ad, pts, ox_ad_dtype(ad, theta), r + 2, NULL);
+    pts = reshape(ad, pts, 3, (int64_t[]){1, -1, r}); /* [1, P, r] */
+    ox_ad_set_info(ad, pts, ox_ad_dtype(ad, theta), 3, NULL);
+    int col = OX_AD(ad, "Slice", pts, ox_ad_ints(ad, 1, (int64_t[]){0}),
+                    ox_ad_ints(ad, 1, (int64_t[]){1}), ox_ad_ints(ad, 1, (int64_t[]){2}));
+    ox_ad_set_info(ad, col, ox_ad_dtype(ad, theta), 3, NULL);
+    int ones = ox_ad_ones_like(ad, col); /* [1, P, 1] */
+    int base = ox_ad_opa(ad, "Concat", 2, (int[]){pts, ones}, "i:axis", (int64_t)2);
+    ox_ad_set_info(ad, base, ox_ad_dtype(ad, theta), 3, NULL);
+    int g = reshape(ad, gy[0], 3, (int64_t[]){0, -1, r}); /* [N, P, r] */
+    ox_ad_set_info(ad, g, ox_ad_dtype(ad, theta), 3, NULL);
+    gx[0] = ox_ad_matmul(ad, ox_ad_transpose(ad, g, 3, (int64_t[]){0, 2, 1}), base);
     return OX_OK;
 }

@@ -1,5 +1,6 @@
 /* Gradient rules: normalizations (BatchNormalization, LayerNormalization,
- * InstanceNormalization, GroupNormalization, LpNormalization), Softmax and LogSoftmax, the
+ * InstanceNormalization, GroupNormalization, LpNormalization, MeanVarianceNormalization,
+ * RMSNormalization, LRN), Softmax and LogSoftmax (Hardmax: none), the
  * losses SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss, Dropout and Einsum
  * (graph/autograd.h says the contract).
  *
@@ -288,6 +289,103 @@ ox_status ox_grad_lpnorm(struct ox_ad *ad, const struct ox_node *n, const int *g
     int dot = ox_ad_reduce(ad, "ReduceSum", ox_ad_mul(ad, gy[0], y), 1, &axis, true);
     int s = p == 2 ? y : unary(ad, "Sign", x);
     gx[0] = ox_ad_div(ad, ox_ad_sub(ad, gy[0], ox_ad_mul(ad, s, dot)), norm);
+    return OX_OK;
+}
+
+/* y = (x - mean) / (sqrt(var) + 1e-9) over `axes` (default {0, 2, 3}), as ONNX's function body
+ * computes it. With d = x - mean, s = sqrt(var), r = 1 / (s + 1e-9):
+ *     dx = r * (gy - mean(gy) - d * (r / s) * mean(gy * d)). */
+ox_status ox_grad_mvn(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int x = n->inputs[0], g = gy[0];
+    int r = ox_ad_rank(ad, x);
+    static const int64_t def[3] = {0, 2, 3};
+    const int64_t *ax;
+    int n_axes = ox_attr_ints(n, "axes", &ax);
+    if (n_axes < 0) ax = def, n_axes = 3;
+    if (r < 0 || n_axes > OX_MAX_RANK)
+        return ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "MeanVarianceNormalization needs X's rank");
+    int64_t axes[OX_MAX_RANK];
+    for (int i = 0; i < n_axes; i++) {
+        axes[i] = ax[i] < 0 ? ax[i] + r : ax[i];
+        if (axes[i] < 0 || axes[i] >= r)
+            return ox_ad_fail(ad, n, OX_E_INVALID, "axis %lld for rank %d", (long long)ax[i], r);
+    }
+    int m = ox_ad_reduce(ad, "ReduceMean", x, n_axes, axes, true);
+    int d = ox_ad_sub(ad, x, m);
+    int var = ox_ad_reduce(ad, "ReduceMean", ox_ad_mul(ad, d, d), n_axes, axes, true);
+    int s = unary(ad, "Sqrt", var);
+    int rcp = unary(ad, "Reciprocal", ox_ad_add(ad, s, ox_ad_scalar_like(ad, 1e-9, x)));
+    int gm = ox_ad_reduce(ad, "ReduceMean", g, n_axes, axes, true);
+    int gdm = ox_ad_reduce(ad, "ReduceMean", ox_ad_mul(ad, g, d), n_axes, axes, true);
+    int t = ox_ad_mul(ad, d, ox_ad_mul(ad, ox_ad_div(ad, rcp, s), gdm));
+    gx[0] = ox_ad_mul(ad, rcp, ox_ad_sub(ad, ox_ad_sub(ad, g, gm), t));
+    return OX_OK;
+}
+
+/* Opset 23: y = x * inv * scale with inv = 1 / sqrt(mean(x^2) + eps) over the axes from
+ * `axis` on; xhat = x * inv, h = gy * scale:
+ *     dx = inv * (h - xhat * mean(h * xhat)),   dscale = gy * xhat summed to scale's shape. */
+ox_status ox_grad_rmsnorm(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int x = n->inputs[0], scale = n->inputs[1], g = gy[0];
+    int r = ox_ad_rank(ad, x);
+    if (r < 1) return ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "RMSNormalization needs X's rank");
+    int64_t axis = ox_attr_int(n, "axis", -1);
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis >= r)
+        return ox_ad_fail(ad, n, OX_E_INVALID, "axis %lld for rank %d",
+                          (long long)ox_attr_int(n, "axis", -1), r);
+    int64_t axes[OX_MAX_RANK];
+    int n_axes = 0;
+    for (int64_t k = axis; k < r; k++) axes[n_axes++] = k;
+    double eps = ox_attr_float(n, "epsilon", 1e-5f);
+    int ms = ox_ad_reduce(ad, "ReduceMean", ox_ad_mul(ad, x, x), n_axes, axes, true);
+    int inv = unary(ad, "Reciprocal",
+                    unary(ad, "Sqrt", ox_ad_add(ad, ms, ox_ad_scalar_like(ad, eps, x))));
+    int xhat = ox_ad_mul(ad, x, inv);
+    if (ox_ad_wants(ad, n, 0)) {
+        int h = ox_ad_mul(ad, g, scale);
+        int dot = ox_ad_reduce(ad, "ReduceMean", ox_ad_mul(ad, h, xhat), n_axes, axes, true);
+        gx[0] = ox_ad_mul(ad, inv, ox_ad_sub(ad, h, ox_ad_mul(ad, xhat, dot)));
+    }
+    if (ox_ad_wants(ad, n, 1)) gx[1] = ox_ad_unbroadcast(ad, ox_ad_mul(ad, g, xhat), scale);
+    return OX_OK;
+}
+
+/* The sums of v [N, C, ...] over the channel windows [c - lo, c + hi] (clipped to [0, C)): a
+ * Conv of v viewed as [N, 1, C, rest] with a ones kernel [1, 1, lo + hi + 1, 1]. */
+static int channel_window_sum(struct ox_ad *ad, int v, int64_t lo, int64_t hi) {
+    int flat = OX_AD(ad, "Reshape", v, ox_ad_ints(ad, 3, (int64_t[]){0, 0, -1}));
+    ox_ad_set_info(ad, flat, ox_ad_dtype(ad, v), 3, NULL);
+    int u = ox_ad_unsqueeze(ad, flat, 1, (int64_t[]){1});
+    int kern = OX_AD(ad, "Expand", ox_ad_scalar_like(ad, 1.0, v),
+                     ox_ad_ints(ad, 4, (int64_t[]){1, 1, lo + hi + 1, 1}));
+    int c = ox_ad_opa(ad, "Conv", 2, (int[]){u, kern}, "I:pads", 4, (int64_t[]){lo, 0, hi, 0});
+    ox_ad_set_info(ad, c, ox_ad_dtype(ad, v), 4, NULL);
+    int s = ox_ad_squeeze(ad, c, 1, (int64_t[]){1});
+    return ox_ad_reshape_like(ad, s, v);
+}
+
+/* y = x * D^-beta with D = bias + alpha / size * S, S the sum of x^2 over the channel window
+ * [c - floor((size-1)/2), c + ceil((size-1)/2)]. Channel j lies in the windows of the
+ * channels [j - ceil, j + floor] (the transposed window), so
+ *     dx = gy * D^-beta - 2 alpha beta / size * x * S'(gy * x * D^(-beta-1)),
+ * S' the window sum with the pads swapped. */
+ox_status ox_grad_lrn(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int x = n->inputs[0], g = gy[0];
+    int64_t size = ox_attr_int(n, "size", 0);
+    if (size <= 0) return ox_ad_fail(ad, n, OX_E_INVALID, "LRN needs a positive size");
+    double alpha = ox_attr_float(n, "alpha", 1e-4f), beta = ox_attr_float(n, "beta", 0.75f);
+    double bias = ox_attr_float(n, "bias", 1.0f);
+    int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+    int s = channel_window_sum(ad, ox_ad_mul(ad, x, x), lo, hi);
+    int d = ox_ad_add(ad, ox_ad_scalar_like(ad, bias, x),
+                      ox_ad_mul(ad, ox_ad_scalar_like(ad, alpha / (double)size, x), s));
+    int p = OX_AD(ad, "Pow", d, ox_ad_scalar_like(ad, -beta, x));
+    ox_ad_info_as(ad, p, x, OX_UNDEFINED);
+    int gp = ox_ad_mul(ad, g, p);
+    int back = channel_window_sum(ad, ox_ad_div(ad, ox_ad_mul(ad, gp, x), d), hi, lo);
+    int k = ox_ad_scalar_like(ad, -2.0 * alpha * beta / (double)size, x);
+    gx[0] = ox_ad_add(ad, gp, ox_ad_mul(ad, ox_ad_mul(ad, k, x), back));
     return OX_OK;
 }
 

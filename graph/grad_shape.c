@@ -4,7 +4,10 @@
  * send each output gradient back to the element it came from; ops that read an element more
  * than once (Gather*, Tile, Expand, Pad's reflect/edge/wrap modes) sum the gradients of its
  * copies. Scatter-adds need ScatterElements/ScatterND with reduction "add" (opset 16); below
- * that the rules build a one-hot matrix of the indices and contract it with the gradient. */
+ * that the rules build a one-hot matrix of the indices and contract it with the gradient.
+ * Ops that pick distinct places (TopK, Compress, TensorScatter) scatter or gather there
+ * without a reduction; Trilu, ReverseSequence and CenterCropPad map the gradient back with
+ * the op itself. */
 #include "graph/autograd.h"
 
 #include "kernels/op.h"
@@ -639,4 +642,160 @@ ox_status ox_grad_scatter_elements(struct ox_ad *ad, const struct ox_node *n, co
 
 ox_status ox_grad_scatter_nd(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
     return grad_scatter(ad, n, gy, gx, true);
+}
+
+/* ---- selecting ------------------------------------------------------------------------- */
+
+/* TopK: the values' gradient goes back to the places named by the Indices output (distinct
+ * within a slice, so a plain ScatterElements). When the node leaves that output out, a TopK
+ * of the same inputs and attributes finds the places again. */
+ox_status ox_grad_topk(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int x = n->inputs[0], r = ox_ad_rank(ad, x);
+    int a = norm_axis(ox_attr_int(n, "axis", -1), r);
+    if (r < 0 || a < 0)
+        return ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "TopK needs an input of known rank and an axis");
+    if (gy[0] < 0 || !ox_ad_wants(ad, n, 0)) return OX_OK;
+    int idx = n->n_outputs > 1 ? n->outputs[1] : -1;
+    if (idx < 0) {
+        int out[2];
+        struct ox_node *nd = ox_ad_node(ad, "TopK", n->n_inputs, n->inputs, 2, out);
+        if (!nd) return OX_OK;
+        ox_ad_set_attr(ad, nd, "i:axis i:largest i:sorted", (int64_t)a,
+                       ox_attr_int(n, "largest", 1), ox_attr_int(n, "sorted", 1));
+        rank_info(ad, out[0], x, r);
+        ox_ad_set_info(ad, out[1], OX_INT64, r, NULL);
+        idx = out[1];
+    }
+    gx[0] = ox_ad_opa(ad, "ScatterElements", 3, (int[]){ox_ad_zeros_like(ad, x), idx, gy[0]},
+                      "i:axis", (int64_t)a);
+    return OX_OK;
+}
+
+/* Compress: the kept slices (NonZero of the condition) scattered back into zeros, along
+ * `axis`, or into x flattened when the node has none. */
+ox_status ox_grad_compress(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int x = n->inputs[0], r = ox_ad_rank(ad, x);
+    if (!ox_ad_wants(ad, n, 0)) return OX_OK;
+    int nz = OX_AD(ad, "NonZero", n->inputs[1]);
+    int idx = OX_AD(ad, "Reshape", nz, ox_ad_ints(ad, 1, (int64_t[]){-1}));
+    ox_ad_set_info(ad, idx, OX_INT64, 1, NULL);
+    if (!ox_node_attr(n, "axis")) {
+        int z = OX_AD(ad, "Reshape", ox_ad_zeros_like(ad, x), ox_ad_ints(ad, 1, (int64_t[]){-1}));
+        rank_info(ad, z, x, 1);
+        int s = ox_ad_opa(ad, "ScatterElements", 3, (int[]){z, idx, gy[0]}, "i:axis", (int64_t)0);
+        rank_info(ad, s, x, 1);
+        gx[0] = ox_ad_reshape_like(ad, s, x);
+        return OX_OK;
+    }
+    int a = norm_axis(ox_attr_int(n, "axis", 0), r);
+    if (r < 0 || a < 0)
+        return ox_ad_fail(ad, n, OX_E_UNSUPPORTED, "Compress needs an input of known rank");
+    int64_t col[OX_MAX_RANK];
+    for (int k = 0; k < r; k++) col[k] = k == a ? -1 : 1;
+    int where = OX_AD(ad, "Reshape", idx, ox_ad_ints(ad, r, col));
+    where = OX_AD(ad, "Expand", where, ox_ad_shape(ad, gy[0]));
+    ox_ad_set_info(ad, where, OX_INT64, r, NULL);
+    gx[0] = ox_ad_opa(ad, "ScatterElements", 3, (int[]){ox_ad_zeros_like(ad, x), where, gy[0]},
+                      "i:axis", (int64_t)a);
+    return OX_OK;
+}
+
+/* OneHot: the output holds values[1] (on) at the one-hot places and values[0] (off) at the
+ * others, so d(on) = sum(gy * mask), d(off) = sum(gy) - d(on), mask = OneHot with [0, 1]. */
+ox_status ox_grad_onehot(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    int vals = n->inputs[2];
+    if (!ox_ad_wants(ad, n, 2)) return OX_OK;
+    int bits = ox_ad_cast_like(ad, ox_ad_ints(ad, 2, (int64_t[]){0, 1}), vals);
+    int mask = ox_ad_opa(ad, "OneHot", 3, (int[]){n->inputs[0], n->inputs[1], bits}, "i:axis",
+                         ox_attr_int(n, "axis", -1));
+    rank_info(ad, mask, gy[0], ox_ad_rank(ad, gy[0]));
+    int on = ox_ad_reduce(ad, "ReduceSum", ox_ad_mul(ad, gy[0], mask), 0, NULL, false);
+    int off = ox_ad_sub(ad, ox_ad_reduce(ad, "ReduceSum", gy[0], 0, NULL, false), on);
+    int parts[2] = {ox_ad_unsqueeze(ad, off, 1, (int64_t[]){0}),
+                    ox_ad_unsqueeze(ad, on, 1, (int64_t[]){0})};
+    gx[2] = ox_ad_reshape_like(ad, concat(ad, 0, 2, parts, parts[0]), vals);
+    return OX_OK;
+}
+
+/* ---- triangles, reversals, crops ------------------------------------------------------- */
+
+/* Trilu: keeps a triangle, so the gradient is the same triangle of gy. */
+ox_status ox_grad_trilu(struct ox_ad *ad, const struct ox_node *n, const int *gy, int *gx) {
+    if (!ox_ad_wants(ad, n, 0)) return OX_OK;
+    int in[2] = {gy[0], n->n_inputs > 1 ? n->inputs[1] : -1};
+    gx[0] = ox_ad_opa(ad, "Trilu", in[1] >= 0 ? 2 : 1, in, "i:upper", ox_attr_int(n, "upper", 1));
+    return OX_OK;
+}
+
+/* ReverseSequence: reversing each sequence's prefix is its own inverse. */
+ox_status ox_grad_reverse_sequence(struct ox_ad *ad, const struct ox_node *n, const int *gy,
+                                   int *gx) {
+    if (!ox_ad_wants(ad, n, 0)) return OX_OK;
+    gx[0] = ox_ad_opa(ad, "ReverseSequence", 2, (int[]){gy[0], n->inputs[1]},
+                      "i:batch_axis i:time_axis", ox_attr_int(n, "batch_axis", 1),
+                      ox_attr_int(n, "time_axis", 0));
+    return OX_OK;
+}
+
+/* CenterCropPad: cropping drops (in - out) / 2 (rounded down) at the start where padding puts
+ * (out - in) / 2, so CenterCropPad back to x's extents is the adjoint. */
+ox_status ox_grad_center_crop_pad(struct ox_ad *ad, const struct ox_node *n, const int *gy,
+                                  int *gx) {
+    int x = n->inputs[0];
+    if (!ox_ad_wants(ad, n, 0)) return OX_OK;
+    const int64_t *axes;
+    int n_axes = ox_attr_ints(n, "axes", &axes);
+    int shape = ox_ad_shape(ad, x);
+    if (n_axes >= 0) shape = OX_AD(ad, "Gather", shape, ox_ad_ints(ad, n_axes, axes));
+    struct ox_node *nd = ox_ad_node(ad, "CenterCropPad", 2, (int[]){gy[0], shape}, 1, &gx[0]);
+    if (nd && n_axes >= 0) ox_ad_set_attr(ad, nd, "I:axes", n_axes, axes);
+    return OX_OK;
+}
+
+/* TensorScatter (opset 24): present = past_cache with `update` written along `axis` at
+ * positions write_indices[b] + j (0 + j without them; modulo the cache length in circular
+ * mode), distinct within a batch. dpast: gy with those places zeroed (a TensorScatter of
+ * zeros); dupdate: gy read there (GatherElements). */
+ox_status ox_grad_tensor_scatter(struct ox_ad *ad, const struct ox_node *n, const int *gy,
+                                 int *gx) {
+    int c = n->inputs[0], u = n->inputs[1], g = gy[0], r = ox_ad_rank(ad, c);
+    int wi = n->n_inputs > 2 ? n->inputs[2] : -1;
+    int a = norm_axis(ox_attr_int(n, "axis", -2), r);
+    const char *mode = ox_attr_str(n, "mode", "linear");
+    if (r < 2 || a < 1)
+        return ox_ad_fail(ad, n, OX_E_UNSUPPORTED,
+                          "TensorScatter needs a cache of known rank and a sequence axis");
+    if (ox_ad_wants(ad, n, 0)) {
+        struct ox_node *nd = ox_ad_node(ad, "TensorScatter", wi >= 0 ? 3 : 2,
+                                        (int[]){g, ox_ad_zeros_like(ad, u), wi}, 1, &gx[0]);
+        if (nd) ox_ad_set_attr(ad, nd, "i:axis s:mode", (int64_t)a, mode);
+    }
+    if (!ox_ad_wants(ad, n, 1)) return OX_OK;
+    int pos = OX_AD(ad, "Range", ox_ad_int(ad, 0), dim_scalar(ad, u, a), ox_ad_int(ad, 1));
+    ox_ad_set_info(ad, pos, OX_INT64, 1, NULL);
+    struct shp s = {0}; /* the positions' view: [B or 1, 1, ..., len at axis, ..., 1] */
+    if (wi >= 0) {
+        int start = wi;
+        if (ox_ad_dtype(ad, wi) != OX_INT64) {
+            start = ox_ad_opa(ad, "Cast", 1, &wi, "i:to", (int64_t)OX_INT64);
+            ox_ad_set_info(ad, start, OX_INT64, 1, NULL);
+        }
+        pos = OX_AD(ad, "Add", ox_ad_unsqueeze(ad, start, 1, (int64_t[]){1}),
+                    ox_ad_unsqueeze(ad, pos, 1, (int64_t[]){0}));
+        shp_d(ad, &s, c, 0);
+    } else {
+        shp_c(&s, 1);
+    }
+    if (strcmp(mode, "circular") == 0) pos = OX_AD(ad, "Mod", pos, dim_scalar(ad, c, a));
+    for (int k = 1; k < r; k++) {
+        if (k == a)
+            shp_d(ad, &s, u, a);
+        else
+            shp_c(&s, 1);
+    }
+    pos = OX_AD(ad, "Reshape", pos, shp_emit(ad, &s));
+    pos = OX_AD(ad, "Expand", pos, ox_ad_shape(ad, u));
+    ox_ad_set_info(ad, pos, OX_INT64, r, NULL);
+    gx[1] = ox_ad_opa(ad, "GatherElements", 2, (int[]){g, pos}, "i:axis", (int64_t)a);
+    return OX_OK;
 }

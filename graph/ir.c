@@ -504,6 +504,29 @@ int ox_graph_add_value(struct ox_graph *g, const char *name) {
     return id;
 }
 
+static ox_status add_io(struct ox_graph *g, int **list, int *n, int v) {
+    int *a = ox_graph_alloc(g, sizeof(int) * (size_t)(*n + 1));
+    if (!a) return ox_err(OX_E_NOMEM, "out of memory");
+    if (*n) memcpy(a, *list, sizeof(int) * (size_t)*n);
+    a[(*n)++] = v;
+    *list = a;
+    return OX_OK;
+}
+
+ox_status ox_graph_add_input(struct ox_graph *g, int v) {
+    return add_io(g, &g->inputs, &g->n_inputs, v);
+}
+
+ox_status ox_graph_add_output(struct ox_graph *g, int v) {
+    return add_io(g, &g->outputs, &g->n_outputs, v);
+}
+
+bool ox_graph_is_input(const struct ox_graph *g, int v) {
+    for (int i = 0; i < g->n_inputs; i++)
+        if (g->inputs[i] == v) return true;
+    return false;
+}
+
 struct ox_node *ox_graph_add_node(struct ox_graph *g, const char *name, const char *domain,
                                   const char *op_type, int n_inputs, const int *inputs,
                                   int n_outputs, const int *outputs) {

@@ -213,6 +213,11 @@ int ox_graph_find_value(const struct ox_graph *g, const char *name);
  * a second call with the same name returns the same id. NULL or "" names get a fresh
  * unique name. */
 int ox_graph_add_value(struct ox_graph *g, const char *name);
+/* Append value v to the graph's inputs or outputs (OX_E_NOMEM on failure). */
+ox_status ox_graph_add_input(struct ox_graph *g, int v);
+ox_status ox_graph_add_output(struct ox_graph *g, int v);
+/* True when v is one of the graph's inputs. */
+bool ox_graph_is_input(const struct ox_graph *g, int v);
 /* Append a node; inputs/outputs are copied. Returns NULL on OOM. */
 struct ox_node *ox_graph_add_node(struct ox_graph *g, const char *name, const char *domain,
                                   const char *op_type, int n_inputs, const int *inputs,

@@ -49,16 +49,10 @@ struct opt {
     struct ox_opt_stats *st;
 };
 
-static bool is_graph_input(const struct ox_graph *g, int v) {
-    for (int i = 0; i < g->n_inputs; i++)
-        if (g->inputs[i] == v) return true;
-    return false;
-}
-
 /* Constant data the pass may read: an initializer that no caller can override, or the
  * tensor of a Constant node. */
 static const ox_tensor *const_of(const struct opt *o, int v) {
-    if (v < 0 || is_graph_input(o->g, v)) return NULL;
+    if (v < 0 || ox_graph_is_input(o->g, v)) return NULL;
     const struct ox_value *val = &o->g->values[v];
     if (val->init) return val->init;
     if (val->producer < 0 || o->dead[val->producer]) return NULL;
@@ -540,7 +534,7 @@ static void remove_dead(struct opt *o) {
     /* initializers nothing reads: drop their data (the value stays, unnamed by any node) */
     for (int v = 0; v < g->n_values; v++) {
         struct ox_value *val = &g->values[v];
-        if (!val->init || o->uses[v] > 0 || is_graph_input(g, v)) continue;
+        if (!val->init || o->uses[v] > 0 || ox_graph_is_input(g, v)) continue;
         if (!val->init_borrowed) free(val->init->data);
         val->init->data = NULL;
         val->init = NULL;

@@ -259,6 +259,106 @@ typedef struct ox_gradcheck_report {
 ox_status ox_gradcheck(const ox_model *m, const ox_gradcheck_options *opt,
                        ox_gradcheck_report *report);
 void ox_gradcheck_report_free(ox_gradcheck_report *report);
+
+/* Training: fit a model's float parameters by gradient descent, on the gradient graph that
+ * ox_model_gradient builds.
+ *
+ *     ox_trainer_options o = {.loss = OX_LOSS_SOFTMAX_CROSS_ENTROPY,
+ *                             .optimizer = OX_OPTIM_ADAM, .lr = 1e-3};
+ *     ox_trainer *t;
+ *     if (ox_trainer_create(m, &o, &t) != OX_OK) puts(ox_errmsg());  // m: no_optimize
+ *     ox_tensor in[2] = {{.name = "image", ...}, {.name = "labels", .dtype = OX_INT64, ...}};
+ *     float loss;
+ *     ox_trainer_step(t, in, 2, &loss);       // forward, backward, one update
+ *     ox_trainer_evaluate(t, in, 1, outs);    // the model's outputs, current parameters
+ *     ox_trainer_save(t, "trained.onnx");
+ *     ox_trainer_free(t);
+ *
+ * The trainer works on copies: the model passed in is borrowed for ox_trainer_create only.
+ * It owns one float32 buffer per parameter (copied from the initializer) and the optimizer's
+ * state, and binds the parameters by name at every run, so an update shows in the next step.
+ * Thread safety: one thread at a time per trainer (it holds sessions); trainers of one model
+ * may run in parallel. */
+typedef struct ox_trainer ox_trainer;
+
+/* What is minimised. */
+typedef enum {
+    /* The model's output `output` is the loss already (a tensor of one element). */
+    OX_LOSS_OUTPUT = 0,
+    /* The output `output` holds class scores [N, C] (or [N, C, d1, ...]): the trainer adds
+     * SoftmaxCrossEntropyLoss (reduction mean) with a new int64 input "labels" [N] (or
+     * [N, d1, ...]) and a scalar output "loss". */
+    OX_LOSS_SOFTMAX_CROSS_ENTROPY = 1,
+} ox_loss_kind;
+
+/* Update rules, as torch.optim 1.13 computes them (in float32, step by step):
+ *   SGD: g += weight_decay * p; with momentum, b = g at the first step, then
+ *        b = momentum * b + g, and g = nesterov ? g + momentum * b : b; p -= lr * g.
+ *   Adam: g += weight_decay * p; m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
+ *        p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
+ *   AdamW: p *= 1 - lr * weight_decay (decoupled), then Adam's update without the L2 term. */
+typedef enum {
+    OX_OPTIM_SGD = 0,
+    OX_OPTIM_ADAM = 1,
+    OX_OPTIM_ADAMW = 2,
+} ox_optimizer_kind;
+
+/* Options for a trainer; NULL means defaults (a zeroed struct). */
+typedef struct ox_trainer_options {
+    ox_loss_kind loss;
+    const char *output; /* the scores or loss output (NULL: the model's first output) */
+    /* Names of the initializers to train (float32). NULL/0: every float initializer from
+     * which a gradient reaches the loss. */
+    const char *const *params;
+    int n_params;
+    ox_optimizer_kind optimizer;
+    double lr;           /* learning rate (0: 0.01 for SGD, 0.001 for Adam and AdamW) */
+    double momentum;     /* SGD (0: none) */
+    bool nesterov;       /* SGD: Nesterov momentum (needs momentum > 0) */
+    double weight_decay; /* SGD and Adam: L2 added to the gradient; AdamW: decoupled (0: none) */
+    double beta1, beta2, eps; /* Adam, AdamW (0: 0.9, 0.999, 1e-8) */
+    int n_threads;            /* of the trainer's sessions (0: number of cores) */
+} ox_trainer_options;
+
+/* Build a trainer for m, a model loaded with no_optimize (borrowed for the call, unchanged):
+ * a copy of it with the loss (as opt->loss says) and its gradient graph, a session, the
+ * parameters and the optimizer's state. Errors: OX_E_INVALID (an unknown output or
+ * parameter, an option out of range, a name "labels" or "loss" already taken, a loss of more
+ * than one element), OX_E_UNSUPPORTED (an op on the path without a gradient rule, which is
+ * what a model loaded optimized gives: fused ops have none; a parameter that is not float32),
+ * OX_E_NOMEM. *out is owned by the caller. */
+ox_status ox_trainer_create(const ox_model *m, const ox_trainer_options *opt, ox_trainer **out);
+void ox_trainer_free(ox_trainer *t);
+
+/* One training step on a batch: forward, backward, and one update of every parameter.
+ * inputs (borrowed) bind by name, or by position in the order: the model's inputs, then
+ * "labels" (OX_LOSS_SOFTMAX_CROSS_ENTROPY). The batch's loss before the update goes to *loss
+ * (may be NULL). Errors: those of ox_session_run; on an error the parameters are unchanged. */
+ox_status ox_trainer_step(ox_trainer *t, const ox_tensor *inputs, int n_inputs, float *loss);
+
+/* The learning rate of the following steps (a schedule calls it between steps); > 0. */
+ox_status ox_trainer_set_lr(ox_trainer *t, double lr);
+double ox_trainer_lr(const ox_trainer *t);
+/* Steps taken so far. */
+int64_t ox_trainer_steps(const ox_trainer *t);
+
+/* Forward only, with the current parameters: the model's own outputs (no loss), as
+ * ox_session_run gives them. outputs receives ox_model_n_outputs(m) pointers to tensors owned
+ * by the trainer, valid until its next evaluate or ox_trainer_free. Errors: those of
+ * ox_session_run. */
+ox_status ox_trainer_evaluate(ox_trainer *t, const ox_tensor *inputs, int n_inputs,
+                              const ox_tensor **outputs);
+
+/* Parameter i (0 <= i < ox_trainer_n_params): name and current value, borrowed from the
+ * trainer (the data changes with each step). OX_E_INVALID for an i out of range. */
+int ox_trainer_n_params(const ox_trainer *t);
+ox_status ox_trainer_param(const ox_trainer *t, int i, const ox_tensor **param);
+
+/* Write the forward model (without loss or gradient graph) with the current parameters as
+ * its initializers, as ONNX (ox_model_save's rules: a temporary file renamed into place).
+ * Errors: OX_E_IO, OX_E_NOMEM, and those of loading the model's copy. */
+ox_status ox_trainer_save(const ox_trainer *t, const char *path);
+
 int ox_model_n_inputs(const ox_model *m);
 int ox_model_n_outputs(const ox_model *m);
 /* Describe graph input/output i: name, dtype and shape; a dim that is not fixed is -1 and

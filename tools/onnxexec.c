@@ -83,6 +83,8 @@ static const char usage_main[] =
     "                        opset, external data\n"
     "  grad MODEL -o OUT     write the model with its gradient graph (autograd) as ONNX\n"
     "  gradcheck MODEL       check the model's gradients against finite differences\n"
+    "  train MODEL --data DIR  train an image classifier on MNIST-format data (SGD, Adam,\n"
+    "                        AdamW) and save the trained model\n"
     "  help [COMMAND]        show this help, or a command's help\n"
     "\n"
     "options:\n"
@@ -2206,6 +2208,9 @@ static int cmd_convert(int argc, char **argv) {
     return 0;
 }
 
+/* onnxexec train (tools/train.c) */
+int cmd_train(int argc, char **argv);
+
 /* ---- grad, gradcheck ------------------------------------------------------------------- */
 
 static const char usage_grad[] =
@@ -2329,9 +2334,12 @@ static void json_str(const char *s) {
     putchar('"');
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20) printf("\\u%04x", c);
-        else putchar(c);
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
     }
     putchar('"');
 }
@@ -2373,17 +2381,23 @@ static int cmd_gradcheck(int argc, char **argv) {
             if (!parse_i64(v, &i64) || i64 < 1 || i64 > INT32_MAX)
                 return errorf(EXIT_USAGE, "gradcheck: %s takes a positive number, not '%s'", arg,
                               v);
-            if (arg[2] == 's') go.seed = (uint64_t)i64;
-            else if (arg[2] == 'c') go.max_checks = (int)i64;
-            else go.symbolic_dim = i64;
+            if (arg[2] == 's')
+                go.seed = (uint64_t)i64;
+            else if (arg[2] == 'c')
+                go.max_checks = (int)i64;
+            else
+                go.symbolic_dim = i64;
         } else if (strcmp(arg, "--eps") == 0 || strcmp(arg, "--atol") == 0 ||
                    strcmp(arg, "--rtol") == 0) {
             if (!parse_double(v, &d) || !(d > 0))
                 return errorf(EXIT_USAGE, "gradcheck: %s takes a positive number, not '%s'", arg,
                               v);
-            if (arg[2] == 'e') go.eps = d;
-            else if (arg[2] == 'a') go.atol = d;
-            else go.rtol = d;
+            if (arg[2] == 'e')
+                go.eps = d;
+            else if (arg[2] == 'a')
+                go.atol = d;
+            else
+                go.rtol = d;
         } else if (arg[0] == '-' && arg[1]) {
             return errorf(EXIT_USAGE,
                           "gradcheck: unknown option '%s' (see onnxexec gradcheck --help)", arg);
@@ -2393,7 +2407,8 @@ static int cmd_gradcheck(int argc, char **argv) {
             return errorf(EXIT_USAGE, "gradcheck: one model at a time ('%s' is extra)", arg);
         }
     }
-    if (!in) return errorf(EXIT_USAGE, "gradcheck: needs a model (usage: onnxexec gradcheck MODEL)");
+    if (!in)
+        return errorf(EXIT_USAGE, "gradcheck: needs a model (usage: onnxexec gradcheck MODEL)");
     model_opts.no_optimize = true;
     ox_model *m;
     rc = load_model(in, &m);
@@ -2454,10 +2469,11 @@ static int cmd_help(int argc, char **argv) {
     if (strcmp(argv[0], "convert") == 0) return fputs(usage_convert, stdout), 0;
     if (strcmp(argv[0], "grad") == 0) return fputs(usage_grad, stdout), 0;
     if (strcmp(argv[0], "gradcheck") == 0) return fputs(usage_gradcheck, stdout), 0;
+    if (strcmp(argv[0], "train") == 0) return cmd_train(1, (char *[]){"--help", NULL});
     if (strcmp(argv[0], "help") == 0) return fputs(usage_main, stdout), 0;
     return errorf(EXIT_USAGE,
                   "help: unknown command '%s' (commands: run, test, bench, convert, info, grad, "
-                  "gradcheck)",
+                  "gradcheck, train)",
                   argv[0]);
 }
 
@@ -2501,5 +2517,6 @@ int main(int argc, char **argv) {
     }
     if (strcmp(cmd, "grad") == 0) return cmd_grad(argc - 2, argv + 2);
     if (strcmp(cmd, "gradcheck") == 0) return cmd_gradcheck(argc - 2, argv + 2);
+    if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
     return errorf(EXIT_USAGE, "unknown command '%s' (try onnxexec --help)", cmd);
 }

@@ -223,3 +223,104 @@ CASES += [
                                                                    [2.0, 0.5, 2.0]]))],
                                      {"axes": [1], "keepdims": 0})),
 ]
+
+# ---- Shrink, Swish, SwiGLU ----
+CASES += [
+    ("Shrink", op_model("Shrink", [("a", [3, 4])])),
+    ("Shrink_attrs", op_model("Shrink", [("a", [2, 1, 5])], {"lambd": 0.3, "bias": 0.2})),
+    ("Shrink_lambd0", op_model("Shrink", [("a", _away(40, [3, 3], 0.05, 2.0))],
+                               {"lambd": 0.0, "bias": 1.5})),
+    ("Swish", op_model("Swish", [("a", [2, 3, 4])], opset=24)),
+    ("Swish_alpha", op_model("Swish", [("a", [3, 1, 4])], {"alpha": 1.7}, opset=24)),
+    ("SwiGLU", op_model("SwiGLU", [("a", [2, 3, 4]), ("b", [2, 3, 4])], opset=28)),
+    ("SwiGLU_alpha", op_model("SwiGLU", [("a", [3, 5]), ("b", [3, 5])], {"alpha": 0.6},
+                              opset=28)),
+]
+
+
+# ---- Mod of floats: quotients kept away from whole numbers (the steps of trunc/floor) ----
+def _mod_inputs(seed, a_shape, b_shape):
+    r = rng(seed)
+    b = r.uniform(0.5, 2.0, size=b_shape) * r.choice([-1.0, 1.0], size=b_shape)
+    q = r.integers(-3, 4, size=a_shape) + r.uniform(0.1, 0.9, size=a_shape)
+    return q * np.broadcast_to(b, np.broadcast_shapes(a_shape, b_shape)), b
+
+
+_ma, _mb = _mod_inputs(41, [2, 3, 4], [3, 1])
+_ma2, _mb2 = _mod_inputs(42, [3, 4], [3, 4])
+CASES += [
+    ("Mod_fmod_broadcast", op_model("Mod", [("a", _ma), ("b", _mb)], {"fmod": 1})),
+    ("Mod_floor_broadcast", op_model("Mod", [("a", _ma), ("b", _mb)])),
+    ("Mod_fmod_same", op_model("Mod", [("a", _ma2), ("b", _mb2)], {"fmod": 1}, opset=13)),
+    ("Mod_floor_same", op_model("Mod", [("a", _ma2), ("b", _mb2)], {"fmod": 0})),
+]
+
+# ---- Range of floats (the count stays put under the step), Det ----
+_sing = rng(43).normal(size=[3, 2]) @ rng(44).normal(size=[2, 3])  # rank 2: det 0
+CASES += [
+    ("Range_float", op_model("Range", [("s", _scalar(0.3)), ("l", _scalar(2.55)),
+                                       ("d", _scalar(0.5))], opset=13)),
+    ("Range_float_down", op_model("Range", [("s", _scalar(1.0)), ("l", _scalar(-2.3)),
+                                            ("d", _scalar(-0.7))])),
+    ("Det_3", op_model("Det", [("x", [3, 3])])),
+    ("Det_batched_4", op_model("Det", [("x", [2, 4, 4])])),
+    ("Det_batched_2", op_model("Det", [("x", [3, 1, 2, 2])])),
+    ("Det_1", op_model("Det", [("x", [2, 1, 1])])),
+    ("Det_singular", op_model("Det", [("x", _sing)])),
+    ("Det_symbolic", op_model("Det", [("x", ["N", 3, 3])], opset=13)),
+]
+
+# ---- ops whose output depends on the input's shape only, or is sampled: no gradient; a
+# second path (z = y * a) keeps the check non-vacuous ----
+_p = _fixed(45, [3, 4], 0.2, 0.8)
+CASES += [
+    ("EyeLike", op_model("EyeLike", [("a", [3, 4])], {"k": 1}, outputs=["y"],
+                         extra_nodes=[helper.make_node("Mul", ["y", "a"], ["z"])])),
+    ("RandomNormalLike", op_model("RandomNormalLike", [("a", [3, 4])], {"seed": 2.0},
+                                  outputs=["y"],
+                                  extra_nodes=[helper.make_node("Mul", ["y", "a"], ["z"])])),
+    ("RandomUniformLike", op_model("RandomUniformLike", [("a", [2, 3])], {"seed": 3.0},
+                                   outputs=["y"],
+                                   extra_nodes=[helper.make_node("Mul", ["y", "a"], ["z"])])),
+    ("Bernoulli", op_model("Bernoulli", [("a", _p)], {"seed": 4.0}, outputs=["y"], opset=15,
+                           extra_nodes=[helper.make_node("Mul", ["y", "a"], ["z"])])),
+]
+
+# ---- DequantizeLinear: the scale's gradient (x is an integer initializer) ----
+_q8 = rng(46).integers(-100, 100, size=[2, 3, 5]).astype(np.int8)
+_u8 = rng(47).integers(0, 255, size=[4, 3]).astype(np.uint8)
+CASES += [
+    ("DequantizeLinear_tensor", op_model("DequantizeLinear", [("x", _q8), ("s", [])])),
+    ("DequantizeLinear_tensor_zp", op_model("DequantizeLinear",
+                                            [("x", _u8), ("s", [1]),
+                                             ("z", np.array([7], np.uint8))], opset=13)),
+    ("DequantizeLinear_axis1", op_model("DequantizeLinear", [("x", _q8), ("s", [3]),
+                                                             ("z", np.array([1, -2, 0], np.int8))])),
+    ("DequantizeLinear_axis_neg1", op_model("DequantizeLinear", [("x", _q8), ("s", [5])],
+                                            {"axis": -1})),
+    ("DequantizeLinear_axis0", op_model("DequantizeLinear", [("x", _u8), ("s", [4])],
+                                        {"axis": 0}, opset=19)),
+    ("DequantizeLinear_blocked", op_model("DequantizeLinear", [("x", _q8), ("s", [2, 3, 2])],
+                                          {"axis": -1, "block_size": 3}, opset=21)),
+    ("DequantizeLinear_blocked_axis0", op_model("DequantizeLinear",
+                                                [("x", _u8), ("s", [2, 3]),
+                                                 ("z", np.full([2, 3], 3, np.uint8))],
+                                                {"axis": 0, "block_size": 2}, opset=21)),
+    ("DequantizeLinear_ms", op_model("DequantizeLinear", [("x", _q8), ("s", [3])], {"axis": 1},
+                                     domain="com.microsoft")),
+]
+
+# ---- CumProd (opset 26): with a zero in the input (the rule divides by nothing) ----
+_cp = rng(48).uniform(0.5, 1.5, size=[3, 4, 2]) * rng(48).choice([-1.0, 1.0], size=[3, 4, 2])
+_cp[1, 2, 0] = 0.0
+_cp[2, 0, 1] = 0.0
+for _name, _attrs, _axis in [("plain", {}, 1), ("exclusive", {"exclusive": 1}, 0),
+                             ("reverse", {"reverse": 1}, -1),
+                             ("exclusive_reverse", {"exclusive": 1, "reverse": 1}, 1)]:
+    CASES.append((f"CumProd_{_name}", op_model(
+        "CumProd", [("x", [3, 4, 2]), ("axis", np.array(_axis, dtype=np.int64))], _attrs,
+        opset=26)))
+    CASES.append((f"CumProd_{_name}_zeros", op_model(
+        "CumProd", [("x", _cp), ("axis", np.array(_axis, dtype=np.int64))], _attrs, opset=26)))
+CASES.append(("CumProd_symbolic", op_model(
+    "CumProd", [("x", ["N", 5]), ("axis", np.array(1, dtype=np.int64))], opset=26)))

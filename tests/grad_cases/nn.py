@@ -207,3 +207,81 @@ CASES = [
     resize("Resize_half_pixel_symmetric", [1, 2, 3, 4], scales=[1, 1, 1.7, 0.6],
            mode="linear", coordinate_transformation_mode="half_pixel_symmetric", opset=19),
 ]
+
+
+# ---- MaxUnpool: indices as a MaxPool with kernel = stride would give (one place per window,
+# distinct) ----
+def _unpool_indices(seed, x_shape, k):
+    r = rng(seed)
+    n, c, sp = x_shape[0], x_shape[1], x_shape[2:]
+    out = [d * kk for d, kk in zip(sp, k)]
+    idx = np.zeros(x_shape, np.int64)
+    for pos in np.ndindex(*x_shape):
+        coords = [pos[2 + i] * k[i] + r.integers(0, k[i]) for i in range(len(sp))]
+        flat = pos[0] * c + pos[1]
+        for i, cc in enumerate(coords):
+            flat = flat * out[i] + cc
+        idx[pos] = flat
+    return idx
+
+
+CASES += [
+    ("MaxUnpool_2d", op_model("MaxUnpool", [("x", [2, 2, 2, 3]),
+                                            ("i", _unpool_indices(1, [2, 2, 2, 3], [2, 2]))],
+                              {"kernel_shape": [2, 2], "strides": [2, 2]})),
+    ("MaxUnpool_1d", op_model("MaxUnpool", [("x", [1, 3, 4]),
+                                            ("i", _unpool_indices(2, [1, 3, 4], [3]))],
+                              {"kernel_shape": [3], "strides": [3]})),
+    ("MaxUnpool_output_shape_larger", op_model(
+        "MaxUnpool", [("x", [1, 2, 2, 2]), ("i", _unpool_indices(3, [1, 2, 2, 2], [2, 2])),
+                      ("s", i64(1, 2, 5, 6))],
+        {"kernel_shape": [2, 2], "strides": [2, 2]})),
+    ("MaxUnpool_output_shape_mixed", op_model(
+        "MaxUnpool", [("x", [1, 2, 3, 2]), ("i", _unpool_indices(4, [1, 2, 3, 2], [2, 2])),
+                      ("s", i64(1, 2, 5, 5))],
+        {"kernel_shape": [2, 2], "strides": [2, 2]})),
+    ("MaxUnpool_output_shape_pads", op_model(
+        "MaxUnpool", [("x", [1, 1, 2, 2]), ("i", _unpool_indices(5, [1, 1, 2, 2], [2, 2])),
+                      ("s", i64(1, 1, 4, 4))],
+        {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 0, 0]})),
+]
+
+
+# ---- RotaryEmbedding (opset 23): X, and both caches (float inputs) ----
+def rope(name, x, cache, pos=None, **attrs):
+    ins = [("x", x), ("cos", cache), ("sin", cache)] + ([("p", pos)] if pos is not None else [])
+    return (name, op_model("RotaryEmbedding", ins, attrs, opset=23))
+
+
+_pos = np.array([[0, 3, 1], [4, 4, 2]], np.int64)
+CASES += [
+    rope("Rotary_4d", [2, 2, 3, 4], [2, 3, 2]),
+    rope("Rotary_4d_positions", [2, 3, 3, 6], [5, 3], _pos),
+    rope("Rotary_4d_interleaved_partial", [2, 2, 3, 6], [5, 2], _pos, interleaved=1,
+         rotary_embedding_dim=4),
+    rope("Rotary_3d_heads", [2, 3, 8], [2, 3, 2], num_heads=2),
+    rope("Rotary_3d_partial_positions", [2, 3, 12], [5, 1], _pos, num_heads=3,
+         rotary_embedding_dim=2),
+    rope("Rotary_3d_interleaved", [2, 3, 8], [5, 2], _pos, num_heads=2, interleaved=1),
+    rope("Rotary_symbolic", ["B", 2, "S", 4], ["B", "S", 2]),
+]
+
+# ---- Col2Im (opset 18), AffineGrid (opset 20) ----
+CASES += [
+    ("Col2Im_plain", op_model("Col2Im", [("x", [2, 2 * 4, 6]), ("i", i64(3, 4)),
+                                         ("b", i64(2, 2))], opset=18)),
+    ("Col2Im_strides_pads_dilations", op_model(
+        "Col2Im", [("x", [1, 3 * 6, 9]), ("i", i64(5, 6)), ("b", i64(2, 3))],
+        {"strides": [2, 1], "pads": [1, 0, 0, 1], "dilations": [1, 2]}, opset=18)),
+    ("Col2Im_1d", op_model("Col2Im", [("x", [2, 3, 4]), ("i", i64(7,)), ("b", i64(3,))],
+                           {"strides": [2], "pads": [1, 1]}, opset=18)),
+    ("AffineGrid_2d", op_model("AffineGrid", [("t", [2, 2, 3]), ("s", i64(2, 3, 4, 5))],
+                               opset=20)),
+    ("AffineGrid_2d_align", op_model("AffineGrid", [("t", [1, 2, 3]), ("s", i64(1, 1, 3, 1))],
+                                     {"align_corners": 1}, opset=20)),
+    ("AffineGrid_3d", op_model("AffineGrid", [("t", [2, 3, 4]), ("s", i64(2, 1, 2, 3, 4))],
+                               opset=20)),
+    ("AffineGrid_3d_align", op_model("AffineGrid", [("t", [1, 3, 4]),
+                                                    ("s", i64(1, 2, 3, 2, 2))],
+                                     {"align_corners": 1}, opset=20)),
+]

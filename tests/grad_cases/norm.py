@@ -223,3 +223,49 @@ CASES += [
     es("Einsum_lonely_symbolic", "ij,j->", ["N", 4], [4]),
     es("Einsum_diag_symbolic", "ii,ij->j", ["N", "N"], ["N", 3]),
 ]
+
+# LRN: large alpha so that the window term weighs; odd and even sizes (asymmetric windows),
+# windows wider than C, ranks 3 to 5
+CASES += [
+    ("LRN_default", op_model("LRN", [("x", [2, 5, 3, 2])], {"size": 3})),
+    ("LRN_size3", op_model("LRN", [("x", [2, 5, 3, 2])],
+                           {"size": 3, "alpha": 2.0, "beta": 0.75, "bias": 1.0})),
+    ("LRN_size2", op_model("LRN", [("x", [2, 4, 3])], {"size": 2, "alpha": 1.5, "beta": 0.6})),
+    ("LRN_size4_bias", op_model("LRN", [("x", [1, 6, 2, 3])],
+                                {"size": 4, "alpha": 3.0, "beta": 1.2, "bias": 2.0})),
+    ("LRN_size7_wide", op_model("LRN", [("x", [2, 3, 2, 2, 2])],
+                                {"size": 7, "alpha": 1.0, "beta": 0.5, "bias": 0.5})),
+    ("LRN_size1", op_model("LRN", [("x", [2, 3, 4])], {"size": 1, "alpha": 0.8})),
+    ("LRN_symbolic", op_model("LRN", [("x", ["N", 4, "H", 2])], {"size": 5, "alpha": 2.5})),
+]
+
+# MeanVarianceNormalization: default axes {0, 2, 3}, others
+CASES += [
+    ("MVN_default", op_model("MeanVarianceNormalization", [("x", [2, 3, 2, 3])])),
+    ("MVN_axes_spatial", op_model("MeanVarianceNormalization", [("x", [2, 3, 4, 2])],
+                                  {"axes": [2, 3]})),
+    ("MVN_axes_last", op_model("MeanVarianceNormalization", [("x", [3, 5])], {"axes": [-1]})),
+    ("MVN_axes_01", op_model("MeanVarianceNormalization", [("x", [2, 3, 4])], {"axes": [0, 1]})),
+    ("MVN_opset9", op_model("MeanVarianceNormalization", [("x", [3, 2, 2, 2])], opset=9)),
+    ("MVN_symbolic", op_model("MeanVarianceNormalization", [("x", ["N", 3, "S"])],
+                              {"axes": [0, 2]})),
+]
+
+# RMSNormalization (opset 23)
+CASES += [
+    ("RMSNorm_last", op_model("RMSNormalization", [("x", [2, 3, 4]), ("s", [4])], opset=23)),
+    ("RMSNorm_axis1", op_model("RMSNormalization", [("x", [2, 3, 4]), ("s", [3, 4])],
+                               {"axis": 1, "epsilon": 1e-3}, opset=23)),
+    ("RMSNorm_scale_bcast", op_model("RMSNormalization", [("x", [2, 3, 4]), ("s", [3, 1])],
+                                     {"axis": -2}, opset=23)),
+    ("RMSNorm_stash_double", op_model("RMSNormalization", [("x", [3, 5]), ("s", [5])],
+                                      {"stash_type": TensorProto.DOUBLE}, opset=23)),
+    ("RMSNorm_symbolic", op_model("RMSNormalization", [("x", ["N", "T", 4]), ("s", [4])],
+                                  opset=23)),
+]
+
+# Hardmax: no gradient through it; y * x carries one (hardmax(x)) so the check is not vacuous
+CASES += [
+    ("Hardmax_times_x", op_model("Hardmax", [("x", [3, 4])], {"axis": 1},
+                                 extra_nodes=[helper.make_node("Mul", ["y0", "x"], ["z"])])),
+]

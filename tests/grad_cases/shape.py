@@ -155,3 +155,76 @@ CASES = [
     ("ScatterND_add", op_model("ScatterND", [("x", [2, 3]), ("i", ints([[1, 2], [1, 2]])),
                                              ("u", [2])], {"reduction": "add"})),
 ]
+
+BOOL = np.bool_
+
+# selecting: TopK (with and without its Indices output), Compress, OneHot's values
+CASES += [
+    ("TopK_last", op_model("TopK", [("x", [3, 5]), ("k", i64(2))], outputs=["y0", "_i"])),
+    ("TopK_no_indices", op_model("TopK", [("x", [3, 5]), ("k", i64(3))])),
+    ("TopK_axis0_smallest", op_model("TopK", [("x", [4, 2, 3]), ("k", i64(2))],
+                                     {"axis": 0, "largest": 0}, outputs=["y0", "_i"])),
+    ("TopK_axis1_unsorted_recompute", op_model("TopK", [("x", [2, 5, 3]), ("k", i64(3))],
+                                               {"axis": 1, "sorted": 0})),
+    ("TopK_axis_neg2_smallest_recompute", op_model("TopK", [("x", [2, 4, 3]), ("k", i64(4))],
+                                                   {"axis": -2, "largest": 0})),
+    ("TopK_symbolic", op_model("TopK", [("x", ["N", 6]), ("k", i64(2))], opset=13)),
+    ("Compress_axis0", op_model("Compress", [("x", [4, 3]),
+                                             ("c", np.array([1, 0, 1, 1], BOOL))], {"axis": 0})),
+    ("Compress_axis1_short", op_model("Compress", [("x", [2, 5, 2]),
+                                                   ("c", np.array([0, 1, 1], BOOL))],
+                                      {"axis": 1})),
+    ("Compress_axis_neg1", op_model("Compress", [("x", [2, 3, 4]),
+                                                 ("c", np.array([1, 0, 0, 1], BOOL))],
+                                    {"axis": -1})),
+    ("Compress_flat", op_model("Compress", [("x", [3, 4]),
+                                            ("c", np.array([1, 0, 1, 1, 0, 0, 1], BOOL))])),
+    ("Compress_symbolic", op_model("Compress", [("x", ["N", 4]),
+                                                ("c", np.array([0, 1, 0, 1], BOOL))],
+                                   {"axis": 1})),
+    ("OneHot_last", op_model("OneHot", [("i", ints([[0, 2], [3, 1], [2, 2]])),
+                                        ("d", np.array(4, np.int64)), ("v", [2])])),
+    ("OneHot_axis0_negative", op_model("OneHot", [("i", ints([1, -1, 0, -3])),
+                                                  ("d", np.array(3, np.int64)), ("v", [2])],
+                                       {"axis": 0})),
+    ("OneHot_axis1", op_model("OneHot", [("i", ints([[0, 2], [1, 1]])),
+                                         ("d", np.array([5], np.int64)), ("v", [2])],
+                                {"axis": 1})),
+]
+
+# triangles, reversals, crops
+CASES += [
+    ("Trilu_upper", op_model("Trilu", [("x", [3, 4])], opset=14)),
+    ("Trilu_lower_k", op_model("Trilu", [("x", [2, 4, 3]), ("k", np.array(-1, np.int64))],
+                               {"upper": 0}, opset=14)),
+    ("Trilu_upper_k2", op_model("Trilu", [("x", [2, 1, 3, 5]), ("k", np.array(2, np.int64))],
+                                {"upper": 1}, opset=14)),
+    ("Trilu_lower_symbolic", op_model("Trilu", [("x", ["N", 3, 3])], {"upper": 0}, opset=14)),
+    ("ReverseSequence_time0", op_model("ReverseSequence", [("x", [4, 3, 2]),
+                                                           ("l", i64(4, 1, 3))],
+                                       {"time_axis": 0, "batch_axis": 1})),
+    ("ReverseSequence_batch0", op_model("ReverseSequence", [("x", [3, 5]), ("l", i64(2, 5, 0))],
+                                        {"time_axis": 1, "batch_axis": 0})),
+    ("CenterCropPad_crop_pad", op_model("CenterCropPad", [("x", [5, 2, 3]), ("s", i64(2, 5, 3))],
+                                        opset=18)),
+    ("CenterCropPad_axes", op_model("CenterCropPad", [("x", [2, 7, 4]), ("s", i64(4, 7))],
+                                    {"axes": [-1, 1]}, opset=18)),
+    ("CenterCropPad_odd", op_model("CenterCropPad", [("x", [3, 6]), ("s", i64(6, 3))],
+                                   opset=18)),
+    ("CenterCropPad_symbolic", op_model("CenterCropPad", [("x", ["N", 5]), ("s", i64(2))],
+                                        {"axes": [1]}, opset=18)),
+]
+
+# TensorScatter (opset 24): a KV-cache write, linear and circular
+CASES += [
+    ("TensorScatter_linear", op_model("TensorScatter", [("c", [2, 3, 5, 2]), ("u", [2, 3, 2, 2]),
+                                                        ("w", i64(1, 3))], opset=24)),
+    ("TensorScatter_no_indices", op_model("TensorScatter", [("c", [2, 4, 3]), ("u", [2, 2, 3])],
+                                          {"axis": 1}, opset=24)),
+    ("TensorScatter_circular", op_model("TensorScatter", [("c", [2, 2, 4, 3]),
+                                                          ("u", [2, 2, 3, 3]), ("w", i64(2, 3))],
+                                        {"mode": "circular"}, opset=24)),
+    ("TensorScatter_axis_last_symbolic", op_model("TensorScatter",
+                                                  [("c", [2, "H", 6]), ("u", [2, "H", 2]),
+                                                   ("w", i64(4, 0))], {"axis": -1}, opset=24)),
+]
