@@ -1119,6 +1119,55 @@ OX_HOT static void maxpool2d_rows(void *arg, int64_t c0, int64_t c1, int tid) {
     }
 }
 
+/* float 2-D max pooling with the Indices output (storage_order 0), over the pool's threads
+ * (channels split): per output, the taps inside the input only, compared in float. The same
+ * choice as pool_run: the first maximum wins, a NaN wins; a window wholly in the padding
+ * gives 0 and index -1. What the MaxPool gradient recomputes. */
+struct maxpool_idx_job {
+    const float *x;
+    float *y;
+    int64_t *ind;
+    const struct geom *g;
+};
+
+OX_HOT static void maxpool2d_idx_rows(void *arg, int64_t c0, int64_t c1, int tid) {
+    const struct maxpool_idx_job *j = arg;
+    const struct geom *g = j->g;
+    int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1], KH = g->k[0];
+    int64_t KW = g->k[1], SH = g->s[0], SW = g->s[1], DH = g->d[0], DW = g->d[1];
+    int64_t PT = g->pb[0], PL = g->pb[1];
+    (void)tid;
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t base = c * g->in_size;
+        const float *xc = j->x + base;
+        float *yc = j->y + c * g->out_size;
+        int64_t *ic = j->ind + c * g->out_size;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            int64_t h0 = oh * SH - PT;
+            for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t w0 = ow * SW - PL, best = -1;
+                float acc = 0;
+                for (int64_t kh = 0; kh < KH; kh++) {
+                    int64_t ih = h0 + kh * DH;
+                    if (ih < 0 || ih >= H) continue;
+                    const float *xr = xc + ih * W;
+                    for (int64_t kw = 0; kw < KW; kw++) {
+                        int64_t iw = w0 + kw * DW;
+                        if (iw < 0 || iw >= W) continue;
+                        float v = xr[iw];
+                        if (best < 0 || v > acc || v != v) {
+                            acc = v;
+                            best = base + ih * W + iw;
+                        }
+                    }
+                }
+                yc[oh * OW + ow] = acc;
+                ic[oh * OW + ow] = best;
+            }
+        }
+    }
+}
+
 static ox_status cpu_pool(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                           const ox_tensor *const *in, ox_tensor *const *out, int kind) {
     struct geom g;
@@ -1128,6 +1177,12 @@ static ox_status cpu_pool(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     if (in[0]->dtype == OX_FLOAT && g.nsp == 2 && !idx && kind == POOL_MAX) {
         struct maxpool_job j = {in[0]->data, out[0]->data, &g, ctx->scratch};
         ox_parallel_for(ctx->pool, in[0]->dims[0] * in[0]->dims[1], maxpool2d_rows, &j);
+        return OX_OK;
+    }
+    if (in[0]->dtype == OX_FLOAT && g.nsp == 2 && idx && kind == POOL_MAX &&
+        ox_attr_int(n, "storage_order", 0) == 0) {
+        struct maxpool_idx_job j = {in[0]->data, out[0]->data, idx->data, &g};
+        ox_parallel_for(ctx->pool, in[0]->dims[0] * in[0]->dims[1], maxpool2d_idx_rows, &j);
         return OX_OK;
     }
     if (in[0]->dtype == OX_FLOAT && g.nsp == 2 && !idx && kind != POOL_LP) {
