@@ -236,7 +236,7 @@ typedef struct ox_gradcheck_options {
     int n_inputs;
     uint64_t seed;          /* of the random inputs, seeds and picks (0: 1) */
     int max_checks;         /* elements per wrt value (0: 32) */
-    double eps, atol, rtol; /* 0: float64 1e-6, 1e-5, 1e-3; float32 1e-2, 1e-2, 2e-2 */
+    double eps, atol, rtol; /* 0: float64 1e-6, 1e-5, 1e-3; float32 1e-3, 1e-2, 2e-2 */
     int64_t symbolic_dim;   /* size of inputs' symbolic dims (0: 2) */
 } ox_gradcheck_options;
 typedef struct ox_gradcheck_value {

@@ -11,6 +11,7 @@ For each model (Debian's torch 1.13, fixed seeds, eval mode, float32) and each o
 the model is exported to ONNX (opset 17, parameters kept under their names), `onnxexec grad`
 writes the gradient graph, onnx.checker (full check) must accept it, and `onnxexec run`
 of that file must give every parameter's gradient within relative L2 1e-4 of torch's.
+`onnxexec gradcheck` must pass on the float32 MLP and LSTM models too.
 Exits 1 on failure; prints one line per model and loss, and a markdown table with --table.
 """
 
@@ -195,6 +196,14 @@ def main():
                     rows.append((name, loss, "pass", f"{n} gradients, worst {worst:.2g} "
                                                      f"({wname})"))
                 sys.stdout.flush()
+            if name in ("mlp", "lstm"):
+                # the float32 path of gradcheck, on the exported model (defaults: eps 1e-3)
+                r = run([exe, "gradcheck", os.path.join(work, f"{name}_seed.onnx"), "--checks",
+                         "8"])
+                ok = r.returncode == 0 and "PASS" in r.stdout
+                failed += not ok
+                print(f"{'PASS' if ok else 'FAIL'} {name}: onnxexec gradcheck (float32) "
+                      f"{r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr}")
     if args.table:
         with open(args.table, "w") as f:
             f.write("| model | loss | result | detail |\n|---|---|---|---|\n")

@@ -2241,14 +2241,14 @@ static const char usage_grad[] =
 static const char usage_gradcheck[] =
     "usage: onnxexec gradcheck MODEL [--wrt NAME]... [-i NAME=FILE]... [--seed N]\n"
     "                                [--checks N] [--eps E] [--atol A] [--rtol R]\n"
-    "                                [--dim N] [--json]\n"
+    "                                [--dim N] [--shape NAME=d0,d1,...]... [--json]\n"
     "\n"
     "Check MODEL's gradients (the autograd pass onnxexec grad uses) against central finite\n"
     "differences. With random inputs and random seeds s for every float output y, the\n"
     "scalar L = sum(s * y) is differentiated; for up to N elements of each checked value,\n"
     "(L(x+eps) - L(x-eps)) / 2eps must agree with the gradient: |a - n| <= atol + rtol *\n"
     "max(|a|, |n|). A float64 model gives a tight check (defaults eps 1e-6, atol 1e-5, rtol\n"
-    "1e-3); a float32 model a loose one (eps 1e-2, atol 1e-2, rtol 2e-2).\n"
+    "1e-3); a float32 model a loose one (eps 1e-3, atol 1e-2, rtol 2e-2).\n"
     "Exit status: 0 when every element passes, 1 when one does not (or on error).\n"
     "\n"
     "options:\n"
@@ -2261,6 +2261,7 @@ static const char usage_gradcheck[] =
     "  --eps E, --atol A, --rtol R\n"
     "                        the step and tolerances (defaults above)\n"
     "  --dim N               the size given to inputs' symbolic dims (default 2)\n"
+    "  --shape NAME=DIMS     TorchScript input: the shape of forward's argument NAME\n"
     "  --json                one JSON object on stdout\n"
     "\n"
     "example:\n"
@@ -2347,23 +2348,34 @@ static void json_str(const char *s) {
 static int cmd_gradcheck(int argc, char **argv) {
     const char *in = NULL;
     const char *wrt[4096];
-    int n_wrt = 0, n_inputs = 0, rc = 0;
+    int n_wrt = 0, n_inputs = 0, rc = 0, n_shapes = 0;
     ox_tensor inputs[64];
+    static ox_tensor shapes[64];
     bool json = false;
     ox_gradcheck_options go = {0};
     for (int a = 0; a < argc && !rc; a++) {
         const char *arg = argv[a];
         if (is_help(arg)) return fputs(usage_gradcheck, stdout), 0;
         bool takes = strcmp(arg, "--wrt") == 0 || strcmp(arg, "-i") == 0 ||
-                     strcmp(arg, "--seed") == 0 || strcmp(arg, "--checks") == 0 ||
-                     strcmp(arg, "--eps") == 0 || strcmp(arg, "--atol") == 0 ||
-                     strcmp(arg, "--rtol") == 0 || strcmp(arg, "--dim") == 0;
+                     strcmp(arg, "--shape") == 0 || strcmp(arg, "--seed") == 0 ||
+                     strcmp(arg, "--checks") == 0 || strcmp(arg, "--eps") == 0 ||
+                     strcmp(arg, "--atol") == 0 || strcmp(arg, "--rtol") == 0 ||
+                     strcmp(arg, "--dim") == 0;
         if (takes && a + 1 >= argc) return errorf(EXIT_USAGE, "gradcheck: %s needs a value", arg);
         const char *v = takes ? argv[++a] : NULL;
         double d;
         int64_t i64;
         if (strcmp(arg, "--json") == 0) {
             json = true;
+        } else if (strcmp(arg, "--shape") == 0) {
+            struct shape_opt so1 = {0};
+            int rc1 = parse_shape_opt(v, &so1);
+            if (rc1) return rc1;
+            if (n_shapes == 64) return errorf(EXIT_USAGE, "gradcheck: too many --shape options");
+            shapes[n_shapes] = (ox_tensor){.dtype = OX_FLOAT, .rank = so1.rank, .name = so1.name};
+            memcpy(shapes[n_shapes++].dims, so1.dims, sizeof so1.dims);
+            model_opts.input_shapes = shapes;
+            model_opts.n_input_shapes = n_shapes;
         } else if (strcmp(arg, "--wrt") == 0) {
             if (n_wrt == 4096) return errorf(EXIT_USAGE, "gradcheck: too many --wrt");
             wrt[n_wrt++] = v;
