@@ -359,6 +359,111 @@ ox_status ox_trainer_param(const ox_trainer *t, int i, const ox_tensor **param);
  * Errors: OX_E_IO, OX_E_NOMEM, and those of loading the model's copy. */
 ox_status ox_trainer_save(const ox_trainer *t, const char *path);
 
+/* Parity: where two executions of a model part ways.
+ *
+ *     ox_compare_side a = {.model = m_opt, .label = "cpu"};
+ *     ox_compare_side b = {.model = m_noopt, .label = "cpu:noopt"};
+ *     ox_compare_report r;
+ *     if (ox_compare(&a, &b, &(ox_compare_options){.inputs = in, .n_inputs = 1}, &r)) ...
+ *     if (r.first_divergent >= 0) puts(r.values[r.first_divergent].node_desc);
+ *     ox_compare_report_free(&r);
+ *
+ * Each side is either a model that onnxexec runs (every value its main graph computes is
+ * kept: outputs and intermediates), or a set of named tensors given by the caller (a
+ * reference dump: outputs only, or intermediates named by value too). The values that both
+ * sides have (matched by name: the graph optimizer names a fused node's output after the
+ * last value of the chain it replaced, so optimized and unoptimized runs line up) are
+ * compared in the topological order of the reference side (the first side that is a model;
+ * the order of the given tensors when neither is). A float value diverges when its relative
+ * L2 error exceeds rtol and its largest absolute error exceeds atol; an integer, bool or
+ * string value when any element differs; any value when its shape differs or when NaN/Inf
+ * appear on one side only. The first divergent value in that order names the node where
+ * the executions part ways.
+ * Thread safety: ox_compare runs sessions of the sides' models; do not run other sessions
+ * of those models from other threads at the same time. */
+typedef struct ox_compare_side {
+    /* A model to run (borrowed; load it as the side wants: no_optimize for an unoptimized
+     * run), or NULL for given values. */
+    ox_model *model;
+    int n_threads; /* the run's threads (0: number of cores) */
+    /* Given values (borrowed; each `name` set): a reference dump. */
+    const ox_tensor *values;
+    int n_values;
+    const char *label; /* for messages and reports ("cpu", "cpu:noopt", a folder) */
+} ox_compare_side;
+
+typedef struct ox_compare_options {
+    /* The inputs the model sides run on (borrowed; by name, or by position). */
+    const ox_tensor *inputs;
+    int n_inputs;
+    /* Tolerances; 0: per element type: float32 rtol 1e-4 atol 1e-6, float16 1e-2 / 1e-3,
+     * bfloat16 2e-2 / 1e-2, float64 1e-10 / 1e-12. */
+    double rtol, atol;
+    bool outputs_only; /* compare the model's outputs only */
+} ox_compare_options;
+
+typedef struct ox_compare_value {
+    char *name;      /* the value (malloc'd) */
+    char *node;      /* its producer in the reference model: the node's name (or "op #i" when
+                        unnamed), NULL for a graph input or a given value (malloc'd) */
+    char *op;        /* the producer's op type, NULL likewise (malloc'd) */
+    char *node_desc; /* one line: node, op, attributes, input types and shapes (malloc'd;
+                        NULL likewise) */
+    bool is_output;  /* a graph output of the reference side (any value when no side is a
+                        model) */
+    ox_dtype dtype;
+    int rank;
+    int64_t dims[OX_MAX_RANK]; /* side a's shape */
+    bool shape_mismatch;       /* the sides' shapes or types differ (metrics NaN then) */
+    int64_t n;                 /* elements compared; metrics: those finite on both sides */
+    double max_abs, max_rel;   /* rel: |a - b| / max(|a|, |b|), over elements not both 0 */
+    double rel_l2;             /* ||a - b|| / ||a|| (||a - b|| when a is all zeros) */
+    double cosine;             /* cos(a, b); 1 when both are zero */
+    double max_ulp;            /* the largest distance in units in the last place (floats) */
+    double q50, q90, q99;      /* quantiles of |a - b| */
+    int64_t n_mismatch;        /* elements with a != b (bitwise for floats, NaN == NaN) */
+    int64_t nan_a, nan_b, inf_a, inf_b;
+    double rtol, atol; /* the tolerances used for this value */
+    bool diverges;
+} ox_compare_value;
+
+typedef struct ox_compare_report {
+    int n_values;
+    ox_compare_value *values; /* compared values, in order (malloc'd) */
+    int first_divergent;      /* index in values, -1 when the sides agree */
+    /* How the error grew: indices in values along a path of the reference graph from the
+     * first divergent value to the graph output with the largest relative L2 error. */
+    int n_path;
+    int *path;
+    int n_only_a, n_only_b; /* values one side has and the other lacks (not compared) */
+    bool outputs_diverge;   /* a graph output diverges */
+} ox_compare_report;
+
+/* Compare two executions. Errors: OX_E_INVALID (no values in common, a side with neither
+ * model nor values), and those of running the models. On OX_OK the report is filled (free
+ * it with ox_compare_report_free); agreement or divergence is in the report. */
+ox_status ox_compare(const ox_compare_side *a, const ox_compare_side *b,
+                     const ox_compare_options *opt, ox_compare_report *report);
+void ox_compare_report_free(ox_compare_report *report);
+
+/* Run the model once and return every value of its main graph (inputs, initializers read
+ * by nodes, intermediates, outputs) by name: *values (malloc'd array of *n_values tensors,
+ * each owning its data and a malloc'd name; free with ox_values_free). For dumps and for
+ * callers that compare values themselves. Errors: those of ox_session_run. */
+ox_status ox_model_run_all(ox_model *m, const ox_tensor *inputs, int n_inputs, int n_threads,
+                           ox_tensor **values, int *n_values);
+void ox_values_free(ox_tensor *values, int n_values);
+
+/* Write the smallest model that reproduces value `index` of a report: the node that
+ * produces it in `model` (the reference side's model, borrowed), alone, its computed
+ * inputs as graph inputs, constants as initializers, into folder `dir` (created) in the
+ * backend-test layout: dir/model.onnx and dir/test_data_set_0/input_K.pb holding the
+ * inputs as `values` (side a's run, from ox_model_run_all) has them, and output_0.pb the
+ * value as `values` has it. Errors: OX_E_INVALID (a value no node of the model produces),
+ * OX_E_IO. */
+ox_status ox_compare_reduce(const ox_model *model, const ox_tensor *values, int n_values,
+                            const char *value_name, const char *dir);
+
 int ox_model_n_inputs(const ox_model *m);
 int ox_model_n_outputs(const ox_model *m);
 /* Describe graph input/output i: name, dtype and shape; a dim that is not fixed is -1 and

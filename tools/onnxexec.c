@@ -83,6 +83,8 @@ static const char usage_main[] =
     "                        opset, external data\n"
     "  grad MODEL -o OUT     write the model with its gradient graph (autograd) as ONNX\n"
     "  gradcheck MODEL       check the model's gradients against finite differences\n"
+    "  compare MODEL A B     where two executions (cpu, cpu:noopt, a reference folder or\n"
+    "                        .npz, another model) part ways: the first divergent node\n"
     "  train MODEL --data DIR  train an image classifier on MNIST-format data (SGD, Adam,\n"
     "                        AdamW) and save the trained model\n"
     "  help [COMMAND]        show this help, or a command's help\n"
@@ -2208,8 +2210,9 @@ static int cmd_convert(int argc, char **argv) {
     return 0;
 }
 
-/* onnxexec train (tools/train.c) */
+/* onnxexec train (tools/train.c), onnxexec compare (tools/compare.c) */
 int cmd_train(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 
 /* ---- grad, gradcheck ------------------------------------------------------------------- */
 
@@ -2482,10 +2485,11 @@ static int cmd_help(int argc, char **argv) {
     if (strcmp(argv[0], "grad") == 0) return fputs(usage_grad, stdout), 0;
     if (strcmp(argv[0], "gradcheck") == 0) return fputs(usage_gradcheck, stdout), 0;
     if (strcmp(argv[0], "train") == 0) return cmd_train(1, (char *[]){"--help", NULL});
+    if (strcmp(argv[0], "compare") == 0) return cmd_compare(1, (char *[]){"--help", NULL});
     if (strcmp(argv[0], "help") == 0) return fputs(usage_main, stdout), 0;
     return errorf(EXIT_USAGE,
                   "help: unknown command '%s' (commands: run, test, bench, convert, info, grad, "
-                  "gradcheck, train)",
+                  "gradcheck, train, compare)",
                   argv[0]);
 }
 
@@ -2530,5 +2534,6 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "grad") == 0) return cmd_grad(argc - 2, argv + 2);
     if (strcmp(cmd, "gradcheck") == 0) return cmd_gradcheck(argc - 2, argv + 2);
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
+    if (strcmp(cmd, "compare") == 0) return cmd_compare(argc - 2, argv + 2);
     return errorf(EXIT_USAGE, "unknown command '%s' (try onnxexec --help)", cmd);
 }
