@@ -13,6 +13,7 @@
  * error, 3 could not run.
  */
 #include "onnxexec.h"
+#include "tools/cli.h"
 
 #include "executor/session.h"
 #include "graph/ir.h"
@@ -106,47 +107,6 @@ static const char usage_compare[] =
 
 /* ---- messages and small helpers -------------------------------------------------------- */
 
-static int errorf(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Print `onnxexec: compare: <message>` on stderr and return `code`. */
-static int errorf(int code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("onnxexec: compare: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return code;
-}
-
-/* The library's message for a failed call on one line, never empty. */
-static const char *lib_msg(ox_status st) {
-    static _Thread_local char buf[2048];
-    const char *m = ox_errmsg();
-    if (!m || !*m) {
-        snprintf(buf, sizeof buf, "error %d", (int)st);
-        return buf;
-    }
-    size_t k = 0;
-    for (; *m && k + 1 < sizeof buf; m++) buf[k++] = (*m == '\n' || *m == '\r') ? ' ' : *m;
-    buf[k] = 0;
-    return buf;
-}
-
-static bool is_help(const char *a) {
-    return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
-}
-
-static bool parse_i64(const char *s, int64_t *out) {
-    if (!s || !*s) return false;
-    errno = 0;
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || end == s) return false;
-    *out = v;
-    return true;
-}
-
 /* A tolerance: a finite number > 0. */
 static bool parse_tol(const char *s, double *out) {
     if (!s || !*s) return false;
@@ -156,32 +116,6 @@ static bool parse_tol(const char *s, double *out) {
     if (errno || *end || end == s || !(v > 0) || isinf(v)) return false;
     *out = v;
     return true;
-}
-
-static bool has_ext(const char *path, const char *ext) {
-    size_t n = strlen(path), e = strlen(ext);
-    return n > e && strcasecmp(path + n - e, ext) == 0;
-}
-
-static bool is_dir(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static bool is_file(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* "a/b" (malloc'd), NULL when out of memory. */
-static char *path_join(const char *a, const char *b) {
-    size_t na = strlen(a), nb = strlen(b);
-    char *p = malloc(na + nb + 2);
-    if (!p) return NULL;
-    memcpy(p, a, na);
-    p[na] = '/';
-    memcpy(p + na + 1, b, nb + 1);
-    return p;
 }
 
 /* Whether the file starts as a zip does (TorchScript archives are zips). */
@@ -246,13 +180,13 @@ static int vals_push(struct vals *v, ox_tensor *t, char *name) {
             if (nt) v->t = nt;
             free(name);
             ox_tensor_free_data(t);
-            return errorf(EXIT_NORUN, "out of memory");
+            return cli_errorf(EXIT_NORUN, "out of memory");
         }
         v->t = nt, v->cap = cap;
     }
     if (!name) {
         ox_tensor_free_data(t);
-        return errorf(EXIT_NORUN, "out of memory");
+        return cli_errorf(EXIT_NORUN, "out of memory");
     }
     v->t[v->n] = *t;
     v->t[v->n++].name = name;
@@ -271,9 +205,9 @@ static int read_tensor(const char *path, ox_tensor *t, char **name) {
     ox_status st;
     memset(t, 0, sizeof *t);
     if (name) *name = NULL;
-    if (has_ext(path, ".npy")) {
+    if (cli_has_ext(path, ".npy")) {
         st = ox_tensor_read_npy(path, t);
-    } else if (has_ext(path, ".pb")) {
+    } else if (cli_has_ext(path, ".pb")) {
         char *nm = NULL;
         st = ox_tensor_read_pb(path, t, &nm);
         if (!st && name && nm && *nm)
@@ -281,13 +215,13 @@ static int read_tensor(const char *path, ox_tensor *t, char **name) {
         else
             free(nm);
     } else {
-        return errorf(EXIT_NORUN, "%s: unknown tensor file type (expected .npy or .pb)", path);
+        return cli_errorf(EXIT_NORUN, "%s: unknown tensor file type (expected .npy or .pb)", path);
     }
     if (st != OX_OK) {
-        const char *m = lib_msg(st);
+        const char *m = cli_lib_msg(st);
         memset(t, 0, sizeof *t);
-        return strstr(m, path) ? errorf(EXIT_NORUN, "%s", m)
-                               : errorf(EXIT_NORUN, "%s: %s", path, m);
+        return strstr(m, path) ? cli_errorf(EXIT_NORUN, "%s", m)
+                               : cli_errorf(EXIT_NORUN, "%s: %s", path, m);
     }
     return 0;
 }
@@ -332,7 +266,7 @@ static uint64_t rd64(const uint8_t *p) {
 /* Where the central directory is, and how many entries it has. */
 static int npz_directory(const char *path, const uint8_t *z, uint64_t size, uint64_t *cd_off,
                          uint64_t *cd_size, uint64_t *n) {
-    if (size < 22) return errorf(EXIT_NORUN, "%s: not a zip file (too short)", path);
+    if (size < 22) return cli_errorf(EXIT_NORUN, "%s: not a zip file (too short)", path);
     uint64_t eocd = UINT64_MAX;
     for (uint64_t i = size - 22;; i--) {
         if (rd32(z + i) == 0x06054b50) {
@@ -342,22 +276,22 @@ static int npz_directory(const char *path, const uint8_t *z, uint64_t size, uint
         if (i == 0 || size - 22 - i >= 65535) break;
     }
     if (eocd == UINT64_MAX)
-        return errorf(EXIT_NORUN, "%s: not a zip file (no end of central directory)", path);
+        return cli_errorf(EXIT_NORUN, "%s: not a zip file (no end of central directory)", path);
     *n = rd16(z + eocd + 10);
     *cd_size = rd32(z + eocd + 12);
     *cd_off = rd32(z + eocd + 16);
     if (*n == 0xffff || *cd_size == 0xffffffff || *cd_off == 0xffffffff) {
         if (eocd < 20 || rd32(z + eocd - 20) != 0x07064b50)
-            return errorf(EXIT_NORUN, "%s: zip64 end of directory locator missing", path);
+            return cli_errorf(EXIT_NORUN, "%s: zip64 end of directory locator missing", path);
         uint64_t r = rd64(z + eocd - 20 + 8);
         if (r > size - 56 || rd32(z + r) != 0x06064b50)
-            return errorf(EXIT_NORUN, "%s: zip64 end of directory record out of place", path);
+            return cli_errorf(EXIT_NORUN, "%s: zip64 end of directory record out of place", path);
         *n = rd64(z + r + 32);
         *cd_size = rd64(z + r + 40);
         *cd_off = rd64(z + r + 48);
     }
     if (*cd_off > size || *cd_size > size - *cd_off || *n > 1000000)
-        return errorf(EXIT_NORUN, "%s: zip central directory out of the file", path);
+        return cli_errorf(EXIT_NORUN, "%s: zip central directory out of the file", path);
     return 0;
 }
 
@@ -374,14 +308,14 @@ static int npz_entry(const char *path, const uint8_t *z, uint64_t size, uint64_t
                      uint64_t cd_end, struct npz_entry *e) {
     memset(e, 0, sizeof *e);
     if (cd_end - *p < 46 || rd32(z + *p) != 0x02014b50)
-        return errorf(EXIT_NORUN, "%s: corrupt zip central directory", path);
+        return cli_errorf(EXIT_NORUN, "%s: corrupt zip central directory", path);
     const uint8_t *c = z + *p;
     uint16_t flags = rd16(c + 8), method = rd16(c + 10), nl = rd16(c + 28), xl = rd16(c + 30),
              cl = rd16(c + 32);
     uint32_t crc = rd32(c + 16);
     uint64_t csize = rd32(c + 20), usize = rd32(c + 24), local = rd32(c + 42);
     if (cd_end - *p - 46 < (uint64_t)nl + xl + cl)
-        return errorf(EXIT_NORUN, "%s: corrupt zip central directory", path);
+        return cli_errorf(EXIT_NORUN, "%s: corrupt zip central directory", path);
     e->name = (const char *)c + 46;
     e->name_len = nl;
     /* zip64 sizes and offset, for the fields that say 0xffffffff, in that order */
@@ -397,61 +331,65 @@ static int npz_entry(const char *path, const uint8_t *z, uint64_t size, uint64_t
         x = fe;
     }
     *p += 46 + (uint64_t)nl + xl + cl;
-    if (flags & 1) return errorf(EXIT_NORUN, "%s: member '%.*s' is encrypted", path, nl, e->name);
+    if (flags & 1)
+        return cli_errorf(EXIT_NORUN, "%s: member '%.*s' is encrypted", path, nl, e->name);
     if (local > size || size - local < 30 || rd32(z + local) != 0x04034b50)
-        return errorf(EXIT_NORUN, "%s: member '%.*s': bad local header", path, nl, e->name);
+        return cli_errorf(EXIT_NORUN, "%s: member '%.*s': bad local header", path, nl, e->name);
     uint64_t data = local + 30 + rd16(z + local + 26) + rd16(z + local + 28);
     if (data > size || csize > size - data)
-        return errorf(EXIT_NORUN, "%s: member '%.*s' runs past the end of the file", path, nl,
-                      e->name);
+        return cli_errorf(EXIT_NORUN, "%s: member '%.*s' runs past the end of the file", path, nl,
+                          e->name);
     if (method == 0) {
         if (csize != usize)
-            return errorf(EXIT_NORUN, "%s: member '%.*s': stored sizes differ", path, nl, e->name);
+            return cli_errorf(EXIT_NORUN, "%s: member '%.*s': stored sizes differ", path, nl,
+                              e->name);
         e->data = z + data;
     } else if (method == 8) {
         if (usize > (uint64_t)SIZE_MAX / 2 || !(e->owned = malloc(usize ? (size_t)usize : 1)))
-            return errorf(EXIT_NORUN, "%s: member '%.*s': out of memory for %" PRIu64 " bytes",
-                          path, nl, e->name, usize);
+            return cli_errorf(EXIT_NORUN, "%s: member '%.*s': out of memory for %" PRIu64 " bytes",
+                              path, nl, e->name, usize);
         ox_status st = ox_inflate(z + data, (size_t)csize, e->owned, (size_t)usize);
         if (st) {
             free(e->owned), e->owned = NULL;
-            return errorf(EXIT_NORUN, "%s: member '%.*s': %s", path, nl, e->name, lib_msg(st));
+            return cli_errorf(EXIT_NORUN, "%s: member '%.*s': %s", path, nl, e->name,
+                              cli_lib_msg(st));
         }
         e->data = e->owned;
     } else {
-        return errorf(EXIT_NORUN, "%s: member '%.*s': compression method %u (expected 0 or 8)",
-                      path, nl, e->name, method);
+        return cli_errorf(EXIT_NORUN, "%s: member '%.*s': compression method %u (expected 0 or 8)",
+                          path, nl, e->name, method);
     }
     e->len = usize;
     if (ox_crc32(e->data, (size_t)usize) != crc) {
         free(e->owned), e->owned = NULL;
-        return errorf(EXIT_NORUN, "%s: member '%.*s': CRC-32 mismatch", path, nl, e->name);
+        return cli_errorf(EXIT_NORUN, "%s: member '%.*s': CRC-32 mismatch", path, nl, e->name);
     }
     return 0;
 }
 
 static int write_file(const char *path, const uint8_t *data, uint64_t len) {
     FILE *f = fopen(path, "wb");
-    if (!f) return errorf(EXIT_NORUN, "%s: %s", path, strerror(errno));
+    if (!f) return cli_errorf(EXIT_NORUN, "%s: %s", path, strerror(errno));
     bool ok = fwrite(data, 1, (size_t)len, f) == len;
     ok = (fclose(f) == 0) && ok;
-    if (!ok) return errorf(EXIT_NORUN, "%s: write failed: %s", path, strerror(errno));
+    if (!ok) return cli_errorf(EXIT_NORUN, "%s: write failed: %s", path, strerror(errno));
     return 0;
 }
 
 /* Every NAME.npy member of the archive, in its order, into out. */
 static int read_npz(const char *path, struct vals *out) {
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return errorf(EXIT_NORUN, "%s: %s", path, strerror(errno));
+    if (fd < 0) return cli_errorf(EXIT_NORUN, "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || st.st_size <= 0) {
         close(fd);
-        return errorf(EXIT_NORUN, "%s: empty or unreadable", path);
+        return cli_errorf(EXIT_NORUN, "%s: empty or unreadable", path);
     }
     uint64_t size = (uint64_t)st.st_size;
     void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (map == MAP_FAILED) return errorf(EXIT_NORUN, "%s: cannot map: %s", path, strerror(errno));
+    if (map == MAP_FAILED)
+        return cli_errorf(EXIT_NORUN, "%s: cannot map: %s", path, strerror(errno));
     const uint8_t *z = map;
     char tmp[4096];
     const char *tdir = getenv("TMPDIR");
@@ -459,7 +397,8 @@ static int read_npz(const char *path, struct vals *out) {
     uint64_t cd_off = 0, cd_size = 0, n = 0;
     int rc = npz_directory(path, z, size, &cd_off, &cd_size, &n);
     if (!rc && !mkdtemp(tmp))
-        rc = errorf(EXIT_NORUN, "cannot create a temporary folder %s: %s", tmp, strerror(errno));
+        rc =
+            cli_errorf(EXIT_NORUN, "cannot create a temporary folder %s: %s", tmp, strerror(errno));
     if (rc) {
         munmap(map, (size_t)size);
         return rc;
@@ -487,7 +426,7 @@ static int read_npz(const char *path, struct vals *out) {
     }
     rmdir(tmp);
     munmap(map, (size_t)size);
-    if (!rc && out->n == 0) rc = errorf(EXIT_NORUN, "%s: no .npy member", path);
+    if (!rc && out->n == 0) rc = cli_errorf(EXIT_NORUN, "%s: no .npy member", path);
     return rc;
 }
 
@@ -526,7 +465,7 @@ static int order_by_graph(struct vals *v, const struct ox_graph *g) {
     ox_tensor *t = malloc(sizeof *t * (size_t)v->n);
     if (!r || !t) {
         free(r), free(t);
-        return errorf(EXIT_NORUN, "out of memory");
+        return cli_errorf(EXIT_NORUN, "out of memory");
     }
     for (int i = 0; i < v->n; i++) r[i] = (struct ranked){graph_rank(g, v->t[i].name), i};
     qsort(r, (size_t)v->n, sizeof *r, cmp_ranked);
@@ -543,11 +482,11 @@ static int cmp_str(const void *a, const void *b) {
 /* A backend data set folder: dir/test_data_set_0 (malloc'd), or dir itself when it holds
  * output_0.pb or input_0.pb; NULL when it is neither. */
 static char *dataset_of(const char *dir) {
-    char *ds = path_join(dir, "test_data_set_0");
-    if (ds && is_dir(ds)) return ds;
+    char *ds = cli_path_join(dir, "test_data_set_0");
+    if (ds && cli_is_dir(ds)) return ds;
     free(ds);
-    char *o = path_join(dir, "output_0.pb"), *i = path_join(dir, "input_0.pb");
-    bool here = (o && is_file(o)) || (i && is_file(i));
+    char *o = cli_path_join(dir, "output_0.pb"), *i = cli_path_join(dir, "input_0.pb");
+    bool here = (o && cli_is_file(o)) || (i && cli_is_file(i));
     free(o), free(i);
     return here ? strdup(dir) : NULL;
 }
@@ -559,9 +498,9 @@ static int read_pb_series(const char *ds, const char *prefix, const char *const 
     for (int k = 0;; k++) {
         char fn[64];
         snprintf(fn, sizeof fn, "%s%d.pb", prefix, k);
-        char *p = path_join(ds, fn);
-        if (!p) return errorf(EXIT_NORUN, "out of memory");
-        if (!is_file(p)) {
+        char *p = cli_path_join(ds, fn);
+        if (!p) return cli_errorf(EXIT_NORUN, "out of memory");
+        if (!cli_is_file(p)) {
             free(p);
             return 0;
         }
@@ -583,7 +522,7 @@ static int read_folder(const char *dir, const ox_model *info, struct vals *out, 
     if (*dataset) {
         int n_out = info ? ox_model_n_outputs(info) : 0;
         const char **names = calloc((size_t)n_out + 1, sizeof *names);
-        if (!names) return errorf(EXIT_NORUN, "out of memory");
+        if (!names) return cli_errorf(EXIT_NORUN, "out of memory");
         for (int k = 0; k < n_out; k++) {
             ox_tensor d;
             if (ox_model_output(info, k, &d, NULL) == OX_OK) names[k] = d.name;
@@ -591,27 +530,28 @@ static int read_folder(const char *dir, const ox_model *info, struct vals *out, 
         int rc = read_pb_series(*dataset, "output_", names, n_out, out);
         free(names);
         if (!rc && out->n == 0)
-            rc = errorf(EXIT_NORUN, "%s: a backend-test folder without output_0.pb", *dataset);
+            rc = cli_errorf(EXIT_NORUN, "%s: a backend-test folder without output_0.pb", *dataset);
         return rc;
     }
     DIR *d = opendir(dir);
-    if (!d) return errorf(EXIT_NORUN, "%s: %s", dir, strerror(errno));
+    if (!d) return cli_errorf(EXIT_NORUN, "%s: %s", dir, strerror(errno));
     char **files = NULL;
     int n = 0, cap = 0, rc = 0;
     for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] == '.' || !(has_ext(e->d_name, ".npy") || has_ext(e->d_name, ".pb")))
+        if (e->d_name[0] == '.' ||
+            !(cli_has_ext(e->d_name, ".npy") || cli_has_ext(e->d_name, ".pb")))
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
             char **f = realloc(files, sizeof *f * (size_t)cap);
             if (!f) {
-                rc = errorf(EXIT_NORUN, "out of memory");
+                rc = cli_errorf(EXIT_NORUN, "out of memory");
                 break;
             }
             files = f;
         }
         if (!(files[n] = strdup(e->d_name))) {
-            rc = errorf(EXIT_NORUN, "out of memory");
+            rc = cli_errorf(EXIT_NORUN, "out of memory");
             break;
         }
         n++;
@@ -619,20 +559,20 @@ static int read_folder(const char *dir, const ox_model *info, struct vals *out, 
     closedir(d);
     if (n > 1) qsort(files, (size_t)n, sizeof *files, cmp_str);
     for (int i = 0; i < n && !rc; i++) {
-        char *p = path_join(dir, files[i]);
+        char *p = cli_path_join(dir, files[i]);
         ox_tensor t;
         if (!p) {
-            rc = errorf(EXIT_NORUN, "out of memory");
+            rc = cli_errorf(EXIT_NORUN, "out of memory");
             break;
         }
         rc = read_tensor(p, &t, NULL);
         free(p);
         if (rc) break;
-        size_t stem = strlen(files[i]) - (has_ext(files[i], ".npy") ? 4 : 3);
+        size_t stem = strlen(files[i]) - (cli_has_ext(files[i], ".npy") ? 4 : 3);
         char *name = decode_stem(files[i], stem);
         if (name && vals_find(out, name)) {
-            rc = errorf(EXIT_NORUN, "%s: two files hold value '%s' (%s and another)", dir, name,
-                        files[i]);
+            rc = cli_errorf(EXIT_NORUN, "%s: two files hold value '%s' (%s and another)", dir, name,
+                            files[i]);
             free(name);
             ox_tensor_free_data(&t);
             break;
@@ -642,10 +582,10 @@ static int read_folder(const char *dir, const ox_model *info, struct vals *out, 
     for (int i = 0; i < n; i++) free(files[i]);
     free(files);
     if (!rc && out->n == 0)
-        rc = errorf(EXIT_NORUN,
-                    "%s: no reference values (expected test_data_set_0/output_K.pb, or "
-                    "NAME.npy / NAME.pb files)",
-                    dir);
+        rc = cli_errorf(EXIT_NORUN,
+                        "%s: no reference values (expected test_data_set_0/output_K.pb, or "
+                        "NAME.npy / NAME.pb files)",
+                        dir);
     return rc;
 }
 
@@ -659,7 +599,7 @@ static int read_single(const char *path, const ox_model *info, struct vals *out)
     if (!name) {
         const char *base = strrchr(path, '/');
         base = base ? base + 1 : path;
-        name = decode_stem(base, strlen(base) - (has_ext(base, ".npy") ? 4 : 3));
+        name = decode_stem(base, strlen(base) - (cli_has_ext(base, ".npy") ? 4 : 3));
         const struct ox_graph *g = info ? ox_model_graph(info) : NULL;
         ox_tensor d;
         if (name && g && ox_graph_find_value(g, name) < 0 && ox_model_n_outputs(info) == 1 &&
@@ -723,23 +663,24 @@ static int parse_side(const char *spec, struct side *s) {
         return 0;
     }
     if (strncmp(spec, "cpu:", 4) == 0)
-        return errorf(EXIT_USAGE, "side '%s': expected cpu or cpu:noopt", spec);
+        return cli_errorf(EXIT_USAGE, "side '%s': expected cpu or cpu:noopt", spec);
     if (strncmp(spec, "cuda", 4) == 0 && (spec[4] == 0 || spec[4] == ':')) {
         if (!is_cuda_spec(spec))
-            return errorf(EXIT_USAGE, "side '%s': expected cuda[:N][:fp16|bf16|tf32][:noopt]",
-                          spec);
-        return errorf(EXIT_NORUN, "side '%s': this build has no CUDA device (issue 8)", spec);
+            return cli_errorf(EXIT_USAGE, "side '%s': expected cuda[:N][:fp16|bf16|tf32][:noopt]",
+                              spec);
+        return cli_errorf(EXIT_NORUN, "side '%s': this build has no CUDA device (issue 8)", spec);
     }
-    if (is_dir(spec)) {
+    if (cli_is_dir(spec)) {
         s->kind = SIDE_VALUES;
         return 0;
     }
-    if (!is_file(spec))
-        return errorf(EXIT_NORUN,
-                      "side '%s': no such file or folder (a side is cpu, cpu:noopt, a folder of "
-                      "reference values, a .npz, .npy or .pb file, or a model file)",
-                      spec);
-    if (has_ext(spec, ".npz") || has_ext(spec, ".npy") || has_ext(spec, ".pb")) {
+    if (!cli_is_file(spec))
+        return cli_errorf(
+            EXIT_NORUN,
+            "side '%s': no such file or folder (a side is cpu, cpu:noopt, a folder of "
+            "reference values, a .npz, .npy or .pb file, or a model file)",
+            spec);
+    if (cli_has_ext(spec, ".npz") || cli_has_ext(spec, ".npy") || cli_has_ext(spec, ".pb")) {
         s->kind = SIDE_VALUES;
         return 0;
     }
@@ -750,9 +691,9 @@ static int parse_side(const char *spec, struct side *s) {
 
 static int load_values(struct side *s, const ox_model *info) {
     int rc;
-    if (is_dir(s->spec))
+    if (cli_is_dir(s->spec))
         rc = read_folder(s->spec, info, &s->vals, &s->dataset);
-    else if (has_ext(s->spec, ".npz"))
+    else if (cli_has_ext(s->spec, ".npz"))
         rc = read_npz(s->spec, &s->vals);
     else
         rc = read_single(s->spec, info, &s->vals);
@@ -773,21 +714,23 @@ static int parse_shape_opt(const char *arg, struct shape_opt *o) {
     const char *eq = strchr(arg, '=');
     memset(o, 0, sizeof *o);
     if (!eq || eq == arg || !eq[1])
-        return errorf(EXIT_USAGE, "--shape '%s': expected NAME=d0,d1,... (e.g. x=1,3,224,224)",
-                      arg);
+        return cli_errorf(EXIT_USAGE, "--shape '%s': expected NAME=d0,d1,... (e.g. x=1,3,224,224)",
+                          arg);
     for (const char *p = eq + 1; *p;) {
         if (o->rank == OX_MAX_RANK)
-            return errorf(EXIT_USAGE, "--shape '%s': more than %d dimensions", arg, OX_MAX_RANK);
+            return cli_errorf(EXIT_USAGE, "--shape '%s': more than %d dimensions", arg,
+                              OX_MAX_RANK);
         char *end;
         errno = 0;
         long long v = strtoll(p, &end, 10);
         if (errno || end == p || v < 0 || (*end && *end != ',') || (*end == ',' && !end[1]))
-            return errorf(EXIT_USAGE, "--shape '%s': expected dimensions >= 0 separated by ','",
-                          arg);
+            return cli_errorf(EXIT_USAGE, "--shape '%s': expected dimensions >= 0 separated by ','",
+                              arg);
         o->dims[o->rank++] = v;
         p = *end ? end + 1 : end;
     }
-    if (!(o->name = strndup(arg, (size_t)(eq - arg)))) return errorf(EXIT_NORUN, "out of memory");
+    if (!(o->name = strndup(arg, (size_t)(eq - arg))))
+        return cli_errorf(EXIT_NORUN, "out of memory");
     return 0;
 }
 
@@ -827,10 +770,10 @@ static int parse_args(int argc, char **argv, struct opts *o, bool *help) {
     *help = false;
     o->iopts = calloc((size_t)argc + 1, sizeof *o->iopts);
     o->sopts = calloc((size_t)argc + 1, sizeof *o->sopts);
-    if (!o->iopts || !o->sopts) return errorf(EXIT_NORUN, "out of memory");
+    if (!o->iopts || !o->sopts) return cli_errorf(EXIT_NORUN, "out of memory");
     for (int a = 0; a < argc; a++) {
         const char *arg = argv[a];
-        if (is_help(arg)) {
+        if (cli_is_help(arg)) {
             *help = true;
             return 0;
         }
@@ -839,34 +782,34 @@ static int parse_args(int argc, char **argv, struct opts *o, bool *help) {
                      !strcmp(arg, "--html") || !strcmp(arg, "--reduce") ||
                      !strcmp(arg, "--threads") || !strcmp(arg, "--shape");
         if (takes && a + 1 >= argc)
-            return errorf(EXIT_USAGE, "%s needs a value (see onnxexec compare --help)", arg);
+            return cli_errorf(EXIT_USAGE, "%s needs a value (see onnxexec compare --help)", arg);
         const char *v = takes ? argv[++a] : NULL;
         int64_t i64;
         if (!strcmp(arg, "-i") || !strcmp(arg, "--input")) {
             struct input_opt *io = &o->iopts[o->n_iopts++];
             const char *eq = strchr(v, '=');
             io->arg = v, io->file = v, io->bound = -1;
-            if (eq && eq != v && !is_file(v)) {
+            if (eq && eq != v && !cli_is_file(v)) {
                 if (!(io->name = strndup(v, (size_t)(eq - v))))
-                    return errorf(EXIT_NORUN, "out of memory");
+                    return cli_errorf(EXIT_NORUN, "out of memory");
                 io->file = eq + 1;
             }
         } else if (!strcmp(arg, "--inputs")) {
             o->inputs_dir = v;
         } else if (!strcmp(arg, "--seed")) {
-            if (!parse_i64(v, &i64) || i64 < 0)
-                return errorf(EXIT_USAGE, "--seed '%s': expected a number >= 0", v);
+            if (!cli_parse_i64(v, &i64) || i64 < 0)
+                return cli_errorf(EXIT_USAGE, "--seed '%s': expected a number >= 0", v);
             o->seed = (uint64_t)i64;
         } else if (!strcmp(arg, "--rtol") || !strcmp(arg, "--atol")) {
             if (!parse_tol(v, arg[2] == 'r' ? &o->rtol : &o->atol))
-                return errorf(EXIT_USAGE, "%s '%s': expected a number > 0", arg, v);
+                return cli_errorf(EXIT_USAGE, "%s '%s': expected a number > 0", arg, v);
         } else if (!strcmp(arg, "--html")) {
             o->html = v;
         } else if (!strcmp(arg, "--reduce")) {
             o->reduce = v;
         } else if (!strcmp(arg, "--threads")) {
-            if (!parse_i64(v, &i64) || i64 < 0 || i64 > 4096)
-                return errorf(EXIT_USAGE, "--threads '%s': expected a number in 0..4096", v);
+            if (!cli_parse_i64(v, &i64) || i64 < 0 || i64 > 4096)
+                return cli_errorf(EXIT_USAGE, "--threads '%s': expected a number in 0..4096", v);
             o->n_threads = (int)i64;
         } else if (!strcmp(arg, "--shape")) {
             int rc = parse_shape_opt(v, &o->sopts[o->n_sopts]);
@@ -879,20 +822,20 @@ static int parse_args(int argc, char **argv, struct opts *o, bool *help) {
         } else if (!strcmp(arg, "--all")) {
             o->all = true;
         } else if (arg[0] == '-' && arg[1]) {
-            return errorf(EXIT_USAGE, "unknown option '%s' (see onnxexec compare --help)", arg);
+            return cli_errorf(EXIT_USAGE, "unknown option '%s' (see onnxexec compare --help)", arg);
         } else if (n_pos == 0) {
             o->model_path = arg, n_pos++;
         } else if (n_pos < 3) {
             o->side_spec[n_pos++ - 1] = arg;
         } else {
-            return errorf(EXIT_USAGE,
-                          "unexpected argument '%s' (usage: onnxexec compare MODEL A B)", arg);
+            return cli_errorf(EXIT_USAGE,
+                              "unexpected argument '%s' (usage: onnxexec compare MODEL A B)", arg);
         }
     }
     if (n_pos < 3)
-        return errorf(EXIT_USAGE,
-                      "needs MODEL and two sides A and B (usage: onnxexec compare MODEL A B "
-                      "[options]; see onnxexec compare --help)");
+        return cli_errorf(EXIT_USAGE,
+                          "needs MODEL and two sides A and B (usage: onnxexec compare MODEL A B "
+                          "[options]; see onnxexec compare --help)");
     return 0;
 }
 
@@ -916,28 +859,29 @@ static void models_free(struct models *m) {
 /* The shapes a TorchScript import needs, from the -i files and --shape options. */
 static int make_ts_shapes(const struct opts *o, struct models *m) {
     m->ts_shapes = calloc((size_t)(o->n_iopts + o->n_sopts) + 1, sizeof *m->ts_shapes);
-    if (!m->ts_shapes) return errorf(EXIT_NORUN, "out of memory");
+    if (!m->ts_shapes) return cli_errorf(EXIT_NORUN, "out of memory");
     for (int i = 0; i < o->n_iopts; i++) {
         ox_tensor *d = &m->ts_shapes[m->n_ts_shapes++];
         const ox_tensor *t = &o->iopts[i].t;
         *d = (ox_tensor){.dtype = t->dtype, .rank = t->rank};
         memcpy(d->dims, t->dims, sizeof d->dims);
         if (o->iopts[i].name && !(d->name = strdup(o->iopts[i].name)))
-            return errorf(EXIT_NORUN, "out of memory");
+            return cli_errorf(EXIT_NORUN, "out of memory");
     }
     for (int i = 0; i < o->n_sopts; i++) {
         ox_tensor *d = &m->ts_shapes[m->n_ts_shapes++];
         *d = (ox_tensor){.dtype = OX_FLOAT, .rank = o->sopts[i].rank};
         memcpy(d->dims, o->sopts[i].dims, sizeof d->dims);
-        if (!(d->name = strdup(o->sopts[i].name))) return errorf(EXIT_NORUN, "out of memory");
+        if (!(d->name = strdup(o->sopts[i].name))) return cli_errorf(EXIT_NORUN, "out of memory");
     }
     return 0;
 }
 
 static int load_model(const char *path, bool noopt, const struct models *mm, ox_model **out) {
-    if (!is_file(path)) {
-        if (is_dir(path)) return errorf(EXIT_NORUN, "%s: is a folder, not a model file", path);
-        return errorf(EXIT_NORUN, "%s: %s", path, strerror(errno ? errno : ENOENT));
+    if (!cli_is_file(path)) {
+        if (cli_is_dir(path))
+            return cli_errorf(EXIT_NORUN, "%s: is a folder, not a model file", path);
+        return cli_errorf(EXIT_NORUN, "%s: %s", path, strerror(errno ? errno : ENOENT));
     }
     ox_model_options lo = {.no_optimize = noopt};
     if (is_zip(path)) {
@@ -946,9 +890,9 @@ static int load_model(const char *path, bool noopt, const struct models *mm, ox_
     }
     ox_status st = ox_model_load_with(path, &lo, out);
     if (st != OX_OK) {
-        const char *msg = lib_msg(st);
-        return strstr(msg, path) ? errorf(EXIT_NORUN, "%s", msg)
-                                 : errorf(EXIT_NORUN, "%s: %s", path, msg);
+        const char *msg = cli_lib_msg(st);
+        return strstr(msg, path) ? cli_errorf(EXIT_NORUN, "%s", msg)
+                                 : cli_errorf(EXIT_NORUN, "%s: %s", path, msg);
     }
     return 0;
 }
@@ -977,12 +921,13 @@ static int fill_random(ox_tensor *t, uint64_t *rng) {
     bool narrow = t->dtype >= OX_FLOAT8E4M3FN && t->dtype != OX_UINT4 && t->dtype != OX_INT4 &&
                   t->dtype != OX_UINT2 && t->dtype != OX_INT2;
     if (es == 0 || t->dtype == OX_UNDEFINED || t->dtype >= OX_N_DTYPES)
-        return errorf(EXIT_NORUN, "input '%s': cannot make random values of type %s", t->name,
-                      ox_dtype_name(t->dtype));
+        return cli_errorf(EXIT_NORUN, "input '%s': cannot make random values of type %s", t->name,
+                          ox_dtype_name(t->dtype));
     if (n < 0 || (n > 0 && (uint64_t)n > (SIZE_MAX / 4) / es))
-        return errorf(EXIT_NORUN, "input '%s': too large", t->name);
+        return cli_errorf(EXIT_NORUN, "input '%s': too large", t->name);
     if (!(t->data = calloc((size_t)(n ? n : 1), es)))
-        return errorf(EXIT_NORUN, "input '%s': out of memory (%" PRId64 " elements)", t->name, n);
+        return cli_errorf(EXIT_NORUN, "input '%s': out of memory (%" PRId64 " elements)", t->name,
+                          n);
     for (int64_t i = 0; i < n; i++) {
         double u = rng_unit(rng);
         uint64_t r = rng_next(rng);
@@ -1002,7 +947,7 @@ static int fill_random(ox_tensor *t, uint64_t *rng) {
             char *s = malloc(2);
             if (!s) {
                 ox_tensor_free_data(t);
-                return errorf(EXIT_NORUN, "out of memory");
+                return cli_errorf(EXIT_NORUN, "out of memory");
             }
             s[0] = (char)('0' + r % 10), s[1] = 0;
             ((char **)t->data)[i] = s;
@@ -1027,7 +972,7 @@ static int random_shape(const ox_model *m, int i, struct opts *o, ox_tensor *t) 
     ox_tensor d;
     const char *dn[OX_MAX_RANK] = {0};
     if (ox_model_input(m, i, &d, dn) != OX_OK)
-        return errorf(EXIT_NORUN, "input %d: %s", i, lib_msg(OX_E_INVALID));
+        return cli_errorf(EXIT_NORUN, "input %d: %s", i, cli_lib_msg(OX_E_INVALID));
     *t = (ox_tensor){.dtype = d.dtype, .rank = d.rank, .name = d.name};
     memcpy(t->dims, d.dims, sizeof t->dims);
     for (int k = 0; k < o->n_sopts; k++) {
@@ -1035,30 +980,30 @@ static int random_shape(const ox_model *m, int i, struct opts *o, ox_tensor *t) 
         if (strcmp(s->name, d.name) != 0) continue;
         s->used = true;
         if (d.rank >= 0 && d.rank != s->rank)
-            return errorf(EXIT_USAGE, "--shape %s: input '%s' has rank %d, %d dimensions given",
-                          s->name, d.name, d.rank, s->rank);
+            return cli_errorf(EXIT_USAGE, "--shape %s: input '%s' has rank %d, %d dimensions given",
+                              s->name, d.name, d.rank, s->rank);
         for (int j = 0; j < s->rank && d.rank >= 0; j++)
             if (d.dims[j] >= 0 && d.dims[j] != s->dims[j])
-                return errorf(EXIT_USAGE,
-                              "--shape %s: dimension %d of input '%s' is fixed at %" PRId64,
-                              s->name, j, d.name, d.dims[j]);
+                return cli_errorf(EXIT_USAGE,
+                                  "--shape %s: dimension %d of input '%s' is fixed at %" PRId64,
+                                  s->name, j, d.name, d.dims[j]);
         t->rank = s->rank;
         memcpy(t->dims, s->dims, sizeof t->dims);
         return 0;
     }
     if (d.rank < 0 || d.rank > OX_MAX_RANK)
-        return errorf(EXIT_USAGE,
-                      "input '%s' has no declared shape: give it with -i %s=FILE or --shape "
-                      "%s=d0,d1,...",
-                      d.name, d.name, d.name);
+        return cli_errorf(EXIT_USAGE,
+                          "input '%s' has no declared shape: give it with -i %s=FILE or --shape "
+                          "%s=d0,d1,...",
+                          d.name, d.name, d.name);
     for (int k = 0; k < t->rank; k++) {
         if (t->dims[k] >= 0) continue;
         struct shape_opt *sym = NULL;
         for (int j = 0; dn[k] && *dn[k] && j < o->n_sopts; j++)
             if (strcmp(o->sopts[j].name, dn[k]) == 0) sym = &o->sopts[j];
         if (sym && sym->rank != 1)
-            return errorf(EXIT_USAGE, "--shape %s: a symbolic dimension takes one number",
-                          sym->name);
+            return cli_errorf(EXIT_USAGE, "--shape %s: a symbolic dimension takes one number",
+                              sym->name);
         if (sym) {
             sym->used = true;
             t->dims[k] = sym->dims[0];
@@ -1105,13 +1050,13 @@ static int prepare_inputs(const ox_model *m, struct opts *o, const char *dataset
     in->pass = calloc((size_t)n + 1, sizeof *in->pass);
     const char **names = calloc((size_t)n + 1, sizeof *names);
     if (!in->t || !in->has || !in->borrowed || !in->pass || !names) {
-        rc = errorf(EXIT_NORUN, "out of memory");
+        rc = cli_errorf(EXIT_NORUN, "out of memory");
         goto out;
     }
     for (int i = 0; i < n; i++) {
         ox_tensor d;
         if (ox_model_input(m, i, &d, NULL) != OX_OK || !d.name) {
-            rc = errorf(EXIT_NORUN, "input %d: %s", i, lib_msg(OX_E_INVALID));
+            rc = cli_errorf(EXIT_NORUN, "input %d: %s", i, cli_lib_msg(OX_E_INVALID));
             goto out;
         }
         names[i] = d.name;
@@ -1123,12 +1068,12 @@ static int prepare_inputs(const ox_model *m, struct opts *o, const char *dataset
         for (int i = 0; i < n && io->bound < 0; i++)
             if (strcmp(names[i], io->name) == 0) io->bound = i;
         if (io->bound < 0) {
-            rc = errorf(EXIT_USAGE, "-i %s: the model has no input '%s' (see onnxexec info %s)",
-                        io->arg, io->name, o->model_path);
+            rc = cli_errorf(EXIT_USAGE, "-i %s: the model has no input '%s' (see onnxexec info %s)",
+                            io->arg, io->name, o->model_path);
             goto out;
         }
         if (in->has[io->bound]) {
-            rc = errorf(EXIT_USAGE, "-i %s: input '%s' given twice", io->arg, io->name);
+            rc = cli_errorf(EXIT_USAGE, "-i %s: input '%s' given twice", io->arg, io->name);
             goto out;
         }
         in->has[io->bound] = in->borrowed[io->bound] = true;
@@ -1138,7 +1083,7 @@ static int prepare_inputs(const ox_model *m, struct opts *o, const char *dataset
         if (io->name) continue;
         while (next < n && in->has[next]) next++;
         if (next >= n) {
-            rc = errorf(EXIT_USAGE, "-i %s: too many inputs (the model takes %d)", io->arg, n);
+            rc = cli_errorf(EXIT_USAGE, "-i %s: too many inputs (the model takes %d)", io->arg, n);
             goto out;
         }
         io->bound = next;
@@ -1166,18 +1111,18 @@ static int prepare_inputs(const ox_model *m, struct opts *o, const char *dataset
         if (in->has[i]) continue;
         for (int k = 0; k < o->n_sopts; k++)
             if (strcmp(o->sopts[k].name, names[i]) == 0 && ox_model_input_has_default(m, i)) {
-                rc = errorf(EXIT_USAGE,
-                            "--shape %s: input '%s' has an initializer; give "
-                            "another value with -i %s=FILE",
-                            names[i], names[i], names[i]);
+                rc = cli_errorf(EXIT_USAGE,
+                                "--shape %s: input '%s' has an initializer; give "
+                                "another value with -i %s=FILE",
+                                names[i], names[i], names[i]);
                 goto out;
             }
         if (ox_model_input_has_default(m, i)) continue;
         if (ox_model_input_kind(m, i) != OX_IO_TENSOR) {
-            rc = errorf(EXIT_NORUN,
-                        "input '%s' is not a tensor: the command line passes "
-                        "tensors only",
-                        names[i]);
+            rc = cli_errorf(EXIT_NORUN,
+                            "input '%s' is not a tensor: the command line passes "
+                            "tensors only",
+                            names[i]);
             goto out;
         }
         if ((rc = random_shape(m, i, o, &in->t[i])) || (rc = fill_random(&in->t[i], &rng)))
@@ -1398,24 +1343,6 @@ static void print_table(const ox_compare_report *r, bool all) {
 
 /* ---- JSON ------------------------------------------------------------------------------ */
 
-static void json_str(FILE *f, const char *s) {
-    if (!s) {
-        fputs("null", f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void json_num(FILE *f, const char *key, double v) {
     fprintf(f, ", \"%s\": ", key);
     if (isfinite(v))
@@ -1426,15 +1353,15 @@ static void json_num(FILE *f, const char *key, double v) {
 
 static void json_value(FILE *f, const ox_compare_value *v) {
     fputs("{\"name\": ", f);
-    json_str(f, v->name);
+    cli_json_str(f, v->name);
     fputs(", \"node\": ", f);
-    json_str(f, v->node);
+    cli_json_str(f, v->node);
     fputs(", \"op\": ", f);
-    json_str(f, v->op);
+    cli_json_str(f, v->op);
     fputs(", \"node_desc\": ", f);
-    json_str(f, v->node_desc);
+    cli_json_str(f, v->node_desc);
     fprintf(f, ", \"is_output\": %s, \"dtype\": ", v->is_output ? "true" : "false");
-    json_str(f, ox_dtype_name(v->dtype));
+    cli_json_str(f, ox_dtype_name(v->dtype));
     fputs(", \"shape\": [", f);
     for (int d = 0; d < v->rank; d++) fprintf(f, "%s%" PRId64, d ? ", " : "", v->dims[d]);
     fprintf(f, "], \"shape_mismatch\": %s, \"n\": %" PRId64, v->shape_mismatch ? "true" : "false",
@@ -1460,11 +1387,11 @@ static void print_json(const ox_compare_report *r, const char *model, const char
                        const char *lb) {
     FILE *f = stdout;
     fputs("{\"model\": ", f);
-    json_str(f, model);
+    cli_json_str(f, model);
     fputs(", \"a\": ", f);
-    json_str(f, la);
+    cli_json_str(f, la);
     fputs(", \"b\": ", f);
-    json_str(f, lb);
+    cli_json_str(f, lb);
     fprintf(f, ", \"agree\": %s, \"first_divergent\": ", r->first_divergent < 0 ? "true" : "false");
     if (r->first_divergent < 0)
         fputs("null", f);
@@ -1473,7 +1400,7 @@ static void print_json(const ox_compare_report *r, const char *model, const char
     fputs(", \"path\": [", f);
     for (int k = 0; k < r->n_path; k++) {
         if (k) fputs(", ", f);
-        json_str(f, r->values[r->path[k]].name);
+        cli_json_str(f, r->values[r->path[k]].name);
     }
     fprintf(f, "], \"only_a\": %d, \"only_b\": %d, \"outputs_diverge\": %s, \"values\": [",
             r->n_only_a, r->n_only_b, r->outputs_diverge ? "true" : "false");
@@ -1749,7 +1676,7 @@ static const char html_style[] =
 static int write_html(const char *path, const ox_compare_report *r, const char *model,
                       const char *la, const char *lb, const struct ox_graph *g) {
     FILE *f = fopen(path, "w");
-    if (!f) return errorf(EXIT_NORUN, "--html %s: %s", path, strerror(errno));
+    if (!f) return cli_errorf(EXIT_NORUN, "--html %s: %s", path, strerror(errno));
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>onnxexec "
           "compare: ",
           f);
@@ -1815,7 +1742,7 @@ static int write_html(const char *path, const ox_compare_report *r, const char *
                 v->diverges ? "diverges" : "agrees", v->is_output ? " (output)" : "");
     }
     fputs("</table>\n</body></html>\n", f);
-    if (fclose(f) != 0) return errorf(EXIT_NORUN, "--html %s: write failed", path);
+    if (fclose(f) != 0) return cli_errorf(EXIT_NORUN, "--html %s: write failed", path);
     return 0;
 }
 
@@ -1828,7 +1755,7 @@ static int reduce_one(ox_model *m, const struct inputs *in, int n_threads, const
     ox_status st = ox_model_run_all(m, in->pass, in->n_pass, n_threads, &vals, &n);
     if (!st) st = ox_compare_reduce(m, vals, n, value, dir);
     ox_values_free(vals, n);
-    if (st) return errorf(EXIT_NORUN, "--reduce %s: %s", dir, lib_msg(st));
+    if (st) return cli_errorf(EXIT_NORUN, "--reduce %s: %s", dir, cli_lib_msg(st));
     fprintf(json ? stderr : stdout,
             "reduced: %s (the node of %s; check it with onnxexec test %s)\n", dir, value, dir);
     return 0;
@@ -1844,7 +1771,7 @@ static int load_other(struct side *s, ox_model **slot, const ox_model *info, str
     int rc;
     if (is_zip(s->other)) {
         shapes.ts_shapes = calloc((size_t)in->n_pass + 1, sizeof *shapes.ts_shapes);
-        if (!shapes.ts_shapes) return errorf(EXIT_NORUN, "out of memory");
+        if (!shapes.ts_shapes) return cli_errorf(EXIT_NORUN, "out of memory");
         for (int k = 0; k < in->n_pass; k++) {
             shapes.ts_shapes[k] = in->pass[k];
             shapes.ts_shapes[k].name = NULL; /* forward's names are not MODEL's */
@@ -1870,7 +1797,7 @@ static int load_other(struct side *s, ox_model **slot, const ox_model *info, str
     ox_tensor *vals = NULL;
     int n = 0;
     ox_status st = ox_model_run_all(s->model, in->pass, in->n_pass, n_threads, &vals, &n);
-    if (st) return errorf(EXIT_NORUN, "side %s: %s", s->spec, lib_msg(st));
+    if (st) return cli_errorf(EXIT_NORUN, "side %s: %s", s->spec, cli_lib_msg(st));
     for (int i = 0; i < n && !rc; i++) {
         char *name = (char *)vals[i].name;
         for (int k = 0; k < n_out; k++) {
@@ -1898,6 +1825,7 @@ static int load_other(struct side *s, ox_model **slot, const ox_model *info, str
 /* ---- the command ----------------------------------------------------------------------- */
 
 int cmd_compare(int argc, char **argv) {
+    cli_prefix = "compare: ";
     struct opts o = {0};
     struct models mm = {0};
     struct side sd[2] = {0};
@@ -1913,10 +1841,10 @@ int cmd_compare(int argc, char **argv) {
         if ((rc = parse_side(o.side_spec[k], &sd[k]))) goto done;
     int ref = sd[0].kind == SIDE_RUN ? 0 : sd[1].kind == SIDE_RUN ? 1 : -1;
     if (o.reduce && ref < 0) {
-        rc = errorf(EXIT_USAGE,
-                    "--reduce needs a side that onnxexec runs (cpu, cpu:noopt or a "
-                    "model file): '%s' and '%s' are both reference values",
-                    o.side_spec[0], o.side_spec[1]);
+        rc = cli_errorf(EXIT_USAGE,
+                        "--reduce needs a side that onnxexec runs (cpu, cpu:noopt or a "
+                        "model file): '%s' and '%s' are both reference values",
+                        o.side_spec[0], o.side_spec[1]);
         goto done;
     }
     /* -i files first: their shapes serve a TorchScript MODEL's import */
@@ -1942,10 +1870,10 @@ int cmd_compare(int argc, char **argv) {
         const char *ds = sd[0].dataset ? sd[0].dataset : sd[1].dataset;
         char *given = NULL;
         if (o.inputs_dir && !(given = dataset_of(o.inputs_dir))) {
-            rc = errorf(EXIT_NORUN,
-                        "--inputs %s: not a backend-test folder (no "
-                        "test_data_set_0/input_0.pb, no input_0.pb)",
-                        o.inputs_dir);
+            rc = cli_errorf(EXIT_NORUN,
+                            "--inputs %s: not a backend-test folder (no "
+                            "test_data_set_0/input_0.pb, no input_0.pb)",
+                            o.inputs_dir);
             goto done;
         }
         rc = prepare_inputs(info, &o, given ? given : ds, &in);
@@ -1960,8 +1888,8 @@ int cmd_compare(int argc, char **argv) {
             goto done;
     ref = sd[0].model ? 0 : sd[1].model ? 1 : -1;
     if (o.reduce && ref < 0) {
-        rc = errorf(EXIT_USAGE, "--reduce: neither side is run by onnxexec under MODEL's value "
-                                "names");
+        rc = cli_errorf(EXIT_USAGE, "--reduce: neither side is run by onnxexec under MODEL's value "
+                                    "names");
         goto done;
     }
     ox_compare_side cs[2];
@@ -1978,8 +1906,8 @@ int cmd_compare(int argc, char **argv) {
                              .outputs_only = o.outputs_only};
     ox_status st = ox_compare(&cs[0], &cs[1], &co, &rep);
     if (st) {
-        const char *m = lib_msg(st);
-        rc = errorf(EXIT_NORUN, "%s", strncmp(m, "compare: ", 9) ? m : m + 9);
+        const char *m = cli_lib_msg(st);
+        rc = cli_errorf(EXIT_NORUN, "%s", strncmp(m, "compare: ", 9) ? m : m + 9);
         goto done;
     }
     have_rep = true;
@@ -2006,9 +1934,9 @@ int cmd_compare(int argc, char **argv) {
         if (!rc2 && b->kind == SIDE_RUN && b->other) {
             const struct ox_graph *gb = ox_model_graph(b->model);
             int v = ox_graph_find_value(gb, value);
-            char *dir = path_join(o.reduce, "b");
+            char *dir = cli_path_join(o.reduce, "b");
             if (!dir)
-                rc2 = errorf(EXIT_NORUN, "out of memory");
+                rc2 = cli_errorf(EXIT_NORUN, "out of memory");
             else if (v < 0 || gb->values[v].producer < 0)
                 fprintf(stderr, "note: --reduce: no node of %s computes %s: no case in %s\n",
                         b->spec, value, dir);

@@ -10,6 +10,7 @@
  * exit non-zero (1 for a failure, 2 for a usage error).
  */
 #include "onnxexec.h"
+#include "tools/cli.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -27,44 +28,13 @@
 #include <unistd.h>
 #include <time.h>
 
-#define EXIT_FAIL  1
-#define EXIT_USAGE 2
-
 /* ---- messages -------------------------------------------------------------------------- */
-
-static int errorf(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Print `onnxexec: <message>` on stderr and return `code`. */
-static int errorf(int code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("onnxexec: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return code;
-}
-
-/* The library's message for a failed call, never empty. */
-static const char *lib_msg(ox_status st) {
-    const char *m = ox_errmsg();
-    if (m && *m) return m;
-    static _Thread_local char buf[64];
-    snprintf(buf, sizeof buf, "error %d", (int)st);
-    return buf;
-}
 
 /* Copy `s` into buf, replacing line breaks so that a message stays on one line. */
 static void one_line(char *buf, size_t len, const char *s) {
     size_t k = 0;
     for (; s && *s && k + 1 < len; s++) buf[k++] = (*s == '\n' || *s == '\r') ? ' ' : *s;
     if (len) buf[k] = 0;
-}
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* ---- help ------------------------------------------------------------------------------ */
@@ -202,25 +172,11 @@ static const char usage_info[] = "usage: onnxexec info MODEL\n"
                                  "example:\n"
                                  "  onnxexec info model.onnx\n";
 
-static bool is_help(const char *a) {
-    return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
-}
-
 /* ---- numbers --------------------------------------------------------------------------- */
-
-static bool parse_i64(const char *s, int64_t *out) {
-    if (!s || !*s) return false;
-    errno = 0;
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || end == s) return false;
-    *out = v;
-    return true;
-}
 
 static bool parse_int(const char *s, int lo, int hi, int *out) {
     int64_t v;
-    if (!parse_i64(s, &v) || v < lo || v > hi) return false;
+    if (!cli_parse_i64(s, &v) || v < lo || v > hi) return false;
     *out = (int)v;
     return true;
 }
@@ -431,13 +387,14 @@ static int fill_random(ox_tensor *t, uint64_t *rng) {
     int64_t n = ox_tensor_numel(t);
     size_t es = ox_dtype_size(t->dtype);
     if (class_of(t->dtype) == C_OTHER || es == 0)
-        return errorf(EXIT_FAIL, "input '%s': cannot make random values of type %s", t->name,
-                      ox_dtype_name(t->dtype));
+        return cli_errorf(EXIT_FAIL, "input '%s': cannot make random values of type %s", t->name,
+                          ox_dtype_name(t->dtype));
     if (n < 0 || (n > 0 && (uint64_t)n > (SIZE_MAX / 2) / es))
-        return errorf(EXIT_FAIL, "input '%s': too large", t->name);
+        return cli_errorf(EXIT_FAIL, "input '%s': too large", t->name);
     t->data = calloc((size_t)(n ? n : 1), es);
     if (!t->data)
-        return errorf(EXIT_FAIL, "input '%s': out of memory (%" PRId64 " elements)", t->name, n);
+        return cli_errorf(EXIT_FAIL, "input '%s': out of memory (%" PRId64 " elements)", t->name,
+                          n);
     uint8_t small[256];
     bool have_small = false;
     if (t->dtype == OX_FLOAT8E4M3FN || t->dtype == OX_FLOAT8E4M3FNUZ || t->dtype == OX_FLOAT8E5M2 ||
@@ -481,7 +438,7 @@ static int fill_random(ox_tensor *t, uint64_t *rng) {
             char *s = malloc(2);
             if (!s) {
                 ox_tensor_free_data(t);
-                return errorf(EXIT_FAIL, "out of memory");
+                return cli_errorf(EXIT_FAIL, "out of memory");
             }
             s[0] = (char)('0' + r % 10), s[1] = 0;
             ((char **)t->data)[i] = s;
@@ -497,36 +454,21 @@ static int fill_random(ox_tensor *t, uint64_t *rng) {
 
 /* ---- files ----------------------------------------------------------------------------- */
 
-static bool has_ext(const char *path, const char *ext) {
-    size_t n = strlen(path), e = strlen(ext);
-    return n > e && strcasecmp(path + n - e, ext) == 0;
-}
-
-static bool is_dir(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static bool is_file(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 /* mkdir -p */
 static int make_dirs(const char *path) {
     char buf[4096];
     size_t n = strlen(path);
-    if (n == 0 || n >= sizeof buf) return errorf(EXIT_FAIL, "%s: bad output folder name", path);
+    if (n == 0 || n >= sizeof buf) return cli_errorf(EXIT_FAIL, "%s: bad output folder name", path);
     memcpy(buf, path, n + 1);
     for (size_t i = 1; i <= n; i++) {
         if (buf[i] != '/' && buf[i] != 0) continue;
         char c = buf[i];
         buf[i] = 0;
         if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return errorf(EXIT_FAIL, "%s: cannot create folder: %s", buf, strerror(errno));
+            return cli_errorf(EXIT_FAIL, "%s: cannot create folder: %s", buf, strerror(errno));
         buf[i] = c;
     }
-    if (!is_dir(path)) return errorf(EXIT_FAIL, "%s: not a folder", path);
+    if (!cli_is_dir(path)) return cli_errorf(EXIT_FAIL, "%s: not a folder", path);
     return 0;
 }
 
@@ -536,9 +478,9 @@ static int read_tensor(const char *path, ox_tensor *t, char **name, char *err, s
     ox_status st;
     memset(t, 0, sizeof *t);
     if (name) *name = NULL;
-    if (has_ext(path, ".npy")) {
+    if (cli_has_ext(path, ".npy")) {
         st = ox_tensor_read_npy(path, t);
-    } else if (has_ext(path, ".pb")) {
+    } else if (cli_has_ext(path, ".pb")) {
         char *nm = NULL;
         st = ox_tensor_read_pb(path, t, &nm);
         if (name)
@@ -551,7 +493,7 @@ static int read_tensor(const char *path, ox_tensor *t, char **name, char *err, s
     }
     if (st != OX_OK) {
         char m[1024];
-        one_line(m, sizeof m, lib_msg(st));
+        one_line(m, sizeof m, cli_lib_msg(st));
         /* name the file unless the library already did */
         if (strstr(m, path))
             snprintf(err, errlen, "%s", m);
@@ -588,15 +530,16 @@ static void safe_name(const char *name, int index, char *buf, size_t len) {
 static ox_model_options model_opts;
 
 static int load_model(const char *path, ox_model **m) {
-    if (!is_file(path)) {
-        if (is_dir(path)) return errorf(EXIT_FAIL, "%s: is a folder, not a model file", path);
-        return errorf(EXIT_FAIL, "%s: %s", path, strerror(errno ? errno : ENOENT));
+    if (!cli_is_file(path)) {
+        if (cli_is_dir(path))
+            return cli_errorf(EXIT_FAIL, "%s: is a folder, not a model file", path);
+        return cli_errorf(EXIT_FAIL, "%s: %s", path, strerror(errno ? errno : ENOENT));
     }
     ox_status st = ox_model_load_with(path, &model_opts, m);
     if (st != OX_OK) {
-        const char *msg = lib_msg(st);
-        if (strstr(msg, path)) return errorf(EXIT_FAIL, "%s", msg);
-        return errorf(EXIT_FAIL, "%s: %s", path, msg);
+        const char *msg = cli_lib_msg(st);
+        if (strstr(msg, path)) return cli_errorf(EXIT_FAIL, "%s", msg);
+        return cli_errorf(EXIT_FAIL, "%s: %s", path, msg);
     }
     return 0;
 }
@@ -624,31 +567,32 @@ struct shape_opt {
 static int parse_shape_opt(const char *arg, struct shape_opt *o) {
     const char *eq = strchr(arg, '=');
     if (!eq || eq == arg)
-        return errorf(EXIT_USAGE,
-                      "--shape '%s': expected NAME=d0,d1,... (e.g. --shape x=1,3,224,224)", arg);
+        return cli_errorf(
+            EXIT_USAGE, "--shape '%s': expected NAME=d0,d1,... (e.g. --shape x=1,3,224,224)", arg);
     memset(o, 0, sizeof *o);
     size_t nl = (size_t)(eq - arg);
     char *name = malloc(nl + 1);
-    if (!name) return errorf(EXIT_FAIL, "out of memory");
+    if (!name) return cli_errorf(EXIT_FAIL, "out of memory");
     memcpy(name, arg, nl);
     name[nl] = 0;
     o->name = name;
     const char *p = eq + 1;
     while (*p) {
         if (o->rank == OX_MAX_RANK)
-            return errorf(EXIT_USAGE, "--shape '%s': more than %d dimensions", arg, OX_MAX_RANK);
+            return cli_errorf(EXIT_USAGE, "--shape '%s': more than %d dimensions", arg,
+                              OX_MAX_RANK);
         char num[32];
         size_t k = 0;
         while (*p && *p != ',' && k + 1 < sizeof num) num[k++] = *p++;
         num[k] = 0;
         int64_t v;
-        if (!parse_i64(num, &v) || v < 0 || (*p && *p != ','))
-            return errorf(EXIT_USAGE, "--shape '%s': '%s' is not a dimension (a number >= 0)", arg,
-                          num);
+        if (!cli_parse_i64(num, &v) || v < 0 || (*p && *p != ','))
+            return cli_errorf(EXIT_USAGE, "--shape '%s': '%s' is not a dimension (a number >= 0)",
+                              arg, num);
         o->dims[o->rank++] = v;
         if (*p == ',') {
             p++;
-            if (!*p) return errorf(EXIT_USAGE, "--shape '%s': trailing ','", arg);
+            if (!*p) return cli_errorf(EXIT_USAGE, "--shape '%s': trailing ','", arg);
         }
     }
     return 0;
@@ -751,14 +695,14 @@ static int archive_shapes(struct run_state *r, const char *path, ox_tensor **sha
     if (!zip) return 0;
     int n = r->n_iopts + r->n_sopts, k = 0;
     *shapes = calloc((size_t)(n ? n : 1), sizeof **shapes);
-    if (!*shapes) return errorf(EXIT_FAIL, "out of memory");
+    if (!*shapes) return cli_errorf(EXIT_FAIL, "out of memory");
     for (int i = 0; i < r->n_iopts; i++) {
         const char *arg = r->iopts[i].arg, *eq = strchr(arg, '=');
-        const char *file = eq && !is_file(arg) ? eq + 1 : arg;
+        const char *file = eq && !cli_is_file(arg) ? eq + 1 : arg;
         ox_tensor t = {0};
         char err[1200];
         if (read_tensor(file, &t, NULL, err, sizeof err))
-            return errorf(EXIT_FAIL, "-i %s: %s", arg, err);
+            return cli_errorf(EXIT_FAIL, "-i %s: %s", arg, err);
         ox_tensor *d = &(*shapes)[k++];
         d->dtype = t.dtype;
         d->rank = t.rank;
@@ -789,21 +733,22 @@ static int bind_input_opts(struct run_state *r, const char *model_path) {
         for (int i = 0; i < r->n_in && !io->name; i++) {
             if (strlen(r->in_names[i]) != nl || strncmp(r->in_names[i], arg, nl) != 0) continue;
             if (r->given[i])
-                return errorf(EXIT_USAGE, "-i %s: input '%s' given twice", arg, r->in_names[i]);
+                return cli_errorf(EXIT_USAGE, "-i %s: input '%s' given twice", arg, r->in_names[i]);
             io->name = r->in_names[i];
             io->file = eq + 1;
             r->given[i] = k + 1;
         }
-        if (!io->name && !is_file(arg))
-            return errorf(EXIT_USAGE, "-i %s: the model has no input '%.*s' (see onnxexec info %s)",
-                          arg, (int)(nl < 200 ? nl : 200), arg, model_path);
+        if (!io->name && !cli_is_file(arg))
+            return cli_errorf(EXIT_USAGE,
+                              "-i %s: the model has no input '%.*s' (see onnxexec info %s)", arg,
+                              (int)(nl < 200 ? nl : 200), arg, model_path);
     }
     for (int k = 0, next = 0; k < r->n_iopts; k++) {
         if (r->iopts[k].name) continue;
         while (next < r->n_in && r->given[next]) next++;
         if (next >= r->n_in)
-            return errorf(EXIT_USAGE, "-i %s: too many inputs (the model takes %d)",
-                          r->iopts[k].arg, r->n_in);
+            return cli_errorf(EXIT_USAGE, "-i %s: too many inputs (the model takes %d)",
+                              r->iopts[k].arg, r->n_in);
         r->given[next] = k + 1;
         r->iopts[k].name = r->in_names[next];
     }
@@ -817,7 +762,7 @@ static int random_input_shape(struct run_state *r, int i, ox_tensor *t) {
     ox_tensor d;
     const char *dn[OX_MAX_RANK] = {0};
     if (ox_model_input(r->m, i, &d, dn) != OX_OK)
-        return errorf(EXIT_FAIL, "input '%s': %s", name, lib_msg(OX_E_INVALID));
+        return cli_errorf(EXIT_FAIL, "input '%s': %s", name, cli_lib_msg(OX_E_INVALID));
     *t = (ox_tensor){.dtype = d.dtype, .rank = d.rank, .name = name};
     memcpy(t->dims, d.dims, sizeof t->dims);
     struct shape_opt *whole = NULL;
@@ -826,25 +771,25 @@ static int random_input_shape(struct run_state *r, int i, ox_tensor *t) {
     if (whole) {
         whole->used = true;
         if (d.rank >= 0 && d.rank != whole->rank)
-            return errorf(EXIT_USAGE, "--shape %s: input '%s' has rank %d, %d dimensions given",
-                          whole->name, name, d.rank, whole->rank);
+            return cli_errorf(EXIT_USAGE, "--shape %s: input '%s' has rank %d, %d dimensions given",
+                              whole->name, name, d.rank, whole->rank);
         for (int k = 0; k < whole->rank && d.rank >= 0; k++)
             if (d.dims[k] >= 0 && d.dims[k] != whole->dims[k])
-                return errorf(EXIT_USAGE,
-                              "--shape %s: dimension %d of input '%s' is fixed at %" PRId64
-                              ", %" PRId64 " given",
-                              whole->name, k, name, d.dims[k], whole->dims[k]);
+                return cli_errorf(EXIT_USAGE,
+                                  "--shape %s: dimension %d of input '%s' is fixed at %" PRId64
+                                  ", %" PRId64 " given",
+                                  whole->name, k, name, d.dims[k], whole->dims[k]);
         t->rank = whole->rank;
         memcpy(t->dims, whole->dims, sizeof t->dims);
         return 0;
     }
     if (d.rank < 0)
-        return errorf(EXIT_USAGE,
-                      "input '%s' has no declared shape: give it with -i %s=FILE or "
-                      "--shape %s=d0,d1,...",
-                      name, name, name);
+        return cli_errorf(EXIT_USAGE,
+                          "input '%s' has no declared shape: give it with -i %s=FILE or "
+                          "--shape %s=d0,d1,...",
+                          name, name, name);
     if (d.rank > OX_MAX_RANK)
-        return errorf(EXIT_FAIL, "input '%s': rank %d is over %d", name, d.rank, OX_MAX_RANK);
+        return cli_errorf(EXIT_FAIL, "input '%s': rank %d is over %d", name, d.rank, OX_MAX_RANK);
     for (int k = 0; k < t->rank; k++) {
         if (t->dims[k] >= 0) continue;
         if (k == 0 && r->batch > 0) {
@@ -855,8 +800,8 @@ static int random_input_shape(struct run_state *r, int i, ox_tensor *t) {
         for (int j = 0; dn[k] && *dn[k] && j < r->n_sopts; j++)
             if (strcmp(r->sopts[j].name, dn[k]) == 0) sym = &r->sopts[j];
         if (sym && sym->rank != 1)
-            return errorf(EXIT_USAGE, "--shape %s: a symbolic dimension takes one number",
-                          sym->name);
+            return cli_errorf(EXIT_USAGE, "--shape %s: a symbolic dimension takes one number",
+                              sym->name);
         if (sym) {
             sym->used = true;
             t->dims[k] = sym->dims[0];
@@ -885,12 +830,12 @@ static int prepare_inputs(struct run_state *r, uint64_t seed) {
         const char *name = r->in_names[i];
         ox_io_kind kind = ox_model_input_kind(r->m, i);
         if (kind != OX_IO_TENSOR)
-            return errorf(EXIT_FAIL, "input '%s' is a %s: the command line passes tensors only",
-                          name, kind_name(kind));
+            return cli_errorf(EXIT_FAIL, "input '%s' is a %s: the command line passes tensors only",
+                              name, kind_name(kind));
         if (r->given[i]) {
             char err[1200];
             if (read_tensor(r->iopts[r->given[i] - 1].file, &r->ins[i], NULL, err, sizeof err))
-                return errorf(EXIT_FAIL, "input '%s': %s", name, err);
+                return cli_errorf(EXIT_FAIL, "input '%s': %s", name, err);
             r->has[i] = true;
             r->ins[i].name = name;
             for (int k = 0; k < r->n_sopts; k++)
@@ -903,10 +848,10 @@ static int prepare_inputs(struct run_state *r, uint64_t seed) {
         if (ox_model_input_has_default(r->m, i)) {
             for (int k = 0; k < r->n_sopts; k++)
                 if (strcmp(r->sopts[k].name, name) == 0)
-                    return errorf(EXIT_USAGE,
-                                  "--shape %s: input '%s' has an initializer; give another "
-                                  "value with -i %s=FILE",
-                                  name, name, name);
+                    return cli_errorf(EXIT_USAGE,
+                                      "--shape %s: input '%s' has an initializer; give another "
+                                      "value with -i %s=FILE",
+                                      name, name, name);
             continue; /* not passed: the initializer serves */
         }
         ox_tensor t;
@@ -921,8 +866,9 @@ static int prepare_inputs(struct run_state *r, uint64_t seed) {
     }
     for (int k = 0; k < r->n_sopts; k++)
         if (!r->sopts[k].used)
-            return errorf(EXIT_USAGE, "--shape %s: no input or symbolic dimension has that name",
-                          r->sopts[k].name);
+            return cli_errorf(EXIT_USAGE,
+                              "--shape %s: no input or symbolic dimension has that name",
+                              r->sopts[k].name);
     return 0;
 }
 
@@ -949,7 +895,7 @@ static int save_outputs(struct run_state *r, const char *out_dir, bool want_npy,
                 snprintf(stem, sizeof stem, "%s_%d", base, n++);
                 j = -1; /* check the new stem against all again */
             }
-        if (!(r->stems[k] = strdup(stem))) return errorf(EXIT_FAIL, "out of memory");
+        if (!(r->stems[k] = strdup(stem))) return cli_errorf(EXIT_FAIL, "out of memory");
         char path[4600];
         for (int f = 0; f < 2; f++) {
             if (!(f == 0 ? want_npy : want_pb)) continue;
@@ -957,9 +903,9 @@ static int save_outputs(struct run_state *r, const char *out_dir, bool want_npy,
             ox_status st =
                 f == 0 ? ox_tensor_write_npy(path, t) : ox_tensor_write_pb(path, t, name);
             if (st != OX_OK) {
-                const char *msg = lib_msg(st);
-                rc = strstr(msg, path) ? errorf(EXIT_FAIL, "%s", msg)
-                                       : errorf(EXIT_FAIL, "%s: %s", path, msg);
+                const char *msg = cli_lib_msg(st);
+                rc = strstr(msg, path) ? cli_errorf(EXIT_FAIL, "%s", msg)
+                                       : cli_errorf(EXIT_FAIL, "%s: %s", path, msg);
             } else {
                 printf("  -> %s\n", path);
             }
@@ -990,30 +936,31 @@ static int classify_report(const ox_tensor *y, const char *labels_path, const ch
                            double ms) {
     enum { MAX_CLASSES = 100000, SHOW = 10 };
     if (!(y->rank == 2 || y->rank == 1) || class_of(y->dtype) != C_FLOAT)
-        return errorf(EXIT_FAIL,
-                      "--labels/--truth: the first output is %s, expected float "
-                      "scores [batch, classes]",
-                      ox_dtype_name(y->dtype));
+        return cli_errorf(EXIT_FAIL,
+                          "--labels/--truth: the first output is %s, expected float "
+                          "scores [batch, classes]",
+                          ox_dtype_name(y->dtype));
     int64_t B = y->rank == 2 ? y->dims[0] : 1, C = y->dims[y->rank - 1];
-    if (C <= 0 || C > MAX_CLASSES) return errorf(EXIT_FAIL, "--labels: %lld classes", (long long)C);
+    if (C <= 0 || C > MAX_CLASSES)
+        return cli_errorf(EXIT_FAIL, "--labels: %lld classes", (long long)C);
     char **names = calloc((size_t)C, sizeof *names);
     int n_names = 0, rc = 0;
     ox_tensor truth = {0};
-    if (!names) return errorf(EXIT_FAIL, "out of memory");
+    if (!names) return cli_errorf(EXIT_FAIL, "out of memory");
     if (labels_path && (n_names = read_lines(labels_path, names, (int)C)) < 0) {
-        rc = errorf(EXIT_FAIL, "--labels %s: %s", labels_path, strerror(errno));
+        rc = cli_errorf(EXIT_FAIL, "--labels %s: %s", labels_path, strerror(errno));
         goto done;
     }
     if (truth_path) {
         char err[512];
         if (read_tensor(truth_path, &truth, NULL, err, sizeof err)) {
-            rc = errorf(EXIT_FAIL, "--truth %s", err);
+            rc = cli_errorf(EXIT_FAIL, "--truth %s", err);
             goto done;
         }
         if ((class_of(truth.dtype) != C_INT && class_of(truth.dtype) != C_UINT) ||
             ox_tensor_numel(&truth) < B) {
-            rc = errorf(EXIT_FAIL, "--truth %s: expected at least %lld integer labels", truth_path,
-                        (long long)B);
+            rc = cli_errorf(EXIT_FAIL, "--truth %s: expected at least %lld integer labels",
+                            truth_path, (long long)B);
             goto done;
         }
     }
@@ -1051,37 +998,21 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Peak resident memory of this process in KiB: VmHWM, which (unlike getrusage's maxrss)
- * starts afresh at exec, so a parent's memory is not counted; -1 when unknown. */
-static long peak_rss_kb(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "VmHWM:", 6) == 0) kb = strtol(line + 6, NULL, 10);
-    if (f) fclose(f);
-    if (kb < 0) {
-        struct rusage ru;
-        if (getrusage(RUSAGE_SELF, &ru) == 0) kb = ru.ru_maxrss;
-    }
-    return kb;
-}
-
 /* Time the first run and, after `warmup` untimed ones, `runs` more; print a table or JSON. */
 static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, bool json,
                         const char *path, double t_load, double t_create) {
     double *t = malloc(sizeof *t * (size_t)runs);
-    if (!t) return errorf(EXIT_FAIL, "out of memory");
-    double t_first = now_ms();
+    if (!t) return cli_errorf(EXIT_FAIL, "out of memory");
+    double t_first = cli_now_ms();
     ox_status st = ox_session_run(r->s, r->pass, n_pass, r->outs);
-    t_first = now_ms() - t_first;
+    t_first = cli_now_ms() - t_first;
     bool tty = isatty(STDERR_FILENO) && !json;
     for (int k = 0; st == OX_OK && k < warmup; k++)
         st = ox_session_run(r->s, r->pass, n_pass, r->outs);
     for (int k = 0; st == OX_OK && k < runs; k++) {
-        double t0 = now_ms();
+        double t0 = cli_now_ms();
         st = ox_session_run(r->s, r->pass, n_pass, r->outs);
-        t[k] = now_ms() - t0;
+        t[k] = cli_now_ms() - t0;
         if (tty && (k % 4 == 0 || k == runs - 1)) {
             int w = 30, done = (k + 1) * w / runs;
             fprintf(stderr, "\r[%.*s%*s] %d/%d", done, "##############################", w - done,
@@ -1091,7 +1022,7 @@ static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, b
     if (tty) fprintf(stderr, "\r%*s\r", 50, "");
     if (st != OX_OK) {
         free(t);
-        return errorf(EXIT_FAIL, "%s", lib_msg(st));
+        return cli_errorf(EXIT_FAIL, "%s", cli_lib_msg(st));
     }
     qsort(t, (size_t)runs, sizeof *t, cmp_double);
     double med = runs % 2 ? t[runs / 2] : (t[runs / 2 - 1] + t[runs / 2]) / 2;
@@ -1099,7 +1030,7 @@ static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, b
     double p90 = t[i90 < 0 ? 0 : i90], tmin = t[0];
     size_t arena = 0, no_reuse = 0, peak = 0;
     ox_session_memory(r->s, &arena, &no_reuse, &peak);
-    long rss = peak_rss_kb();
+    long rss = cli_peak_rss_kb();
     if (json) {
         printf("{\"model\": \"%s\", \"load_ms\": %.3f, \"create_ms\": %.3f, "
                "\"first_run_ms\": %.3f, \"runs\": %d, \"median_ms\": %.3f, \"p90_ms\": %.3f, "
@@ -1132,7 +1063,7 @@ static int run_main(int argc, char **argv, bool bench) {
     r.iopts = calloc((size_t)argc + 1, sizeof *r.iopts);
     r.sopts = calloc((size_t)argc + 1, sizeof *r.sopts);
     if (!r.iopts || !r.sopts) {
-        rc = errorf(EXIT_FAIL, "out of memory");
+        rc = cli_errorf(EXIT_FAIL, "out of memory");
         goto done;
     }
     for (int a = 0; a < argc; a++) {
@@ -1146,13 +1077,13 @@ static int run_main(int argc, char **argv, bool bench) {
                      strcmp(arg, "--truth") == 0 ||
                      (bench && (strcmp(arg, "--runs") == 0 || strcmp(arg, "--batch") == 0 ||
                                 strcmp(arg, "--warmup") == 0));
-        if (is_help(arg)) {
+        if (cli_is_help(arg)) {
             fputs(bench ? usage_bench : usage_run, stdout);
             rc = 0;
             goto done;
         }
         if (takes && !val) {
-            rc = errorf(EXIT_USAGE, "%s needs a value (see onnxexec run --help)", arg);
+            rc = cli_errorf(EXIT_USAGE, "%s needs a value (see onnxexec run --help)", arg);
             goto done;
         }
         if (takes) a++;
@@ -1162,8 +1093,8 @@ static int run_main(int argc, char **argv, bool bench) {
             out_dir = val;
         } else if (strcmp(arg, "--seed") == 0) {
             int64_t v;
-            if (!parse_i64(val, &v) || v < 0) {
-                rc = errorf(EXIT_USAGE, "--seed '%s': expected a number >= 0", val);
+            if (!cli_parse_i64(val, &v) || v < 0) {
+                rc = cli_errorf(EXIT_USAGE, "--seed '%s': expected a number >= 0", val);
                 goto done;
             }
             seed = (uint64_t)v;
@@ -1177,30 +1108,30 @@ static int run_main(int argc, char **argv, bool bench) {
             else if (strcmp(val, "both") == 0)
                 want_npy = true, want_pb = true;
             else {
-                rc = errorf(EXIT_USAGE, "--format '%s': expected npy, pb or both", val);
+                rc = cli_errorf(EXIT_USAGE, "--format '%s': expected npy, pb or both", val);
                 goto done;
             }
         } else if (strcmp(arg, "--threads") == 0) {
             if (!parse_int(val, 0, 4096, &n_threads)) {
-                rc = errorf(EXIT_USAGE, "--threads '%s': expected a number in 0..4096", val);
+                rc = cli_errorf(EXIT_USAGE, "--threads '%s': expected a number in 0..4096", val);
                 goto done;
             }
         } else if (bench && strcmp(arg, "--json") == 0) {
             json = true;
         } else if (bench && strcmp(arg, "--runs") == 0) {
             if (!parse_int(val, 1, 1000000, &runs)) {
-                rc = errorf(EXIT_USAGE, "--runs '%s': expected a number >= 1", val);
+                rc = cli_errorf(EXIT_USAGE, "--runs '%s': expected a number >= 1", val);
                 goto done;
             }
         } else if (bench && strcmp(arg, "--warmup") == 0) {
             if (!parse_int(val, 0, 1000000, &warmup)) {
-                rc = errorf(EXIT_USAGE, "--warmup '%s': expected a number >= 0", val);
+                rc = cli_errorf(EXIT_USAGE, "--warmup '%s': expected a number >= 0", val);
                 goto done;
             }
         } else if (bench && strcmp(arg, "--batch") == 0) {
             int b;
             if (!parse_int(val, 1, 1 << 30, &b)) {
-                rc = errorf(EXIT_USAGE, "--batch '%s': expected a number >= 1", val);
+                rc = cli_errorf(EXIT_USAGE, "--batch '%s': expected a number >= 1", val);
                 goto done;
             }
             r.batch = b;
@@ -1210,26 +1141,26 @@ static int run_main(int argc, char **argv, bool bench) {
             truth_path = val;
         } else if (strcmp(arg, "--repeat") == 0) {
             if (!parse_int(val, 1, 1000000, &repeat)) {
-                rc = errorf(EXIT_USAGE, "--repeat '%s': expected a number >= 1", val);
+                rc = cli_errorf(EXIT_USAGE, "--repeat '%s': expected a number >= 1", val);
                 goto done;
             }
         } else if (arg[0] == '-' && arg[1]) {
-            rc = errorf(EXIT_USAGE, "run: unknown option '%s' (see onnxexec run --help)", arg);
+            rc = cli_errorf(EXIT_USAGE, "run: unknown option '%s' (see onnxexec run --help)", arg);
             goto done;
         } else if (!model_path) {
             model_path = arg;
         } else {
-            rc = errorf(EXIT_USAGE, "run: unexpected argument '%s' (inputs go with -i)", arg);
+            rc = cli_errorf(EXIT_USAGE, "run: unexpected argument '%s' (inputs go with -i)", arg);
             goto done;
         }
     }
     if (!model_path) {
-        rc = errorf(EXIT_USAGE, "run: no model given (usage: onnxexec run MODEL [options])");
+        rc = cli_errorf(EXIT_USAGE, "run: no model given (usage: onnxexec run MODEL [options])");
         goto done;
     }
     ox_tensor *ts_shapes = NULL;
     if ((rc = archive_shapes(&r, model_path, &ts_shapes))) goto done;
-    double t_load = now_ms();
+    double t_load = cli_now_ms();
     rc = load_model(model_path, &r.m);
     for (int i = 0; ts_shapes && i < model_opts.n_input_shapes; i++)
         free((void *)ts_shapes[i].name);
@@ -1237,7 +1168,7 @@ static int run_main(int argc, char **argv, bool bench) {
     model_opts.input_shapes = NULL;
     model_opts.n_input_shapes = 0;
     if (rc) goto done;
-    t_load = now_ms() - t_load;
+    t_load = cli_now_ms() - t_load;
 
     r.n_in = ox_model_n_inputs(r.m);
     r.n_out = ox_model_n_outputs(r.m);
@@ -1250,13 +1181,13 @@ static int run_main(int argc, char **argv, bool bench) {
     r.outs = calloc(no, sizeof *r.outs);
     r.stems = calloc(no, sizeof *r.stems);
     if (!r.in_names || !r.given || !r.ins || !r.has || !r.pass || !r.outs || !r.stems) {
-        rc = errorf(EXIT_FAIL, "out of memory");
+        rc = cli_errorf(EXIT_FAIL, "out of memory");
         goto done;
     }
     for (int i = 0; i < r.n_in; i++) {
         ox_tensor d;
         if (ox_model_input(r.m, i, &d, NULL) != OX_OK || !d.name) {
-            rc = errorf(EXIT_FAIL, "input %d: %s", i, lib_msg(OX_E_INVALID));
+            rc = cli_errorf(EXIT_FAIL, "input %d: %s", i, cli_lib_msg(OX_E_INVALID));
             goto done;
         }
         r.in_names[i] = d.name;
@@ -1269,11 +1200,11 @@ static int run_main(int argc, char **argv, bool bench) {
     for (int i = 0; i < r.n_in; i++)
         if (r.has[i]) r.pass[n_pass++] = r.ins[i];
     ox_session_options so = {.n_threads = n_threads};
-    double t_create = now_ms();
+    double t_create = cli_now_ms();
     ox_status st = ox_session_create(r.m, &so, &r.s);
-    t_create = now_ms() - t_create;
+    t_create = cli_now_ms() - t_create;
     if (st != OX_OK) {
-        rc = errorf(EXIT_FAIL, "%s", lib_msg(st));
+        rc = cli_errorf(EXIT_FAIL, "%s", cli_lib_msg(st));
         goto done;
     }
     if (bench) {
@@ -1282,11 +1213,11 @@ static int run_main(int argc, char **argv, bool bench) {
     }
     double best = INFINITY, total = 0;
     for (int k = 0; k < repeat; k++) {
-        double t0 = now_ms();
+        double t0 = cli_now_ms();
         st = ox_session_run(r.s, r.pass, n_pass, r.outs);
-        double dt = now_ms() - t0;
+        double dt = cli_now_ms() - t0;
         if (st != OX_OK) {
-            rc = errorf(EXIT_FAIL, "%s", lib_msg(st));
+            rc = cli_errorf(EXIT_FAIL, "%s", cli_lib_msg(st));
             goto done;
         }
         total += dt;
@@ -1326,16 +1257,6 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static char *path_join(const char *a, const char *b) {
-    size_t na = strlen(a), nb = strlen(b);
-    char *p = malloc(na + nb + 2);
-    if (!p) return NULL;
-    memcpy(p, a, na);
-    p[na] = '/';
-    memcpy(p + na + 1, b, nb + 1);
-    return p;
-}
-
 struct str_list {
     char **v;
     int n, cap;
@@ -1363,8 +1284,8 @@ static void list_free(struct str_list *l) {
 }
 
 static bool is_case_dir(const char *dir) {
-    char *p = path_join(dir, "model.onnx");
-    bool ok = p && is_file(p);
+    char *p = cli_path_join(dir, "model.onnx");
+    bool ok = p && cli_is_file(p);
     free(p);
     return ok;
 }
@@ -1378,8 +1299,8 @@ static int list_subdirs(const char *dir, const char *prefix, bool need_case, str
     size_t np = strlen(prefix);
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.' || strncmp(e->d_name, prefix, np) != 0) continue;
-        char *p = path_join(dir, e->d_name);
-        if (!p || !is_dir(p) || (need_case && !is_case_dir(p))) {
+        char *p = cli_path_join(dir, e->d_name);
+        if (!p || !cli_is_dir(p) || (need_case && !is_case_dir(p))) {
             free(p);
             continue;
         }
@@ -1411,7 +1332,7 @@ static int read_value(const char *path, ox_io_kind kind, ox_tensor *t, char **na
         return read_tensor(path, t, name, err, errlen);
     ox_status st = ox_value_read_pb(path, kind, t, name);
     if (st != OX_OK) {
-        one_line(err, errlen, lib_msg(st));
+        one_line(err, errlen, cli_lib_msg(st));
         return -1;
     }
     return 0;
@@ -1424,8 +1345,8 @@ static int read_pb_series(const char *dir, const char *prefix, const ox_model *m
     for (int k = 0;; k++) {
         char fn[64], *path;
         snprintf(fn, sizeof fn, "%s%d.pb", prefix, k);
-        if (!(path = path_join(dir, fn))) goto oom;
-        if (!is_file(path)) {
+        if (!(path = cli_path_join(dir, fn))) goto oom;
+        if (!cli_is_file(path)) {
             free(path);
             return 0;
         }
@@ -1634,7 +1555,7 @@ static int roundtrip_model(const ox_model *m, const char *dir, const struct test
     ox_status st = ox_model_save_buffer(m, &b1, &l1);
     if (st) {
         char msg[2048];
-        one_line(msg, sizeof msg, lib_msg(st));
+        one_line(msg, sizeof msg, cli_lib_msg(st));
         snprintf(why, len, "round trip: export: %s", msg);
         goto out;
     }
@@ -1654,14 +1575,14 @@ static int roundtrip_model(const ox_model *m, const char *dir, const struct test
     st = ox_model_load_buffer_with(b1, l1, dir, &keep, m2);
     if (st) {
         char msg[2048];
-        one_line(msg, sizeof msg, lib_msg(st));
+        one_line(msg, sizeof msg, cli_lib_msg(st));
         snprintf(why, len, "round trip: the exported model does not load: %s", msg);
         goto out;
     }
     st = ox_model_save_buffer(*m2, &b2, &l2);
     if (st) {
         char msg[2048];
-        one_line(msg, sizeof msg, lib_msg(st));
+        one_line(msg, sizeof msg, cli_lib_msg(st));
         snprintf(why, len, "round trip: second export: %s", msg);
         goto out;
     }
@@ -1682,7 +1603,7 @@ out:
 }
 
 static int run_case(const char *dir, const struct test_opts *o, char *why, size_t len) {
-    char *model_path = path_join(dir, "model.onnx");
+    char *model_path = cli_path_join(dir, "model.onnx");
     ox_model *m = NULL;
     ox_session *s = NULL, *s2 = NULL;
     ox_model *m2 = NULL;
@@ -1695,7 +1616,7 @@ static int run_case(const char *dir, const struct test_opts *o, char *why, size_
     }
     ox_status st = ox_model_load_with(model_path, &model_opts, &m);
     if (st != OX_OK) {
-        one_line(why, len, lib_msg(st));
+        one_line(why, len, cli_lib_msg(st));
         goto done;
     }
     int n_in = ox_model_n_inputs(m), n_out = ox_model_n_outputs(m);
@@ -1726,13 +1647,13 @@ static int run_case(const char *dir, const struct test_opts *o, char *why, size_
     qsort(sets.v, (size_t)sets.n, sizeof *sets.v, cmp_dataset);
     ox_session_options so = {.n_threads = o->n_threads};
     if ((st = ox_session_create(m, &so, &s)) != OX_OK) {
-        one_line(why, len, lib_msg(st));
+        one_line(why, len, cli_lib_msg(st));
         goto done;
     }
     if (o->roundtrip) {
         if (roundtrip_model(m, dir, o, &m2, why, len)) goto done;
         if ((st = ox_session_create(m2, &so, &s2)) != OX_OK) {
-            one_line(why, len, lib_msg(st));
+            one_line(why, len, cli_lib_msg(st));
             goto done;
         }
     }
@@ -1744,7 +1665,7 @@ static int run_case(const char *dir, const struct test_opts *o, char *why, size_
     }
     result = R_PASS;
     for (int ds = 0; ds < sets.n && result == R_PASS; ds++) {
-        char *sdir = path_join(dir, sets.v[ds]);
+        char *sdir = cli_path_join(dir, sets.v[ds]);
         ox_tensor *in = NULL, *ex = NULL;
         char **in_names = NULL, **ex_names = NULL, err[1200];
         int n_given = 0, n_ex = 0;
@@ -1805,12 +1726,12 @@ static int run_case(const char *dir, const struct test_opts *o, char *why, size_
                 d.dtype == OX_BFLOAT16)
                 ex[k].dtype = OX_BFLOAT16;
         }
-        double t0 = now_ms();
+        double t0 = cli_now_ms();
         st = ox_session_run(s, in, n_given, outs);
-        double dt = now_ms() - t0;
+        double dt = cli_now_ms() - t0;
         if (st != OX_OK) {
             char msg[2048];
-            one_line(msg, sizeof msg, lib_msg(st));
+            one_line(msg, sizeof msg, cli_lib_msg(st));
             snprintf(why, len, "%s%s", pre, msg);
             result = R_FAIL;
             goto next;
@@ -1819,7 +1740,7 @@ static int run_case(const char *dir, const struct test_opts *o, char *why, size_
             st = ox_session_run(s2, in, n_given, outs2);
             if (st != OX_OK) {
                 char msg[2048];
-                one_line(msg, sizeof msg, lib_msg(st));
+                one_line(msg, sizeof msg, cli_lib_msg(st));
                 snprintf(why, len, "%sround trip: %s", pre, msg);
                 result = R_FAIL;
                 goto next;
@@ -1878,7 +1799,7 @@ static int cmd_test(int argc, char **argv) {
     int rc = EXIT_USAGE, n_dirs = 0;
     for (int a = 0; a < argc; a++) {
         const char *arg = argv[a], *val = a + 1 < argc ? argv[a + 1] : NULL;
-        if (is_help(arg)) {
+        if (cli_is_help(arg)) {
             fputs(usage_test, stdout);
             rc = 0;
             goto done;
@@ -1886,15 +1807,15 @@ static int cmd_test(int argc, char **argv) {
             o.verbose = true;
         } else if (strcmp(arg, "--rtol") == 0 || strcmp(arg, "--atol") == 0) {
             if (!parse_double(val, strcmp(arg, "--rtol") == 0 ? &o.rtol : &o.atol)) {
-                errorf(EXIT_USAGE, "%s '%s': expected a number >= 0", arg, val ? val : "");
+                cli_errorf(EXIT_USAGE, "%s '%s': expected a number >= 0", arg, val ? val : "");
                 goto done;
             }
             a++;
         } else if (strcmp(arg, "--roundtrip") == 0) {
             o.roundtrip = true;
         } else if (strcmp(arg, "--export-dir") == 0) {
-            if (!val || !is_dir(val)) {
-                errorf(EXIT_USAGE, "--export-dir '%s': not a folder", val ? val : "");
+            if (!val || !cli_is_dir(val)) {
+                cli_errorf(EXIT_USAGE, "--export-dir '%s': not a folder", val ? val : "");
                 goto done;
             }
             o.roundtrip = true;
@@ -1902,12 +1823,13 @@ static int cmd_test(int argc, char **argv) {
             a++;
         } else if (strcmp(arg, "--threads") == 0) {
             if (!parse_int(val, 0, 4096, &o.n_threads)) {
-                errorf(EXIT_USAGE, "--threads '%s': expected a number in 0..4096", val ? val : "");
+                cli_errorf(EXIT_USAGE, "--threads '%s': expected a number in 0..4096",
+                           val ? val : "");
                 goto done;
             }
             a++;
         } else if (arg[0] == '-' && arg[1]) {
-            errorf(EXIT_USAGE, "test: unknown option '%s' (see onnxexec test --help)", arg);
+            cli_errorf(EXIT_USAGE, "test: unknown option '%s' (see onnxexec test --help)", arg);
             goto done;
         } else {
             /* a case, or a folder of cases */
@@ -1915,13 +1837,14 @@ static int cmd_test(int argc, char **argv) {
             char dir[4096];
             size_t n = strlen(arg);
             if (n >= sizeof dir) {
-                errorf(EXIT_USAGE, "%.60s...: path too long", arg);
+                cli_errorf(EXIT_USAGE, "%.60s...: path too long", arg);
                 goto done;
             }
             memcpy(dir, arg, n + 1);
             while (n > 1 && dir[n - 1] == '/') dir[--n] = 0;
-            if (!is_dir(dir)) {
-                errorf(EXIT_USAGE, "%s: %s", dir, is_file(dir) ? "not a folder" : strerror(ENOENT));
+            if (!cli_is_dir(dir)) {
+                cli_errorf(EXIT_USAGE, "%s: %s", dir,
+                           cli_is_file(dir) ? "not a folder" : strerror(ENOENT));
                 goto done;
             }
             if (is_case_dir(dir)) {
@@ -1931,15 +1854,15 @@ static int cmd_test(int argc, char **argv) {
             struct str_list sub = {0};
             if (list_subdirs(dir, "", true, &sub)) {
                 list_free(&sub);
-                errorf(EXIT_FAIL, "%s: cannot list: %s", dir, strerror(errno));
+                cli_errorf(EXIT_FAIL, "%s: cannot list: %s", dir, strerror(errno));
                 goto done;
             }
             if (sub.n == 0) {
-                errorf(EXIT_USAGE, "%s: not a test case (no model.onnx) and holds none", dir);
+                cli_errorf(EXIT_USAGE, "%s: not a test case (no model.onnx) and holds none", dir);
                 goto done;
             }
             for (int i = 0; i < sub.n; i++)
-                if (!list_push(&cases, path_join(dir, sub.v[i]))) {
+                if (!list_push(&cases, cli_path_join(dir, sub.v[i]))) {
                     list_free(&sub);
                     goto oom;
                 }
@@ -1947,7 +1870,7 @@ static int cmd_test(int argc, char **argv) {
         }
     }
     if (!n_dirs) {
-        errorf(EXIT_USAGE, "test: no test folder given (usage: onnxexec test DIR...)");
+        cli_errorf(EXIT_USAGE, "test: no test folder given (usage: onnxexec test DIR...)");
         goto done;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1970,7 +1893,7 @@ static int cmd_test(int argc, char **argv) {
     rc = n_fail ? EXIT_FAIL : 0;
     goto done;
 oom:
-    rc = errorf(EXIT_FAIL, "out of memory");
+    rc = cli_errorf(EXIT_FAIL, "out of memory");
 done:
     list_free(&cases);
     return rc;
@@ -1995,7 +1918,7 @@ static void print_io(const ox_model *m, bool is_in, int i) {
     const char *dn[OX_MAX_RANK] = {0};
     ox_status st = is_in ? ox_model_input(m, i, &d, dn) : ox_model_output(m, i, &d, dn);
     if (st != OX_OK) {
-        printf("  %d: (%s)\n", i, lib_msg(st));
+        printf("  %d: (%s)\n", i, cli_lib_msg(st));
         return;
     }
     ox_io_kind kind = is_in ? ox_model_input_kind(m, i) : ox_model_output_kind(m, i);
@@ -2015,17 +1938,18 @@ static void print_io(const ox_model *m, bool is_in, int i) {
 static int cmd_info(int argc, char **argv) {
     const char *path = NULL;
     for (int a = 0; a < argc; a++) {
-        if (is_help(argv[a])) {
+        if (cli_is_help(argv[a])) {
             fputs(usage_info, stdout);
             return 0;
         }
         if (argv[a][0] == '-' && argv[a][1])
-            return errorf(EXIT_USAGE, "info: unknown option '%s' (see onnxexec info --help)",
-                          argv[a]);
-        if (path) return errorf(EXIT_USAGE, "info: one model at a time ('%s' is extra)", argv[a]);
+            return cli_errorf(EXIT_USAGE, "info: unknown option '%s' (see onnxexec info --help)",
+                              argv[a]);
+        if (path)
+            return cli_errorf(EXIT_USAGE, "info: one model at a time ('%s' is extra)", argv[a]);
         path = argv[a];
     }
-    if (!path) return errorf(EXIT_USAGE, "info: no model given (usage: onnxexec info MODEL)");
+    if (!path) return cli_errorf(EXIT_USAGE, "info: no model given (usage: onnxexec info MODEL)");
     ox_model *m;
     int rc = load_model(path, &m);
     if (rc) return rc;
@@ -2053,7 +1977,7 @@ static int cmd_info(int argc, char **argv) {
     struct op_count *ops = calloc((size_t)(n_nodes > 0 ? n_nodes : 1), sizeof *ops);
     if (!ops) {
         ox_model_free(m);
-        return errorf(EXIT_FAIL, "out of memory");
+        return cli_errorf(EXIT_FAIL, "out of memory");
     }
     int n_ops = 0;
     for (int i = 0; i < n_nodes; i++) {
@@ -2122,7 +2046,7 @@ static int cmd_convert(int argc, char **argv) {
     static ox_tensor shapes[64]; /* names leak with the process: a few bytes */
     for (int a = 0; a < argc; a++) {
         const char *arg = argv[a];
-        if (is_help(arg)) {
+        if (cli_is_help(arg)) {
             fputs(usage_convert, stdout);
             return 0;
         }
@@ -2133,33 +2057,34 @@ static int cmd_convert(int argc, char **argv) {
             model_opts.no_optimize = false;
             model_opts.standard_ops_only = false;
         } else if (strncmp(arg, "--optimize=", 11) == 0) {
-            return errorf(EXIT_USAGE, "convert: --optimize takes 'standard' or 'all', not '%s'",
-                          arg + 11);
+            return cli_errorf(EXIT_USAGE, "convert: --optimize takes 'standard' or 'all', not '%s'",
+                              arg + 11);
         } else if (strcmp(arg, "--external-data") == 0) {
             so.external_data = true;
         } else if (strcmp(arg, "--shape") == 0) {
-            if (a + 1 >= argc) return errorf(EXIT_USAGE, "convert: --shape needs a value");
+            if (a + 1 >= argc) return cli_errorf(EXIT_USAGE, "convert: --shape needs a value");
             struct shape_opt so1 = {0};
             int rc1 = parse_shape_opt(argv[++a], &so1);
             if (rc1) return rc1;
-            if (n_shapes == 64) return errorf(EXIT_USAGE, "convert: too many --shape options");
+            if (n_shapes == 64) return cli_errorf(EXIT_USAGE, "convert: too many --shape options");
             shapes[n_shapes] = (ox_tensor){.dtype = OX_FLOAT, .rank = so1.rank, .name = so1.name};
             memcpy(shapes[n_shapes++].dims, so1.dims, sizeof so1.dims);
             model_opts.input_shapes = shapes;
             model_opts.n_input_shapes = n_shapes;
         } else if (strcmp(arg, "--opset") == 0 || strcmp(arg, "--external-threshold") == 0 ||
                    strcmp(arg, "--external-file") == 0) {
-            if (a + 1 >= argc) return errorf(EXIT_USAGE, "convert: %s needs a value", arg);
+            if (a + 1 >= argc) return cli_errorf(EXIT_USAGE, "convert: %s needs a value", arg);
             const char *v = argv[++a];
             if (strcmp(arg, "--opset") == 0) {
                 if (!parse_int(v, 1, 1000, &opset))
-                    return errorf(EXIT_USAGE, "convert: --opset takes an opset number, not '%s'",
-                                  v);
+                    return cli_errorf(EXIT_USAGE,
+                                      "convert: --opset takes an opset number, not '%s'", v);
             } else if (strcmp(arg, "--external-threshold") == 0) {
                 int64_t t;
-                if (!parse_i64(v, &t) || t < 1)
-                    return errorf(EXIT_USAGE,
-                                  "convert: --external-threshold takes a byte count, not '%s'", v);
+                if (!cli_parse_i64(v, &t) || t < 1)
+                    return cli_errorf(EXIT_USAGE,
+                                      "convert: --external-threshold takes a byte count, not '%s'",
+                                      v);
                 so.external_threshold = (size_t)t;
                 so.external_data = true;
             } else {
@@ -2167,22 +2092,22 @@ static int cmd_convert(int argc, char **argv) {
                 so.external_data = true;
             }
         } else if (arg[0] == '-' && arg[1]) {
-            return errorf(EXIT_USAGE, "convert: unknown option '%s' (see onnxexec convert --help)",
-                          arg);
+            return cli_errorf(EXIT_USAGE,
+                              "convert: unknown option '%s' (see onnxexec convert --help)", arg);
         } else if (!in) {
             in = arg;
         } else if (!out) {
             out = arg;
         } else {
-            return errorf(EXIT_USAGE, "convert: one model at a time ('%s' is extra)", arg);
+            return cli_errorf(EXIT_USAGE, "convert: one model at a time ('%s' is extra)", arg);
         }
     }
     if (!in || !out)
-        return errorf(EXIT_USAGE, "convert: needs an input and an output file (usage: onnxexec "
-                                  "convert IN OUT)");
-    if (is_dir(out))
-        return errorf(EXIT_USAGE, "convert: %s is a folder: name the output file", out);
-    double t0 = now_ms();
+        return cli_errorf(EXIT_USAGE, "convert: needs an input and an output file (usage: onnxexec "
+                                      "convert IN OUT)");
+    if (cli_is_dir(out))
+        return cli_errorf(EXIT_USAGE, "convert: %s is a folder: name the output file", out);
+    double t0 = cli_now_ms();
     ox_model *m;
     bool optimize = !model_opts.no_optimize;
     model_opts.no_optimize = true; /* the opset first, then the optimizations at the target */
@@ -2193,20 +2118,20 @@ static int cmd_convert(int argc, char **argv) {
         st = ox_model_convert_opset(m, opset);
         if (st) {
             ox_model_free(m);
-            return errorf(EXIT_FAIL, "%s: %s", in, lib_msg(st));
+            return cli_errorf(EXIT_FAIL, "%s: %s", in, cli_lib_msg(st));
         }
     }
     if (optimize && (st = ox_model_optimize(m, model_opts.standard_ops_only))) {
         ox_model_free(m);
-        return errorf(EXIT_FAIL, "%s: %s", in, lib_msg(st));
+        return cli_errorf(EXIT_FAIL, "%s: %s", in, cli_lib_msg(st));
     }
     st = ox_model_save(m, out, &so);
     int n_nodes = ox_model_n_nodes(m);
     ox_model_free(m);
-    if (st) return errorf(EXIT_FAIL, "%s", lib_msg(st));
+    if (st) return cli_errorf(EXIT_FAIL, "%s", cli_lib_msg(st));
     struct stat sb;
     long long bytes = stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
-    printf("wrote %s: %d nodes, %lld bytes, in %.0f ms\n", out, n_nodes, bytes, now_ms() - t0);
+    printf("wrote %s: %d nodes, %lld bytes, in %.0f ms\n", out, n_nodes, bytes, cli_now_ms() - t0);
     return 0;
 }
 
@@ -2278,24 +2203,24 @@ static int cmd_grad(int argc, char **argv) {
     static ox_tensor shapes[64];
     for (int a = 0; a < argc; a++) {
         const char *arg = argv[a];
-        if (is_help(arg)) return fputs(usage_grad, stdout), 0;
+        if (cli_is_help(arg)) return fputs(usage_grad, stdout), 0;
         bool takes = strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0 ||
                      strcmp(arg, "--of") == 0 || strcmp(arg, "--wrt") == 0 ||
                      strcmp(arg, "--shape") == 0;
-        if (takes && a + 1 >= argc) return errorf(EXIT_USAGE, "grad: %s needs a value", arg);
+        if (takes && a + 1 >= argc) return cli_errorf(EXIT_USAGE, "grad: %s needs a value", arg);
         if (strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0) {
             out = argv[++a];
         } else if (strcmp(arg, "--of") == 0) {
-            if (n_of == 256) return errorf(EXIT_USAGE, "grad: too many --of");
+            if (n_of == 256) return cli_errorf(EXIT_USAGE, "grad: too many --of");
             of[n_of++] = argv[++a];
         } else if (strcmp(arg, "--wrt") == 0) {
-            if (n_wrt == 4096) return errorf(EXIT_USAGE, "grad: too many --wrt");
+            if (n_wrt == 4096) return cli_errorf(EXIT_USAGE, "grad: too many --wrt");
             wrt[n_wrt++] = argv[++a];
         } else if (strcmp(arg, "--shape") == 0) {
             struct shape_opt so1 = {0};
             int rc1 = parse_shape_opt(argv[++a], &so1);
             if (rc1) return rc1;
-            if (n_shapes == 64) return errorf(EXIT_USAGE, "grad: too many --shape options");
+            if (n_shapes == 64) return cli_errorf(EXIT_USAGE, "grad: too many --shape options");
             shapes[n_shapes] = (ox_tensor){.dtype = OX_FLOAT, .rank = so1.rank, .name = so1.name};
             memcpy(shapes[n_shapes++].dims, so1.dims, sizeof so1.dims);
             model_opts.input_shapes = shapes;
@@ -2303,18 +2228,21 @@ static int cmd_grad(int argc, char **argv) {
         } else if (strcmp(arg, "--external-data") == 0) {
             so.external_data = true;
         } else if (arg[0] == '-' && arg[1]) {
-            return errorf(EXIT_USAGE, "grad: unknown option '%s' (see onnxexec grad --help)", arg);
+            return cli_errorf(EXIT_USAGE, "grad: unknown option '%s' (see onnxexec grad --help)",
+                              arg);
         } else if (!in) {
             in = arg;
         } else {
-            return errorf(EXIT_USAGE, "grad: one model at a time ('%s' is extra)", arg);
+            return cli_errorf(EXIT_USAGE, "grad: one model at a time ('%s' is extra)", arg);
         }
     }
     if (!in || !out)
-        return errorf(EXIT_USAGE, "grad: needs a model and -o OUT (usage: onnxexec grad MODEL -o "
-                                  "OUT)");
-    if (is_dir(out)) return errorf(EXIT_USAGE, "grad: %s is a folder: name the output file", out);
-    double t0 = now_ms();
+        return cli_errorf(EXIT_USAGE,
+                          "grad: needs a model and -o OUT (usage: onnxexec grad MODEL -o "
+                          "OUT)");
+    if (cli_is_dir(out))
+        return cli_errorf(EXIT_USAGE, "grad: %s is a folder: name the output file", out);
+    double t0 = cli_now_ms();
     model_opts.no_optimize = true;
     ox_model *m;
     int rc = load_model(in, &m);
@@ -2325,27 +2253,13 @@ static int cmd_grad(int argc, char **argv) {
     if (!st) st = ox_model_save(m, out, &so);
     if (st) {
         ox_model_free(m);
-        return errorf(EXIT_FAIL, "%s: %s", in, lib_msg(st));
+        return cli_errorf(EXIT_FAIL, "%s: %s", in, cli_lib_msg(st));
     }
     int n_grads = ox_model_n_outputs(m) - n_out0;
     printf("wrote %s: %d gradients, %d nodes, in %.0f ms\n", out, n_grads, ox_model_n_nodes(m),
-           now_ms() - t0);
+           cli_now_ms() - t0);
     ox_model_free(m);
     return 0;
-}
-
-static void json_str(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
 }
 
 static int cmd_gradcheck(int argc, char **argv) {
@@ -2358,13 +2272,14 @@ static int cmd_gradcheck(int argc, char **argv) {
     ox_gradcheck_options go = {0};
     for (int a = 0; a < argc && !rc; a++) {
         const char *arg = argv[a];
-        if (is_help(arg)) return fputs(usage_gradcheck, stdout), 0;
+        if (cli_is_help(arg)) return fputs(usage_gradcheck, stdout), 0;
         bool takes = strcmp(arg, "--wrt") == 0 || strcmp(arg, "-i") == 0 ||
                      strcmp(arg, "--shape") == 0 || strcmp(arg, "--seed") == 0 ||
                      strcmp(arg, "--checks") == 0 || strcmp(arg, "--eps") == 0 ||
                      strcmp(arg, "--atol") == 0 || strcmp(arg, "--rtol") == 0 ||
                      strcmp(arg, "--dim") == 0;
-        if (takes && a + 1 >= argc) return errorf(EXIT_USAGE, "gradcheck: %s needs a value", arg);
+        if (takes && a + 1 >= argc)
+            return cli_errorf(EXIT_USAGE, "gradcheck: %s needs a value", arg);
         const char *v = takes ? argv[++a] : NULL;
         double d;
         int64_t i64;
@@ -2374,28 +2289,29 @@ static int cmd_gradcheck(int argc, char **argv) {
             struct shape_opt so1 = {0};
             int rc1 = parse_shape_opt(v, &so1);
             if (rc1) return rc1;
-            if (n_shapes == 64) return errorf(EXIT_USAGE, "gradcheck: too many --shape options");
+            if (n_shapes == 64)
+                return cli_errorf(EXIT_USAGE, "gradcheck: too many --shape options");
             shapes[n_shapes] = (ox_tensor){.dtype = OX_FLOAT, .rank = so1.rank, .name = so1.name};
             memcpy(shapes[n_shapes++].dims, so1.dims, sizeof so1.dims);
             model_opts.input_shapes = shapes;
             model_opts.n_input_shapes = n_shapes;
         } else if (strcmp(arg, "--wrt") == 0) {
-            if (n_wrt == 4096) return errorf(EXIT_USAGE, "gradcheck: too many --wrt");
+            if (n_wrt == 4096) return cli_errorf(EXIT_USAGE, "gradcheck: too many --wrt");
             wrt[n_wrt++] = v;
         } else if (strcmp(arg, "-i") == 0) {
             const char *eq = strchr(v, '=');
             if (!eq || eq == v)
-                return errorf(EXIT_USAGE, "gradcheck: -i takes NAME=FILE, not '%s'", v);
-            if (n_inputs == 64) return errorf(EXIT_USAGE, "gradcheck: too many -i");
+                return cli_errorf(EXIT_USAGE, "gradcheck: -i takes NAME=FILE, not '%s'", v);
+            if (n_inputs == 64) return cli_errorf(EXIT_USAGE, "gradcheck: too many -i");
             char err[1200];
             if (read_tensor(eq + 1, &inputs[n_inputs], NULL, err, sizeof err))
-                return errorf(EXIT_FAIL, "%s", err);
+                return cli_errorf(EXIT_FAIL, "%s", err);
             inputs[n_inputs++].name = strndup(v, (size_t)(eq - v));
         } else if (strcmp(arg, "--seed") == 0 || strcmp(arg, "--checks") == 0 ||
                    strcmp(arg, "--dim") == 0) {
-            if (!parse_i64(v, &i64) || i64 < 1 || i64 > INT32_MAX)
-                return errorf(EXIT_USAGE, "gradcheck: %s takes a positive number, not '%s'", arg,
-                              v);
+            if (!cli_parse_i64(v, &i64) || i64 < 1 || i64 > INT32_MAX)
+                return cli_errorf(EXIT_USAGE, "gradcheck: %s takes a positive number, not '%s'",
+                                  arg, v);
             if (arg[2] == 's')
                 go.seed = (uint64_t)i64;
             else if (arg[2] == 'c')
@@ -2405,8 +2321,8 @@ static int cmd_gradcheck(int argc, char **argv) {
         } else if (strcmp(arg, "--eps") == 0 || strcmp(arg, "--atol") == 0 ||
                    strcmp(arg, "--rtol") == 0) {
             if (!parse_double(v, &d) || !(d > 0))
-                return errorf(EXIT_USAGE, "gradcheck: %s takes a positive number, not '%s'", arg,
-                              v);
+                return cli_errorf(EXIT_USAGE, "gradcheck: %s takes a positive number, not '%s'",
+                                  arg, v);
             if (arg[2] == 'e')
                 go.eps = d;
             else if (arg[2] == 'a')
@@ -2414,16 +2330,16 @@ static int cmd_gradcheck(int argc, char **argv) {
             else
                 go.rtol = d;
         } else if (arg[0] == '-' && arg[1]) {
-            return errorf(EXIT_USAGE,
-                          "gradcheck: unknown option '%s' (see onnxexec gradcheck --help)", arg);
+            return cli_errorf(
+                EXIT_USAGE, "gradcheck: unknown option '%s' (see onnxexec gradcheck --help)", arg);
         } else if (!in) {
             in = arg;
         } else {
-            return errorf(EXIT_USAGE, "gradcheck: one model at a time ('%s' is extra)", arg);
+            return cli_errorf(EXIT_USAGE, "gradcheck: one model at a time ('%s' is extra)", arg);
         }
     }
     if (!in)
-        return errorf(EXIT_USAGE, "gradcheck: needs a model (usage: onnxexec gradcheck MODEL)");
+        return cli_errorf(EXIT_USAGE, "gradcheck: needs a model (usage: onnxexec gradcheck MODEL)");
     model_opts.no_optimize = true;
     ox_model *m;
     rc = load_model(in, &m);
@@ -2439,16 +2355,16 @@ static int cmd_gradcheck(int argc, char **argv) {
         free((char *)inputs[i].name);
         ox_tensor_free_data(&inputs[i]);
     }
-    if (st) return errorf(EXIT_FAIL, "%s: %s", in, lib_msg(st));
+    if (st) return cli_errorf(EXIT_FAIL, "%s: %s", in, cli_lib_msg(st));
     if (json) {
         printf("{\"model\": ");
-        json_str(in);
+        cli_json_str(stdout, in);
         printf(", \"passed\": %s, \"eps\": %g, \"atol\": %g, \"rtol\": %g, \"values\": [",
                rep.passed ? "true" : "false", rep.eps, rep.atol, rep.rtol);
         for (int i = 0; i < rep.n_values; i++) {
             const ox_gradcheck_value *r = &rep.values[i];
             printf("%s{\"name\": ", i ? ", " : "");
-            json_str(r->name);
+            cli_json_str(stdout, r->name);
             printf(", \"checked\": %d, \"passed\": %s, \"max_abs_err\": %.6g, \"max_rel_err\": "
                    "%.6g, \"worst_index\": %lld, \"analytic\": %.17g, \"numeric\": %.17g, "
                    "\"max_abs_numeric\": %.6g}",
@@ -2487,10 +2403,11 @@ static int cmd_help(int argc, char **argv) {
     if (strcmp(argv[0], "train") == 0) return cmd_train(1, (char *[]){"--help", NULL});
     if (strcmp(argv[0], "compare") == 0) return cmd_compare(1, (char *[]){"--help", NULL});
     if (strcmp(argv[0], "help") == 0) return fputs(usage_main, stdout), 0;
-    return errorf(EXIT_USAGE,
-                  "help: unknown command '%s' (commands: run, test, bench, convert, info, grad, "
-                  "gradcheck, train, compare)",
-                  argv[0]);
+    return cli_errorf(
+        EXIT_USAGE,
+        "help: unknown command '%s' (commands: run, test, bench, convert, info, grad, "
+        "gradcheck, train, compare)",
+        argv[0]);
 }
 
 int main(int argc, char **argv) {
@@ -2507,7 +2424,7 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
-    if (is_help(cmd)) return cmd_help(0, NULL);
+    if (cli_is_help(cmd)) return cmd_help(0, NULL);
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
         printf("onnxexec %s\n", ox_version());
         return 0;
@@ -2535,5 +2452,5 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "gradcheck") == 0) return cmd_gradcheck(argc - 2, argv + 2);
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
     if (strcmp(cmd, "compare") == 0) return cmd_compare(argc - 2, argv + 2);
-    return errorf(EXIT_USAGE, "unknown command '%s' (try onnxexec --help)", cmd);
+    return cli_errorf(EXIT_USAGE, "unknown command '%s' (try onnxexec --help)", cmd);
 }

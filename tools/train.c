@@ -13,6 +13,7 @@
  * A thin client of include/onnxexec.h, like tools/onnxexec.c, whose main calls cmd_train.
  */
 #include "onnxexec.h"
+#include "tools/cli.h"
 
 #include <errno.h>
 #include <math.h>
@@ -24,9 +25,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
-
-#define EXIT_FAIL  1
-#define EXIT_USAGE 2
 
 int cmd_train(int argc, char **argv);
 
@@ -73,46 +71,10 @@ static const char usage_train[] =
 
 /* ---- messages and small helpers -------------------------------------------------------- */
 
-static int errorf(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Print `onnxexec: train: <message>` on stderr and return `code`. */
-static int errorf(int code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("onnxexec: train: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return code;
-}
-
-static const char *lib_msg(ox_status st) {
-    const char *m = ox_errmsg();
-    if (m && *m) return m;
-    static _Thread_local char buf[64];
-    snprintf(buf, sizeof buf, "error %d", (int)st);
-    return buf;
-}
-
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Peak resident memory of this process in KiB (VmHWM; getrusage's maxrss when missing). */
-static long peak_rss_kb(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "VmHWM:", 6) == 0) kb = strtol(line + 6, NULL, 10);
-    if (f) fclose(f);
-    if (kb < 0) {
-        struct rusage ru;
-        if (getrusage(RUSAGE_SELF, &ru) == 0) kb = ru.ru_maxrss;
-    }
-    return kb;
 }
 
 static bool parse_long(const char *s, long lo, long hi, long *out) {
@@ -160,19 +122,19 @@ static int read_idx(const char *dir, const char *name, int ndim, struct idx *out
     snprintf(path, sizeof path, "%s/%s", dir, name);
     if (access(path, R_OK) != 0) snprintf(path, sizeof path, "%s/%s.gz", dir, name);
     gzFile f = gzopen(path, "rb");
-    if (!f) return errorf(EXIT_FAIL, "cannot open %s/%s[.gz]: %s", dir, name, strerror(errno));
+    if (!f) return cli_errorf(EXIT_FAIL, "cannot open %s/%s[.gz]: %s", dir, name, strerror(errno));
     unsigned char head[16];
     int want = 4 + 4 * ndim;
     int rc = 0;
     if (gzread(f, head, (unsigned)want) != want) {
-        rc = errorf(EXIT_FAIL, "%s: shorter than an IDX header", path);
+        rc = cli_errorf(EXIT_FAIL, "%s: shorter than an IDX header", path);
         goto done;
     }
     if (head[0] || head[1] || head[2] != 0x08 || head[3] != ndim) {
-        rc = errorf(EXIT_FAIL,
-                    "%s: not an IDX file of bytes with %d dims (magic %02x%02x%02x%02x, "
-                    "expected 000008%02x)",
-                    path, ndim, head[0], head[1], head[2], head[3], ndim);
+        rc = cli_errorf(EXIT_FAIL,
+                        "%s: not an IDX file of bytes with %d dims (magic %02x%02x%02x%02x, "
+                        "expected 000008%02x)",
+                        path, ndim, head[0], head[1], head[2], head[3], ndim);
         goto done;
     }
     int64_t total = 1;
@@ -182,19 +144,19 @@ static int read_idx(const char *dir, const char *name, int ndim, struct idx *out
         out->dims[k] = (int64_t)b[0] << 24 | (int64_t)b[1] << 16 | (int64_t)b[2] << 8 | b[3];
         if (out->dims[k] <= 0 || (k == 0 && out->dims[k] > IDX_MAX_ITEMS) ||
             (k > 0 && out->dims[k] > 65536)) {
-            rc = errorf(EXIT_FAIL, "%s: dimension %d is %lld (out of range)", path, k,
-                        (long long)out->dims[k]);
+            rc = cli_errorf(EXIT_FAIL, "%s: dimension %d is %lld (out of range)", path, k,
+                            (long long)out->dims[k]);
             goto done;
         }
         total *= out->dims[k];
         if (total > IDX_MAX_BYTES) {
-            rc = errorf(EXIT_FAIL, "%s: over %ld bytes of data", path, IDX_MAX_BYTES);
+            rc = cli_errorf(EXIT_FAIL, "%s: over %ld bytes of data", path, IDX_MAX_BYTES);
             goto done;
         }
     }
     out->data = malloc((size_t)total);
     if (!out->data) {
-        rc = errorf(EXIT_FAIL, "%s: out of memory for %lld bytes", path, (long long)total);
+        rc = cli_errorf(EXIT_FAIL, "%s: out of memory for %lld bytes", path, (long long)total);
         goto done;
     }
     for (int64_t got = 0; got < total;) {
@@ -203,8 +165,8 @@ static int read_idx(const char *dir, const char *name, int ndim, struct idx *out
         if (n <= 0) {
             int zerr;
             const char *msg = gzerror(f, &zerr);
-            rc = errorf(EXIT_FAIL, "%s: %lld of %lld data bytes (%s)", path, (long long)got,
-                        (long long)total, zerr ? msg : "truncated");
+            rc = cli_errorf(EXIT_FAIL, "%s: %lld of %lld data bytes (%s)", path, (long long)got,
+                            (long long)total, zerr ? msg : "truncated");
             goto done;
         }
         got += n;
@@ -242,8 +204,8 @@ static int read_split(const char *dir, const char *prefix, long limit, struct sp
     }
     if (lb.dims[0] != im.dims[0]) {
         free(im.data), free(lb.data);
-        return errorf(EXIT_FAIL, "%s/%s: %lld labels for %lld images", dir, prefix,
-                      (long long)lb.dims[0], (long long)im.dims[0]);
+        return cli_errorf(EXIT_FAIL, "%s/%s: %lld labels for %lld images", dir, prefix,
+                          (long long)lb.dims[0], (long long)im.dims[0]);
     }
     *out = (struct split){
         .n = im.dims[0], .h = im.dims[1], .w = im.dims[2], .images = im.data, .labels = lb.data};
@@ -352,7 +314,7 @@ static int write_svg(const char *path, const struct curves *c, const char *subti
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
-    if (!f) return errorf(EXIT_FAIL, "cannot write %s: %s", tmp, strerror(errno));
+    if (!f) return cli_errorf(EXIT_FAIL, "cannot write %s: %s", tmp, strerror(errno));
     double W = 960, H = 400, xmax = c->n_epochs;
     fprintf(f,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -386,7 +348,7 @@ static int write_svg(const char *path, const struct curves *c, const char *subti
     fputs("</svg>\n", f);
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         remove(tmp);
-        return errorf(EXIT_FAIL, "cannot write %s: %s", path, strerror(errno));
+        return cli_errorf(EXIT_FAIL, "cannot write %s: %s", path, strerror(errno));
     }
     return 0;
 }
@@ -445,8 +407,8 @@ static void make_batch(struct batcher *b, const struct split *s, const int64_t *
 /* Mean cross-entropy (summed into *loss) and correct predictions of scores [n, C]. */
 static int score(const ox_tensor *out, const int64_t *y, int64_t n, double *loss, int64_t *right) {
     if (out->dtype != OX_FLOAT || out->rank != 2 || out->dims[0] != n)
-        return errorf(EXIT_FAIL, "the model's first output is not class scores [%lld, C]",
-                      (long long)n);
+        return cli_errorf(EXIT_FAIL, "the model's first output is not class scores [%lld, C]",
+                          (long long)n);
     int64_t c = out->dims[1];
     const float *z = out->data;
     for (int64_t i = 0; i < n; i++) {
@@ -457,8 +419,8 @@ static int score(const ox_tensor *out, const int64_t *y, int64_t n, double *loss
             if (r[k] > mx) mx = r[k], best = k;
         for (int64_t k = 0; k < c; k++) sum += exp((double)r[k] - mx);
         if (y[i] >= c)
-            return errorf(EXIT_FAIL, "label %lld is out of the model's %lld classes",
-                          (long long)y[i], (long long)c);
+            return cli_errorf(EXIT_FAIL, "label %lld is out of the model's %lld classes",
+                              (long long)y[i], (long long)c);
         *loss += log(sum) + mx - r[y[i]];
         *right += best == y[i];
     }
@@ -505,24 +467,24 @@ static int run_training(const struct train_args *a) {
     if ((rc = read_split(a->data, "train", a->limit, &tr))) goto done;
     if ((rc = read_split(a->data, "t10k", a->test_limit, &te))) goto done;
     if (te.h != tr.h || te.w != tr.w) {
-        rc = errorf(EXIT_FAIL, "test images are %lldx%lld, training images %lldx%lld",
-                    (long long)te.h, (long long)te.w, (long long)tr.h, (long long)tr.w);
+        rc = cli_errorf(EXIT_FAIL, "test images are %lldx%lld, training images %lldx%lld",
+                        (long long)te.h, (long long)te.w, (long long)tr.h, (long long)tr.w);
         goto done;
     }
     ox_model_options lo = {.no_optimize = true};
     ox_status st = ox_model_load_with(a->model, &lo, &m);
     if (st) {
-        rc = errorf(EXIT_FAIL, "%s: %s", a->model, lib_msg(st));
+        rc = cli_errorf(EXIT_FAIL, "%s: %s", a->model, cli_lib_msg(st));
         goto done;
     }
     /* the input: its rank says the layout; fixed dims must agree with the images */
     ox_tensor desc;
     if (ox_model_n_inputs(m) < 1 || ox_model_input(m, 0, &desc, NULL) != OX_OK ||
         desc.dtype != OX_FLOAT || desc.rank < 2 || desc.rank > 4) {
-        rc = errorf(EXIT_FAIL,
-                    "%s: the first input is not float images [N,1,H,W], [N,H,W] or "
-                    "[N,H*W]",
-                    a->model);
+        rc = cli_errorf(EXIT_FAIL,
+                        "%s: the first input is not float images [N,1,H,W], [N,H,W] or "
+                        "[N,H*W]",
+                        a->model);
         goto done;
     }
     int64_t want[4] = {-1, 1, tr.h, tr.w};
@@ -530,8 +492,8 @@ static int run_training(const struct train_args *a) {
     if (desc.rank == 2) want[1] = tr.h * tr.w;
     for (int k = 1; k < desc.rank; k++)
         if (desc.dims[k] >= 0 && desc.dims[k] != want[k]) {
-            rc = errorf(EXIT_FAIL, "%s: input '%s' dim %d is %lld; the images need %lld", a->model,
-                        desc.name, k, (long long)desc.dims[k], (long long)want[k]);
+            rc = cli_errorf(EXIT_FAIL, "%s: input '%s' dim %d is %lld; the images need %lld",
+                            a->model, desc.name, k, (long long)desc.dims[k], (long long)want[k]);
             goto done;
         }
     const char *input_name = desc.name;
@@ -540,7 +502,7 @@ static int run_training(const struct train_args *a) {
     topt.n_threads = (int)a->threads;
     double t0 = now_s();
     if ((st = ox_trainer_create(m, &topt, &t))) {
-        rc = errorf(EXIT_FAIL, "%s: %s", a->model, lib_msg(st));
+        rc = cli_errorf(EXIT_FAIL, "%s: %s", a->model, cli_lib_msg(st));
         goto done;
     }
     double t_create = now_s() - t0;
@@ -566,7 +528,7 @@ static int run_training(const struct train_args *a) {
     outs = calloc((size_t)ox_model_n_outputs(m) + 1, sizeof *outs);
     cv.ep_x = calloc((size_t)a->epochs * 4, sizeof(double));
     if (!b.x || !b.y || !order || !test_idx || !outs || !cv.ep_x) {
-        rc = errorf(EXIT_FAIL, "out of memory");
+        rc = cli_errorf(EXIT_FAIL, "out of memory");
         goto done;
     }
     cv.train_loss = cv.ep_x + a->epochs;
@@ -593,8 +555,8 @@ static int run_training(const struct train_args *a) {
             float loss;
             if ((st = ox_trainer_step(t, b.in, 2, &loss))) {
                 if (tty) fputc('\n', stderr);
-                rc = errorf(EXIT_FAIL, "epoch %d, step %lld: %s", e + 1, (long long)s + 1,
-                            lib_msg(st));
+                rc = cli_errorf(EXIT_FAIL, "epoch %d, step %lld: %s", e + 1, (long long)s + 1,
+                                cli_lib_msg(st));
                 goto done;
             }
             sum += (double)loss * (double)n;
@@ -603,7 +565,7 @@ static int run_training(const struct train_args *a) {
             if (n_win == a->curve_every || s + 1 == n_steps) {
                 double x = e + (double)(s + 1) / (double)n_steps;
                 if (!curves_push_step(&cv, x, win / n_win)) {
-                    rc = errorf(EXIT_FAIL, "out of memory");
+                    rc = cli_errorf(EXIT_FAIL, "out of memory");
                     goto done;
                 }
                 win = 0, n_win = 0;
@@ -626,7 +588,7 @@ static int run_training(const struct train_args *a) {
             int64_t n = te.n - off < batch ? te.n - off : batch;
             make_batch(&b, &te, test_idx + off, n, input_name);
             if ((st = ox_trainer_evaluate(t, b.in, 1, outs))) {
-                rc = errorf(EXIT_FAIL, "test: %s", lib_msg(st));
+                rc = cli_errorf(EXIT_FAIL, "test: %s", cli_lib_msg(st));
                 goto done;
             }
             if ((rc = score(outs[0], b.y, n, &test_loss, &right))) goto done;
@@ -640,12 +602,12 @@ static int run_training(const struct train_args *a) {
         printf("epoch %d/%ld: train loss %.4f, test loss %.4f, test accuracy %.2f%%, "
                "train %.1f s (%.0f img/s), test %.1f s, peak RSS %.1f MiB\n",
                e + 1, a->epochs, cv.train_loss[e], cv.test_loss[e], 100 * cv.test_acc[e], t_train,
-               (double)tr.n / t_train, t_test, peak_rss_kb() / 1024.0);
+               (double)tr.n / t_train, t_test, cli_peak_rss_kb() / 1024.0);
         fflush(stdout);
     }
     if (a->out) {
         if ((st = ox_trainer_save(t, a->out))) {
-            rc = errorf(EXIT_FAIL, "%s: %s", a->out, lib_msg(st));
+            rc = cli_errorf(EXIT_FAIL, "%s: %s", a->out, cli_lib_msg(st));
             goto done;
         }
         printf("wrote %s\n", a->out);
@@ -660,7 +622,7 @@ static int run_training(const struct train_args *a) {
     printf("done: %ld epochs in %.1f s (training %.1f s), final test accuracy %.2f%%, peak RSS "
            "%.1f MiB\n",
            a->epochs, now_s() - t_start, train_total,
-           cv.n_epochs ? 100 * cv.test_acc[cv.n_epochs - 1] : 0.0, peak_rss_kb() / 1024.0);
+           cv.n_epochs ? 100 * cv.test_acc[cv.n_epochs - 1] : 0.0, cli_peak_rss_kb() / 1024.0);
 done:
     ox_trainer_free(t);
     ox_model_free(m);
@@ -678,6 +640,7 @@ done:
 }
 
 int cmd_train(int argc, char **argv) {
+    cli_prefix = "train: ";
     struct train_args a = {.epochs = 1, .batch = 64, .curve_every = 50, .std = 1};
     a.topt.optimizer = OX_OPTIM_ADAM;
     for (int i = 0; i < argc; i++) {
@@ -692,11 +655,11 @@ int cmd_train(int argc, char **argv) {
             continue;
         }
         if (arg[0] != '-' || !arg[1]) {
-            if (a.model) return errorf(EXIT_USAGE, "one model at a time ('%s' is extra)", arg);
+            if (a.model) return cli_errorf(EXIT_USAGE, "one model at a time ('%s' is extra)", arg);
             a.model = arg;
             continue;
         }
-        if (i + 1 >= argc) return errorf(EXIT_USAGE, "%s needs a value", arg);
+        if (i + 1 >= argc) return cli_errorf(EXIT_USAGE, "%s needs a value", arg);
         const char *v = argv[++i];
         long n;
         double d;
@@ -714,15 +677,15 @@ int cmd_train(int argc, char **argv) {
             else if (strcmp(v, "adamw") == 0)
                 a.topt.optimizer = OX_OPTIM_ADAMW;
             else
-                return errorf(EXIT_USAGE, "--optimizer is sgd, adam or adamw, not '%s'", v);
+                return cli_errorf(EXIT_USAGE, "--optimizer is sgd, adam or adamw, not '%s'", v);
         } else if (strcmp(arg, "--epochs") == 0 || strcmp(arg, "--batch") == 0 ||
                    strcmp(arg, "--threads") == 0 || strcmp(arg, "--limit") == 0 ||
                    strcmp(arg, "--test-limit") == 0 || strcmp(arg, "--curve-every") == 0) {
             bool zero_ok = strcmp(arg, "--threads") == 0;
             if (!parse_long(v, zero_ok ? 0 : 1, strcmp(arg, "--batch") == 0 ? 1 << 20 : 1L << 30,
                             &n))
-                return errorf(EXIT_USAGE, "%s takes a whole number%s, not '%s'", arg,
-                              zero_ok ? " >= 0" : " > 0", v);
+                return cli_errorf(EXIT_USAGE, "%s takes a whole number%s, not '%s'", arg,
+                                  zero_ok ? " >= 0" : " > 0", v);
             if (arg[2] == 'e')
                 a.epochs = n;
             else if (arg[2] == 'b')
@@ -737,14 +700,14 @@ int cmd_train(int argc, char **argv) {
                 a.curve_every = n;
         } else if (strcmp(arg, "--seed") == 0) {
             if (!parse_long(v, 0, __LONG_MAX__, &n))
-                return errorf(EXIT_USAGE, "--seed takes a whole number >= 0, not '%s'", v);
+                return cli_errorf(EXIT_USAGE, "--seed takes a whole number >= 0, not '%s'", v);
             a.seed = (uint64_t)n;
         } else if (strcmp(arg, "--lr") == 0 || strcmp(arg, "--momentum") == 0 ||
                    strcmp(arg, "--weight-decay") == 0) {
             bool lr = arg[2] == 'l';
             if (!parse_num(v, &d) || d < 0 || (lr && d == 0))
-                return errorf(EXIT_USAGE, "%s takes a number %s, not '%s'", arg,
-                              lr ? "> 0" : ">= 0", v);
+                return cli_errorf(EXIT_USAGE, "%s takes a number %s, not '%s'", arg,
+                                  lr ? "> 0" : ">= 0", v);
             if (lr)
                 a.topt.lr = d;
             else if (arg[2] == 'm')
@@ -757,18 +720,18 @@ int cmd_train(int argc, char **argv) {
             comma = strchr(buf, ',');
             if (comma) *comma = 0;
             if (!comma || !parse_num(buf, &a.mean) || !parse_num(comma + 1, &a.std) || !(a.std > 0))
-                return errorf(EXIT_USAGE, "--normalize takes MEAN,STD (STD > 0), not '%s'", v);
+                return cli_errorf(EXIT_USAGE, "--normalize takes MEAN,STD (STD > 0), not '%s'", v);
         } else {
-            return errorf(EXIT_USAGE, "unknown option '%s' (see onnxexec train --help)", arg);
+            return cli_errorf(EXIT_USAGE, "unknown option '%s' (see onnxexec train --help)", arg);
         }
     }
-    if (a.epochs > 1000000) return errorf(EXIT_USAGE, "--epochs is at most 1000000");
+    if (a.epochs > 1000000) return cli_errorf(EXIT_USAGE, "--epochs is at most 1000000");
     if (!a.model || !a.data)
-        return errorf(EXIT_USAGE, "needs a model and --data DIR (usage: onnxexec train MODEL "
-                                  "--data DIR)");
+        return cli_errorf(EXIT_USAGE, "needs a model and --data DIR (usage: onnxexec train MODEL "
+                                      "--data DIR)");
     if (a.topt.nesterov && !(a.topt.momentum > 0))
-        return errorf(EXIT_USAGE, "--nesterov needs --momentum > 0");
+        return cli_errorf(EXIT_USAGE, "--nesterov needs --momentum > 0");
     if ((a.topt.momentum > 0 || a.topt.nesterov) && a.topt.optimizer != OX_OPTIM_SGD)
-        return errorf(EXIT_USAGE, "--momentum and --nesterov are for --optimizer sgd");
+        return cli_errorf(EXIT_USAGE, "--momentum and --nesterov are for --optimizer sgd");
     return run_training(&a);
 }

@@ -1,0 +1,39 @@
+/* What the onnxexec subcommands share (tools/onnxexec.c, tools/train.c, tools/compare.c):
+ * messages, argument parsing, files, clocks.
+ *
+ *     cli_prefix = "train: ";                      // messages read "onnxexec: train: ..."
+ *     if (!cli_parse_i64(arg, &n)) return cli_errorf(EXIT_USAGE, "bad number '%s'", arg);
+ */
+#ifndef OX_TOOLS_CLI_H
+#define OX_TOOLS_CLI_H
+
+#include "onnxexec.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define EXIT_FAIL  1
+#define EXIT_USAGE 2
+
+/* Put after "onnxexec: " in every message ("" by default; a subcommand sets its name). */
+extern const char *cli_prefix;
+
+/* Print "onnxexec: <prefix><message>" on stderr and return code. */
+int cli_errorf(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The library's message for a failed call, on one line, never empty (thread-local buffer). */
+const char *cli_lib_msg(ox_status st);
+bool cli_is_help(const char *arg); /* -h or --help */
+/* A whole decimal integer (no trailing characters). */
+bool cli_parse_i64(const char *s, int64_t *out);
+bool cli_has_ext(const char *path, const char *ext); /* case-insensitive */
+bool cli_is_dir(const char *path);
+bool cli_is_file(const char *path);
+/* "a/b", malloc'd (NULL on OOM). */
+char *cli_path_join(const char *a, const char *b);
+/* s as a JSON string ("null" for NULL). */
+void cli_json_str(FILE *f, const char *s);
+double cli_now_ms(void);    /* a monotonic clock */
+long cli_peak_rss_kb(void); /* the process's peak resident memory, or -1 */
+
+#endif
