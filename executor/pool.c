@@ -194,13 +194,17 @@ void ox_parallel_for_pieces(struct ox_pool *p, int64_t n, int per_thread, ox_ran
         fn(arg, 0, n, 0);
         return;
     }
+    unsigned gen = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
+    /* First take the counter away from the previous job: a worker late for it may still
+     * hold its counter value and would read this job's fields below; with the counter
+     * marked as the new job's and full, its exchange fails and it leaves. */
+    atomic_store(&p->next, (uint64_t)gen << 32 | 0xffffffffu);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     p->fn = fn;
     p->arg = arg;
     p->n = n;
     int64_t np = (int64_t)p->n_threads * per_thread;
     p->n_pieces = (int)(n < np ? n : np);
-    unsigned gen = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
     /* release: whoever takes a piece of this job sees the fields above */
     atomic_store_explicit(&p->next, (uint64_t)gen << 32, memory_order_release);
     atomic_store(&p->gen, gen); /* seq_cst: ordered before the read of sleepers */
