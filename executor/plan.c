@@ -1,12 +1,12 @@
 /* Plans: shape inference, constant folding, lifetimes, arena offsets, and the run loop. */
 #include "executor/plan.h"
-
 #include <pthread.h>
 #include <stdatomic.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define OX_ALIGN 64
 /* Outputs of nodes whose inputs are all constant are computed at plan time up to this many
@@ -35,6 +35,12 @@ static void free_value(ox_tensor *t) {
     t->kind = OX_IO_TENSOR;
 }
 
+static double ox_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 void ox_plan_free(struct ox_plan *p) {
     if (!p) return;
     if (p->vals) {
@@ -58,6 +64,7 @@ void ox_plan_free(struct ox_plan *p) {
     free(p->alias);
     free(p->view_off);
     free(p->view_order);
+    free(p->step_seconds);
     ox_arena_free(&p->strings);
     while (p->subplans) {
         struct ox_plan *sp = p->subplans;
@@ -761,11 +768,13 @@ ox_status ox_plan_run_scoped(struct ox_plan *p, const ox_tensor *const *inputs,
                                .strings = &p->strings,
                                .plan = p,
                                .scope = scope};
+    if (p->step_seconds) p->profiled_runs++;
     for (int s = 0; s < p->n_steps; s++) {
         struct ox_step *st = &p->steps[s];
         const struct ox_node *n = &g->nodes[st->node];
         ox_status rc;
         if (st->is_skipped) continue;
+        double t0 = p->step_seconds ? ox_seconds() : 0;
         if (st->is_dynamic) {
             struct ox_infer_ctx ic = {.graph = g, .n_threads = ox_pool_size(p->pool)};
             bool seq_in = false;
@@ -794,6 +803,7 @@ ox_status ox_plan_run_scoped(struct ox_plan *p, const ox_tensor *const *inputs,
             rc = n->op->cpu(&kc, n, st->in, st->out);
         }
         if (rc) return rc;
+        if (p->step_seconds) p->step_seconds[s] += ox_seconds() - t0;
     }
     return OX_OK;
 }

@@ -83,6 +83,8 @@ struct ox_plan {
     struct ox_plan *subplans; /* plans of the subgraphs of this plan's nodes (a cache) */
     bool has_dynamic;
     struct ox_pool *pool; /* borrowed: the session's threads (NULL: serial) */
+    double *step_seconds; /* per step, summed over runs, when profiling (else NULL) */
+    int64_t profiled_runs;
 };
 
 /* Build a plan for these inputs (bound in graph-input order; descriptors only, the data is

@@ -24,6 +24,8 @@ struct ox_session {
     struct ox_pool *pool;
     struct ox_plan *plans; /* cache, most recently used first */
     const ox_tensor **bound;
+    bool profile;
+    ox_node_time *times; /* ox_session_profile's answer */
 };
 
 static ox_status model_finish(ox_model *m, const ox_model_options *opt, ox_model **out) {
@@ -196,7 +198,8 @@ ox_status ox_model_gradient(ox_model *m, const ox_grad_options *opt) {
     } else {
         for (int i = 0; i < g->n_outputs; i++) {
             const struct ox_value *v = &g->values[g->outputs[i]];
-            if (v->kind == OX_KIND_TENSOR && ox_dtype_is_float(v->dtype)) of[n_of++] = g->outputs[i];
+            if (v->kind == OX_KIND_TENSOR && ox_dtype_is_float(v->dtype))
+                of[n_of++] = g->outputs[i];
         }
         if (!n_of) st = ox_err(OX_E_INVALID, "gradient: the model has no float output");
     }
@@ -254,6 +257,7 @@ ox_status ox_session_create(ox_model *m, const ox_session_options *opt, ox_sessi
     s->model = m;
     s->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (s->n_threads < 1) s->n_threads = 1;
+    s->profile = opt && opt->profile;
     s->bound = calloc((size_t)(m->graph->n_inputs ? m->graph->n_inputs : 1), sizeof *s->bound);
     if (!s->bound) {
         free(s);
@@ -280,6 +284,7 @@ void ox_session_free(ox_session *s) {
     }
     ox_pool_free(s->pool);
     free(s->bound);
+    free(s->times);
     free(s);
 }
 
@@ -329,6 +334,11 @@ ox_status ox_session_plan(ox_session *s, struct ox_plan **out) {
     if (!p) {
         ox_status st = ox_plan_build(s->model->graph, s->bound, s->pool, &p);
         if (st) return st;
+        if (s->profile && p->n_steps > 0 &&
+            !(p->step_seconds = calloc((size_t)p->n_steps, sizeof *p->step_seconds))) {
+            ox_plan_free(p);
+            return ox_err(OX_E_NOMEM, "out of memory");
+        }
     } else if (prev) {
         prev->next = p->next;
     }
@@ -358,6 +368,31 @@ ox_status ox_session_memory(ox_session *s, size_t *arena, size_t *no_reuse, size
     *arena = s->plans->arena_bytes;
     *no_reuse = s->plans->sum_bytes;
     *peak = s->plans->peak_bytes;
+    return OX_OK;
+}
+
+ox_status ox_session_profile(ox_session *s, bool reset, const ox_node_time **times, int *n) {
+    *times = NULL;
+    *n = 0;
+    if (!s->profile) return ox_err(OX_E_INVALID, "the session was not created with profile");
+    const struct ox_plan *p = s->plans;
+    if (!p) return ox_err(OX_E_INVALID, "the session has not run yet");
+    free(s->times);
+    s->times = malloc(sizeof *s->times * (size_t)(p->n_steps ? p->n_steps : 1));
+    if (!s->times) return ox_err(OX_E_NOMEM, "out of memory");
+    int k = 0;
+    for (int i = 0; i < p->n_steps; i++) {
+        if (p->steps[i].is_skipped) continue;
+        const struct ox_node *nd = &p->graph->nodes[p->steps[i].node];
+        s->times[k++] = (ox_node_time){nd->name ? nd->name : "", nd->op_type,
+                                       p->step_seconds ? p->step_seconds[i] : 0, p->profiled_runs};
+    }
+    if (reset && p->step_seconds) {
+        memset(p->step_seconds, 0, sizeof *p->step_seconds * (size_t)p->n_steps);
+        s->plans->profiled_runs = 0;
+    }
+    *times = s->times;
+    *n = k;
     return OX_OK;
 }
 

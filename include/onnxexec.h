@@ -117,6 +117,9 @@ typedef struct ox_session_options {
      * own when it loads and lets them spin for a while; run the program with
      * OPENBLAS_NUM_THREADS=1 so that it does not (the onnxexec tool does this itself). */
     int n_threads;
+    /* Time every node of every run (two clock reads per node); ox_session_profile reports
+     * the times. */
+    bool profile;
 } ox_session_options;
 
 /* The message of the last error on this thread ("" if none). Borrowed. */
@@ -505,6 +508,21 @@ ox_status ox_session_run(ox_session *s, const ox_tensor *inputs, int n_inputs,
 /* The memory plan of the last run: arena bytes, the sum of all intermediates (no reuse) and
  * the lower bound (most bytes alive at one step). OX_E_INVALID before the first run. */
 ox_status ox_session_memory(ox_session *s, size_t *arena, size_t *no_reuse, size_t *peak);
+
+/* One node's time in a profiled session (ox_session_options.profile). */
+typedef struct ox_node_time {
+    const char *node;    /* the node's name ("" when the file gives none); borrowed */
+    const char *op_type; /* borrowed */
+    double seconds;      /* summed over the runs */
+    int64_t runs;        /* runs of the plan that were timed */
+} ox_node_time;
+
+/* Per-node times of the plan that ran last (one plan per input-shape signature), in execution
+ * order, summed over every run of that plan since it was built or since the last call with
+ * reset = true. *times (owned by the session, valid until the next call or ox_session_free)
+ * receives *n entries; nodes the plan skips (folded constants, views) are left out. Errors:
+ * OX_E_INVALID when the session was not created with profile or has not run, OX_E_NOMEM. */
+ox_status ox_session_profile(ox_session *s, bool reset, const ox_node_time **times, int *n);
 
 /* Tensor files. Loaded tensors own their data: free with ox_tensor_free_data. A `name`
  * out-pointer (may be NULL) receives the stored tensor name, malloc'd: the caller frees it. */

@@ -1,7 +1,8 @@
 /* Plans: a static-shape model runs with no allocation after its first run; the plan is
  * cached per input-shape signature and a new shape makes a new plan; arena offsets let
  * values that are never alive together share memory; Flatten is a view, not a copy; an
- * elementwise op whose input dies there writes in place.
+ * elementwise op whose input dies there writes in place; a profiled session times each
+ * node that runs.
  *
  * Linked with -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=posix_memalign so the
  * library's allocations can be counted. The model is the shipped Fashion-MNIST CNN.
@@ -125,6 +126,34 @@ int main(int argc, char **argv) {
     }
     printf("Relus in place: %d\n", n_relu_in_place);
     EXPECT(n_relu_in_place >= 2);
+    const ox_node_time *times;
+    int n_times;
+    EXPECT(ox_session_profile(s, false, &times, &n_times) == OX_E_INVALID); /* not profiled */
+    ox_session_free(s);
+
+    /* profiling: one entry per node that runs, in execution order, with the runs counted;
+     * a reset starts the sums again */
+    ox_session_options prof = {.n_threads = 1, .profile = true};
+    EXPECT(ox_session_create(m, &prof, &s) == OX_OK);
+    EXPECT(ox_session_profile(s, false, &times, &n_times) == OX_E_INVALID); /* no run yet */
+    for (int r = 0; r < 3; r++) EXPECT(ox_session_run(s, &in, 1, out) == OX_OK);
+    EXPECT(ox_session_plan(s, &plan) == OX_OK);
+    int want_steps = 0;
+    for (int i = 0; i < plan->n_steps; i++) want_steps += !plan->steps[i].is_skipped;
+    EXPECT(ox_session_profile(s, true, &times, &n_times) == OX_OK);
+    EXPECT(n_times == want_steps && n_times > 0);
+    double total = 0;
+    for (int i = 0; i < n_times; i++) {
+        EXPECT(times[i].runs == 3);
+        EXPECT(times[i].seconds >= 0);
+        total += times[i].seconds;
+        int id = plan->steps[i].node; /* no step of this model is skipped */
+        EXPECT(!strcmp(times[i].op_type, ox_model_graph(m)->nodes[id].op_type));
+    }
+    EXPECT(total > 0);
+    EXPECT(ox_session_run(s, &in, 1, out) == OX_OK);
+    EXPECT(ox_session_profile(s, false, &times, &n_times) == OX_OK);
+    EXPECT(n_times > 0 && times[0].runs == 1);
     ox_session_free(s);
     ox_model_free(m);
     return harness_finish();

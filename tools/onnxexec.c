@@ -71,7 +71,7 @@ static const char usage_main[] =
 static const char usage_bench[] =
     "usage: onnxexec bench MODEL [-i [NAME=]FILE]... [--shape NAME=d0,d1,...]...\n"
     "                            [--batch N] [--threads N] [--runs N] [--json]\n"
-    "                            [--warmup N] [--no-optimize]\n"
+    "                            [--warmup N] [--profile] [--no-optimize]\n"
     "\n"
     "Time MODEL: model load, session creation, the first run (which plans), then N more\n"
     "runs (median, p90, min), the peak resident memory of the process, and the memory\n"
@@ -87,6 +87,8 @@ static const char usage_bench[] =
     "  --runs N              timed runs after the first (default 20)\n"
     "  --warmup N            untimed runs between the first and the timed ones (default 0)\n"
     "  --json                one JSON object on stdout instead of the table\n"
+    "  --profile             also time every node of the timed runs: the time per op\n"
+    "                        type and the slowest nodes (with --json: every node)\n"
     "  -i, --shape, --seed   as for `run`\n"
     "\n"
     "example:\n"
@@ -999,8 +1001,80 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Time the first run and, after `warmup` untimed ones, `runs` more; print a table or JSON. */
+struct op_total {
+    const char *op;
+    double seconds;
+    int count;
+};
+
+static int cmp_time_desc(const void *a, const void *b) {
+    double x = ((const ox_node_time *)a)->seconds, y = ((const ox_node_time *)b)->seconds;
+    return x > y ? -1 : x < y;
+}
+
+static int cmp_op_desc(const void *a, const void *b) {
+    double x = ((const struct op_total *)a)->seconds, y = ((const struct op_total *)b)->seconds;
+    return x > y ? -1 : x < y;
+}
+
+/* bench --profile: time per op type and the slowest nodes, per run, of the timed runs. */
+static int print_profile(ox_session *s, bool json) {
+    const ox_node_time *t;
+    int n;
+    if (ox_session_profile(s, false, &t, &n)) return cli_errorf(EXIT_FAIL, "%s", ox_errmsg());
+    ox_node_time *byt = malloc(sizeof *byt * (size_t)(n ? n : 1));
+    struct op_total *ops = calloc((size_t)(n ? n : 1), sizeof *ops);
+    if (!byt || !ops) {
+        free(byt), free(ops);
+        return cli_errorf(EXIT_FAIL, "out of memory");
+    }
+    memcpy(byt, t, sizeof *byt * (size_t)n);
+    double total = 0, runs = n && t[0].runs > 0 ? (double)t[0].runs : 1;
+    int n_ops = 0;
+    for (int i = 0; i < n; i++) {
+        total += t[i].seconds;
+        int k = 0;
+        while (k < n_ops && strcmp(ops[k].op, t[i].op_type) != 0) k++;
+        if (k == n_ops) ops[n_ops++].op = t[i].op_type;
+        ops[k].seconds += t[i].seconds;
+        ops[k].count++;
+    }
+    qsort(byt, (size_t)n, sizeof *byt, cmp_time_desc);
+    qsort(ops, (size_t)n_ops, sizeof *ops, cmp_op_desc);
+    if (json) {
+        printf(", \"profile\": {\"nodes_ms\": [");
+        for (int i = 0; i < n; i++) {
+            printf("%s{\"node\": ", i ? ", " : "");
+            cli_json_str(stdout, t[i].node);
+            printf(", \"op\": ");
+            cli_json_str(stdout, t[i].op_type);
+            printf(", \"ms\": %.4f}", t[i].seconds * 1e3 / runs);
+        }
+        printf("]}");
+    } else {
+        printf("profile      %.3f ms per run in %d nodes (timed runs only)\n", total * 1e3 / runs,
+               n);
+        printf("  %-28s %6s %10s %6s\n", "op type", "nodes", "ms/run", "share");
+        for (int k = 0; k < n_ops; k++)
+            printf("  %-28s %6d %10.3f %5.1f%%\n", ops[k].op, ops[k].count,
+                   ops[k].seconds * 1e3 / runs, total > 0 ? 100 * ops[k].seconds / total : 0);
+        int top = n < 15 ? n : 15;
+        printf("  slowest nodes:\n");
+        for (int i = 0; i < top; i++) { /* long names: their ends tell nodes apart */
+            const char *nm = byt[i].node[0] ? byt[i].node : "(unnamed)";
+            size_t len = strlen(nm);
+            printf("  %s%-*s %-20.20s %10.3f %5.1f%%\n", len > 44 ? "..." : "", len > 44 ? 41 : 44,
+                   len > 44 ? nm + len - 41 : nm, byt[i].op_type, byt[i].seconds * 1e3 / runs,
+                   total > 0 ? 100 * byt[i].seconds / total : 0);
+        }
+    }
+    free(byt);
+    free(ops);
+    return 0;
+}
+
 static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, bool json,
-                        const char *path, double t_load, double t_create) {
+                        bool profile, const char *path, double t_load, double t_create) {
     double *t = malloc(sizeof *t * (size_t)runs);
     if (!t) return cli_errorf(EXIT_FAIL, "out of memory");
     double t_first = cli_now_ms();
@@ -1009,6 +1083,11 @@ static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, b
     bool tty = isatty(STDERR_FILENO) && !json;
     for (int k = 0; st == OX_OK && k < warmup; k++)
         st = ox_session_run(r->s, r->pass, n_pass, r->outs);
+    if (profile && st == OX_OK) { /* count the timed runs only */
+        const ox_node_time *pt;
+        int pn;
+        ox_session_profile(r->s, true, &pt, &pn);
+    }
     for (int k = 0; st == OX_OK && k < runs; k++) {
         double t0 = cli_now_ms();
         st = ox_session_run(r->s, r->pass, n_pass, r->outs);
@@ -1035,8 +1114,14 @@ static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, b
         printf("{\"model\": \"%s\", \"load_ms\": %.3f, \"create_ms\": %.3f, "
                "\"first_run_ms\": %.3f, \"runs\": %d, \"median_ms\": %.3f, \"p90_ms\": %.3f, "
                "\"min_ms\": %.3f, \"peak_rss_kb\": %ld, \"arena_bytes\": %zu, "
-               "\"no_reuse_bytes\": %zu, \"lower_bound_bytes\": %zu}\n",
+               "\"no_reuse_bytes\": %zu, \"lower_bound_bytes\": %zu",
                path, t_load, t_create, t_first, runs, med, p90, tmin, rss, arena, no_reuse, peak);
+        int prc = profile ? print_profile(r->s, true) : 0;
+        printf("}\n");
+        if (prc) {
+            free(t);
+            return prc;
+        }
     } else {
         printf("model        %s\n", path);
         printf("load         %.3f ms (session %.3f ms)\n", t_load, t_create);
@@ -1045,6 +1130,13 @@ static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, b
         printf("peak RSS     %.1f MiB\n", rss / 1024.0);
         printf("arena        %.2f MiB (no reuse %.2f MiB, lower bound %.2f MiB)\n",
                arena / 1048576.0, no_reuse / 1048576.0, peak / 1048576.0);
+        if (profile) {
+            int prc = print_profile(r->s, false);
+            if (prc) {
+                free(t);
+                return prc;
+            }
+        }
     }
     free(t);
     return 0;
@@ -1054,7 +1146,7 @@ static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, b
 static int run_main(int argc, char **argv, bool bench) {
     const char *model_path = NULL, *out_dir = NULL;
     int runs = 20, warmup = 0;
-    bool json = false;
+    bool json = false, profile = false;
     const char *labels_path = NULL, *truth_path = NULL;
     bool want_npy = true, want_pb = false;
     uint64_t seed = 0;
@@ -1118,6 +1210,8 @@ static int run_main(int argc, char **argv, bool bench) {
             }
         } else if (bench && strcmp(arg, "--json") == 0) {
             json = true;
+        } else if (bench && strcmp(arg, "--profile") == 0) {
+            profile = true;
         } else if (bench && strcmp(arg, "--runs") == 0) {
             if (!parse_int(val, 1, 1000000, &runs)) {
                 rc = cli_errorf(EXIT_USAGE, "--runs '%s': expected a number >= 1", val);
@@ -1199,7 +1293,7 @@ static int run_main(int argc, char **argv, bool bench) {
     int n_pass = 0;
     for (int i = 0; i < r.n_in; i++)
         if (r.has[i]) r.pass[n_pass++] = r.ins[i];
-    ox_session_options so = {.n_threads = n_threads};
+    ox_session_options so = {.n_threads = n_threads, .profile = profile};
     double t_create = cli_now_ms();
     ox_status st = ox_session_create(r.m, &so, &r.s);
     t_create = cli_now_ms() - t_create;
@@ -1208,7 +1302,7 @@ static int run_main(int argc, char **argv, bool bench) {
         goto done;
     }
     if (bench) {
-        rc = bench_report(&r, n_pass, warmup, runs, json, model_path, t_load, t_create);
+        rc = bench_report(&r, n_pass, warmup, runs, json, profile, model_path, t_load, t_create);
         goto done;
     }
     double best = INFINITY, total = 0;
