@@ -3,7 +3,8 @@
  * dilations, pads and output_padding, and its auto_pad/output_shape padding rules;
  * MatMulInteger against a plain integer loop with every kind of zero point; the opset
  * 18/21 difference of GroupNormalization; MaxRoiPool and MeanVarianceNormalization on
- * hand-checked values; MaxUnpool's use of the default shape; and the errors bad input gives.
+ * hand-checked values; float 2-D MaxPool against its definition on random geometries;
+ * MaxUnpool's use of the default shape; and the errors bad input gives.
  * The ONNX backend node tests and the PyTorch cases cover the ordinary behaviour.
  *
  *     test_nn            # exit status 0 when all pass
@@ -304,6 +305,80 @@ static void test_mvn(void) {
     ox_tensor_free_data(&x);
 }
 
+/* ---- MaxPool (float 2-D fast path) -------------------------------------------------- */
+
+/* Random 2-D geometries (kernel, strides, dilations, pads, ceil_mode; rows narrower and
+ * wider than one and two 16-lane vectors, for the masked tails) against the definition:
+ * the max over the taps inside the input, a NaN winning, 0 for a window wholly in the
+ * padding (ceil_mode can make one). */
+static void test_maxpool_random(void) {
+    for (int iter = 0; iter < 300; iter++) {
+        int64_t k[2], s[2], d[2], pads[4], xd[4] = {irand(1, 2), irand(1, 3)}, yd[4];
+        int ceil_mode = (int)irand(0, 1);
+        bool ok = true;
+        for (int i = 0; i < 2; i++) {
+            k[i] = irand(1, 4);
+            s[i] = irand(1, 3);
+            d[i] = irand(1, 2);
+            pads[i] = irand(0, k[i] - 1 < 2 ? k[i] - 1 : 2);
+            pads[i + 2] = irand(0, k[i] - 1 < 2 ? k[i] - 1 : 2);
+            xd[i + 2] = i == 1 && iter % 3 == 0 ? irand(30, 70) : irand(1, 20);
+            int64_t span = (k[i] - 1) * d[i] + 1, num = xd[i + 2] + pads[i] + pads[i + 2] - span;
+            if (num < 0) ok = false;
+            yd[i + 2] = ceil_mode ? (num + s[i] - 1) / s[i] + 1 : num / s[i] + 1;
+            /* ONNX: with ceil_mode, the last window must start inside the input or left pad */
+            if (ceil_mode && (yd[i + 2] - 1) * s[i] >= xd[i + 2] + pads[i]) yd[i + 2]--;
+        }
+        if (!ok) continue;
+        yd[0] = xd[0], yd[1] = xd[1];
+        ox_tensor x = mk(OX_FLOAT, 4, xd), y;
+        fill(&x);
+        if (iter % 5 == 0) ox_set_f64(&x, irand(0, ox_tensor_numel(&x) - 1), NAN);
+        struct attrs at = {0};
+        attr_ints(&at, "kernel_shape", 2, k);
+        attr_ints(&at, "strides", 2, s);
+        attr_ints(&at, "dilations", 2, d);
+        attr_ints(&at, "pads", 4, pads);
+        attr_i(&at, "ceil_mode", ceil_mode);
+        const ox_tensor *in[1] = {&x};
+        ox_status st = run("MaxPool", 12, &at, 1, in, &y);
+        CHECK(!st, "iter %d: %s", iter, ox_errmsg());
+        if (st) {
+            ox_tensor_free_data(&x);
+            continue;
+        }
+        bool shape = y.rank == 4 && !memcmp(y.dims, yd, sizeof yd);
+        CHECK(shape, "iter %d: shape %lldx%lld, want %lldx%lld", iter, (long long)y.dims[2],
+              (long long)y.dims[3], (long long)yd[2], (long long)yd[3]);
+        int64_t H = xd[2], W = xd[3], bad = 0;
+        for (int64_t nc = 0; shape && nc < xd[0] * xd[1]; nc++)
+            for (int64_t oh = 0; oh < yd[2]; oh++)
+                for (int64_t ow = 0; ow < yd[3]; ow++) {
+                    double m = -INFINITY;
+                    int taps = 0;
+                    for (int64_t kh = 0; kh < k[0]; kh++)
+                        for (int64_t kw = 0; kw < k[1]; kw++) {
+                            int64_t ih = oh * s[0] - pads[0] + kh * d[0];
+                            int64_t iw = ow * s[1] - pads[1] + kw * d[1];
+                            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                            double v = ox_get_f64(&x, (nc * H + ih) * W + iw);
+                            taps++;
+                            if (isnan(v) || v > m) m = isnan(m) ? m : v;
+                        }
+                    double got = ox_get_f64(&y, (nc * yd[2] + oh) * yd[3] + ow);
+                    double want = taps ? m : 0.0;
+                    if (!(got == want || (isnan(got) && isnan(want)))) bad++;
+                }
+        CHECK(!bad,
+              "iter %d: %lld wrong outputs (x %lldx%lld, k %lldx%lld, s %lldx%lld, d "
+              "%lldx%lld, ceil %d)",
+              iter, (long long)bad, (long long)H, (long long)W, (long long)k[0], (long long)k[1],
+              (long long)s[0], (long long)s[1], (long long)d[0], (long long)d[1], ceil_mode);
+        ox_tensor_free_data(&y);
+        ox_tensor_free_data(&x);
+    }
+}
+
 /* ---- MaxRoiPool and MaxUnpool ------------------------------------------------------ */
 
 static void test_maxroipool(void) {
@@ -401,6 +476,7 @@ int main(int argc, char **argv) {
     test_matmulinteger();
     test_groupnorm();
     test_mvn();
+    test_maxpool_random();
     test_maxroipool();
     test_maxunpool();
     return harness_finish_bench(argc, argv, bench);

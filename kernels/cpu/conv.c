@@ -903,8 +903,8 @@ static ox_status infer_pool(struct ox_infer_ctx *ctx, const struct ox_node *n,
     for (int i = 0; i < g.nsp; i++) dims[i + 2] = g.out[i];
     ox_set_shape(out[0], x->dtype, x->rank, dims);
     if (n->n_outputs > 1 && out[1]) ox_set_shape(out[1], OX_INT64, x->rank, dims);
-    if (kind == POOL_MAX && x->dtype == OX_FLOAT && g.nsp == 2) /* maxpool2d_rows' rows */
-        ctx->scratch_bytes = (size_t)((g.in[1] + 15) / 16 * 16) * sizeof(float) *
+    if (kind == POOL_MAX && x->dtype == OX_FLOAT && g.nsp == 2) /* maxpool2d_rows' 2 rows */
+        ctx->scratch_bytes = (size_t)((g.in[1] + 15) / 16 * 16) * 2 * sizeof(float) *
                              (size_t)(ctx->n_threads > 1 ? ctx->n_threads : 1);
     return OX_OK;
 }
@@ -1069,16 +1069,81 @@ struct maxpool_job {
     const float *x;
     float *y;
     const struct geom *g;
-    float *scratch; /* one row of W floats per thread, rounded to 16 */
+    float *scratch; /* two rows of W floats per thread, each rounded to 16 */
 };
 
-OX_HOT static void maxpool2d_rows(void *arg, int64_t c0, int64_t c1, int tid) {
+/* dst[i] = max(a[i], b[i]) for i < n, a NaN winning (a may be dst); and y[o] = u[o * 2] for
+ * o < n (stride-2 outputs). AVX-512 with masked tails where the CPU has it: rows of pooled
+ * feature maps are short (55, 111 columns), and a scalar tail would cost as much as the
+ * vectors. */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"))) static void max_row_avx512(float *dst, const float *a,
+                                                              const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 va = _mm512_maskz_loadu_ps(m, a + i), vb = _mm512_maskz_loadu_ps(m, b + i);
+        __mmask16 take =
+            _mm512_cmp_ps_mask(vb, va, _CMP_GT_OQ) | _mm512_cmp_ps_mask(vb, vb, _CMP_UNORD_Q);
+        _mm512_mask_storeu_ps(dst + i, m, _mm512_mask_blend_ps(take, va, vb));
+    }
+}
+
+__attribute__((target("avx512f"))) static void even_avx512(float *y, const float *u, int64_t n) {
+    const __m512i idx =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    for (int64_t o = 0; o < n; o += 16) {
+        int64_t left = 2 * (n - o) - 1; /* the last input read: u[2 * (n - 1)] */
+        __mmask16 m0 = left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1);
+        __mmask16 m1 = left >= 32 ? 0xFFFF : left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
+        __m512 lo = _mm512_maskz_loadu_ps(m0, u + 2 * o),
+               hi = _mm512_maskz_loadu_ps(m1, u + 2 * o + 16);
+        __mmask16 ms = n - o >= 16 ? 0xFFFF : (__mmask16)((1u << (n - o)) - 1);
+        _mm512_mask_storeu_ps(y + o, ms, _mm512_permutex2var_ps(lo, idx, hi));
+    }
+}
+#define HAVE_POOL_AVX512 1
+#endif
+
+static void max_row(float *dst, const float *a, const float *b, int64_t n) {
+#ifdef HAVE_POOL_AVX512
+    if (ox_sgemm_is_fast()) {
+        max_row_avx512(dst, a, b, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) {
+        float v = b[i], cur = a[i];
+        dst[i] = (v > cur) | (v != v) ? v : cur;
+    }
+}
+
+static void strided_row(float *y, const float *u, int64_t n, int64_t stride) {
+#ifdef HAVE_POOL_AVX512
+    if (stride == 2 && ox_sgemm_is_fast()) {
+        even_avx512(y, u, n);
+        return;
+    }
+#endif
+    if (stride == 1)
+        memcpy(y, u, sizeof(float) * (size_t)n);
+    else
+        for (int64_t o = 0; o < n; o++) y[o] = u[o * stride];
+}
+
+static void maxpool2d_rows(void *arg, int64_t c0, int64_t c1, int tid) {
     const struct maxpool_job *j = arg;
     const struct geom *g = j->g;
     int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1], KH = g->k[0];
     int64_t KW = g->k[1], SH = g->s[0], SW = g->s[1], DH = g->d[0], DW = g->d[1];
     int64_t PT = g->pb[0], PL = g->pb[1];
-    float *t = j->scratch + tid * ((W + 15) / 16 * 16);
+    int64_t Wr = (W + 15) / 16 * 16;
+    float *t = j->scratch + tid * 2 * Wr, *u = t + Wr;
+    /* u[i]: the max of t over the window whose first tap is column i, for i < nu */
+    int64_t span = (KW - 1) * DW, nu = W - span;
+    /* outputs [ilo, ihi) have every tap inside the row: y = u[ow * SW - PL] */
+    int64_t ilo = (PL + SW - 1) / SW, ihi = nu - 1 + PL < 0 ? 0 : (nu - 1 + PL) / SW + 1;
+    if (ihi > OW) ihi = OW;
+    if (ilo > ihi) ilo = ihi;
     for (int64_t c = c0; c < c1; c++) {
         const float *xc = j->x + c * g->in_size;
         float *yc = j->y + c * g->out_size;
@@ -1089,31 +1154,36 @@ OX_HOT static void maxpool2d_rows(void *arg, int64_t c0, int64_t c1, int tid) {
                 int64_t ih = oh * SH - PT + kh * DH;
                 if (ih < 0 || ih >= H) continue;
                 const float *xr = xc + ih * W;
-                if (nkh++ == 0) {
+                if (nkh++ == 0)
                     memcpy(t, xr, sizeof(float) * (size_t)W);
-                } else {
-                    for (int64_t i = 0; i < W; i++) {
-                        float v = xr[i], cur = t[i];
-                        t[i] = (v > cur) | (v != v) ? v : cur; /* no branch: vectorized */
-                    }
-                }
+                else
+                    max_row(t, t, xr, W);
             }
-            for (int64_t ow = 0; ow < OW; ow++) yr[ow] = -INFINITY;
-            for (int64_t kw = 0; kw < KW; kw++) { /* the outputs whose tap kw is inside */
-                int64_t off = kw * DW - PL;
-                int64_t lo = off >= 0 ? 0 : (-off + SW - 1) / SW;
-                int64_t hi = W - off <= 0 ? 0 : (W - off - 1) / SW + 1;
-                if (hi > OW) hi = OW;
-                for (int64_t ow = lo; ow < hi; ow++) {
-                    float v = t[ow * SW + off], cur = yr[ow];
-                    yr[ow] = (v > cur) | (v != v) ? v : cur;
-                }
+            if (!nkh) { /* the window's rows are all padding */
+                for (int64_t ow = 0; ow < OW; ow++) yr[ow] = 0.0f;
+                continue;
             }
-            for (int64_t ow = 0; ow < OW; ow++) { /* windows wholly in the padding: 0 */
+            if (ilo < ihi) { /* the horizontal max once per column, then one read per output */
+                if (KW == 1)
+                    memcpy(u, t, sizeof(float) * (size_t)nu);
+                else
+                    max_row(u, t, t + DW, nu);
+                for (int64_t kw = 2; kw < KW; kw++) max_row(u, u, t + kw * DW, nu);
+                strided_row(yr + ilo, u + ilo * SW - PL, ihi - ilo, SW);
+            }
+            for (int64_t ow = 0; ow < OW; ow++) { /* windows that reach past the row */
+                if (ow == ilo && ilo < ihi) ow = ihi;
+                if (ow >= OW) break;
                 int64_t w0 = ow * SW - PL, nkw = 0;
-                if (nkh && w0 >= 0 && w0 + (KW - 1) * DW < W) continue;
-                for (int64_t kw = 0; kw < KW; kw++) nkw += (uint64_t)(w0 + kw * DW) < (uint64_t)W;
-                if (!nkh || !nkw) yr[ow] = 0.0f;
+                float m = -INFINITY;
+                for (int64_t kw = 0; kw < KW; kw++) {
+                    int64_t w = w0 + kw * DW;
+                    if ((uint64_t)w >= (uint64_t)W) continue;
+                    float v = t[w];
+                    m = (v > m) | (v != v) ? v : m;
+                    nkw++;
+                }
+                yr[ow] = nkw ? m : 0.0f; /* wholly in the padding: 0 */
             }
         }
     }
