@@ -3,9 +3,9 @@
  * dilations, pads and output_padding, and its auto_pad/output_shape padding rules;
  * MatMulInteger against a plain integer loop with every kind of zero point; the opset
  * 18/21 difference of GroupNormalization; MaxRoiPool and MeanVarianceNormalization on
- * hand-checked values; float 2-D MaxPool against its definition on random geometries;
- * MaxUnpool's use of the default shape; and the errors bad input gives.
- * The ONNX backend node tests and the PyTorch cases cover the ordinary behaviour.
+ * hand-checked values; float 2-D depthwise Conv and MaxPool against its definition on random
+ * geometries; MaxUnpool's use of the default shape; and the errors bad input gives. The ONNX
+ * backend node tests and the PyTorch cases cover the ordinary behaviour.
  *
  *     test_nn            # exit status 0 when all pass
  *     test_nn --bench    # also time a float32 ConvTranspose
@@ -305,6 +305,73 @@ static void test_mvn(void) {
     ox_tensor_free_data(&x);
 }
 
+/* ---- depthwise Conv (float 2-D) ------------------------------------------------------ */
+
+/* Random depthwise geometries (kernel 1-5, strides 1-3, dilations, pads, rows narrower and
+ * wider than one 16-lane vector) against the definition in double. */
+static void test_depthwise_random(void) {
+    for (int iter = 0; iter < 200; iter++) {
+        int64_t k[2], s[2], d[2], pads[4], C = irand(1, 4), N = irand(1, 2);
+        int64_t xd[4] = {N, C}, wd[4] = {C, 1}, yd[4] = {N, C};
+        bool ok = true;
+        for (int i = 0; i < 2; i++) {
+            k[i] = irand(1, 5);
+            s[i] = irand(1, 3);
+            d[i] = irand(1, 2);
+            pads[i] = irand(0, 2);
+            pads[i + 2] = irand(0, 2);
+            xd[i + 2] = i == 1 && iter % 3 == 0 ? irand(17, 60) : irand(1, 16);
+            wd[i + 2] = k[i];
+            int64_t num = xd[i + 2] + pads[i] + pads[i + 2] - ((k[i] - 1) * d[i] + 1);
+            if (num < 0) ok = false;
+            yd[i + 2] = num / s[i] + 1;
+        }
+        if (!ok) continue;
+        ox_tensor x = mk(OX_FLOAT, 4, xd), w = mk(OX_FLOAT, 4, wd), b = mk(OX_FLOAT, 1, &C), y;
+        fill(&x);
+        fill(&w);
+        fill(&b);
+        struct attrs at = {0};
+        attr_ints(&at, "kernel_shape", 2, k);
+        attr_ints(&at, "strides", 2, s);
+        attr_ints(&at, "dilations", 2, d);
+        attr_ints(&at, "pads", 4, pads);
+        attr_i(&at, "group", C);
+        const ox_tensor *in[3] = {&x, &w, &b};
+        ox_status st = run("Conv", 11, &at, 3, in, &y);
+        CHECK(!st, "iter %d: %s", iter, ox_errmsg());
+        bool shape = !st && y.rank == 4 && !memcmp(y.dims, yd, sizeof yd);
+        CHECK(st || shape, "iter %d: shape", iter);
+        double worst = 0;
+        int64_t H = xd[2], W = xd[3];
+        for (int64_t nc = 0; shape && nc < N * C; nc++)
+            for (int64_t oh = 0; oh < yd[2]; oh++)
+                for (int64_t ow = 0; ow < yd[3]; ow++) {
+                    int64_t c = nc % C;
+                    double acc = ox_get_f64(&b, c);
+                    for (int64_t kh = 0; kh < k[0]; kh++)
+                        for (int64_t kw = 0; kw < k[1]; kw++) {
+                            int64_t ih = oh * s[0] - pads[0] + kh * d[0];
+                            int64_t iw = ow * s[1] - pads[1] + kw * d[1];
+                            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                            acc += ox_get_f64(&x, (nc * H + ih) * W + iw) *
+                                   ox_get_f64(&w, (c * k[0] + kh) * k[1] + kw);
+                        }
+                    double e = fabs(ox_get_f64(&y, (nc * yd[2] + oh) * yd[3] + ow) - acc);
+                    worst = e > worst ? e : worst;
+                }
+        CHECK(worst < 1e-5,
+              "iter %d: error %g (x %lldx%lld, k %lldx%lld, s %lldx%lld, d "
+              "%lldx%lld)",
+              iter, worst, (long long)H, (long long)W, (long long)k[0], (long long)k[1],
+              (long long)s[0], (long long)s[1], (long long)d[0], (long long)d[1]);
+        if (!st) ox_tensor_free_data(&y);
+        ox_tensor_free_data(&x);
+        ox_tensor_free_data(&w);
+        ox_tensor_free_data(&b);
+    }
+}
+
 /* ---- MaxPool (float 2-D fast path) -------------------------------------------------- */
 
 /* Random 2-D geometries (kernel, strides, dilations, pads, ceil_mode; rows narrower and
@@ -476,6 +543,7 @@ int main(int argc, char **argv) {
     test_matmulinteger();
     test_groupnorm();
     test_mvn();
+    test_depthwise_random();
     test_maxpool_random();
     test_maxroipool();
     test_maxunpool();

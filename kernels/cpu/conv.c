@@ -159,6 +159,19 @@ static int64_t conv_slot(const struct geom *g, int64_t cg, int64_t mg) {
     return (cg * g->k_size * g->out_size + 15) / 16 * 16;
 }
 
+static int64_t dw_padded_floats(const struct geom *g);
+
+/* Scratch floats per thread of a float depthwise convolution: one channel in the padded
+ * layout of depthwise2d_padded where that path applies, else 0. */
+static int64_t dw_slot(const struct geom *g) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    return dw_padded_floats(g);
+#else
+    (void)g;
+    return 0;
+#endif
+}
+
 ox_status ox_nn_infer_conv(struct ox_infer_ctx *ctx, const struct ox_node *n,
                            const ox_tensor *const *in, ox_tensor *const *out) {
     const ox_tensor *x = ox_in(n, in, 0), *w = ox_in(n, in, 1), *b = ox_in(n, in, 2);
@@ -191,6 +204,8 @@ ox_status ox_nn_infer_conv(struct ox_infer_ctx *ctx, const struct ox_node *n,
             ctx->prepared_bytes = packed;
         else
             cols = packed;
+    } else if (x->dtype == OX_FLOAT && cg == 1 && mg == 1) {
+        cols = (size_t)dw_slot(&g) * 4 * (size_t)(ctx->n_threads > 1 ? ctx->n_threads : 1);
     } else {
         cols =
             (size_t)conv_slot(&g, cg, mg) * 4 * (size_t)(ctx->n_threads > 1 ? ctx->n_threads : 1);
@@ -445,6 +460,7 @@ struct conv_job {
     float lo, hi;          /* fused ops: the activation's clamp */
     bool silu;             /* fused ops: x * sigmoid(x) instead */
     bool epilogue_done;    /* z and the clamp were applied by the path taken */
+    bool dw_padded;        /* depthwise: the scratch holds dw_slot floats per thread */
 };
 
 static struct conv_job conv_job_make(const float *x, const float *w, const float *b, float *y,
@@ -580,16 +596,119 @@ __attribute__((target("avx512f"))) static void depthwise2d_avx512(const float *x
         }
     }
 }
+
+/* The padded layout of one channel for depthwise2d_padded: rows from -PT, columns from -PL,
+ * zeros outside the input, wide enough that every tap of every 16-lane output vector (the
+ * last one rounded up) is a plain load. Floats per channel, 0 when the path does not apply. */
+static int64_t dw_padded_floats(const struct geom *g) {
+    if (g->nsp != 2 || g->s[1] > 2 || !ox_sgemm_is_fast()) return 0;
+    int64_t OWr = (g->out[1] + 15) / 16 * 16;
+    int64_t hp = (g->out[0] - 1) * g->s[0] + (g->k[0] - 1) * g->d[0] + 1;
+    int64_t wp = OWr * g->s[1] + (g->k[1] - 1) * g->d[1] + 16;
+    if (hp * wp > INT32_MAX / 4) return 0;
+    return (hp * wp + 15) / 16 * 16;
+}
+
+__attribute__((target("avx512f"))) static void dw_pad_copy(const float *x, const struct geom *g,
+                                                           float *xp) {
+    int64_t H = g->in[0], W = g->in[1], PT = g->pb[0], PL = g->pb[1];
+    int64_t OWr = (g->out[1] + 15) / 16 * 16;
+    int64_t hp = (g->out[0] - 1) * g->s[0] + (g->k[0] - 1) * g->d[0] + 1;
+    int64_t wp = OWr * g->s[1] + (g->k[1] - 1) * g->d[1] + 16;
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i wv = _mm512_set1_epi32((int)W);
+    /* rows are short (7 to 112 columns): masked vector copies, no library calls */
+    for (int64_t r = 0; r < hp; r++) {
+        float *d = xp + r * wp;
+        int64_t ih = r - PT;
+        bool inside = ih >= 0 && ih < H;
+        const float *s = x + (inside ? ih : 0) * W;
+        for (int64_t c0 = 0; c0 < wp; c0 += 16) {
+            __m512i pos = _mm512_add_epi32(lane, _mm512_set1_epi32((int)(c0 - PL)));
+            __mmask16 m = inside ? _mm512_cmplt_epu32_mask(pos, wv) : 0;
+            __mmask16 ms = wp - c0 >= 16 ? 0xFFFF : (__mmask16)((1u << (wp - c0)) - 1);
+            /* lanes outside the row are masked: never read */
+            __m512 v = _mm512_maskz_loadu_ps(m, (const char *)s + (c0 - PL) * 4);
+            _mm512_mask_storeu_ps(d + c0, ms, v);
+        }
+    }
+}
+
+/* Rows of output vectors from the padded channel: KH x KW plain loads (stride 1) or load
+ * pairs and a permute (stride 2) per 16 outputs. Inlined with constant KH, KW, SW for the
+ * common kernels, so that the taps unroll and the weights stay in registers. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+dw_padded_rows(const float *xp, int64_t wp, const float *w, float *y, const struct geom *g,
+               float bias, const float *z, float lo, float hi, bool silu, int64_t KH, int64_t KW,
+               int64_t SW) {
+    int64_t OH = g->out[0], OW = g->out[1], SH = g->s[0], DH = g->d[0], DW = g->d[1];
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), vb = _mm512_set1_ps(bias);
+    for (int64_t oh = 0; oh < OH; oh++) {
+        const float *x0 = xp + oh * SH * wp;
+        float *yr = y + oh * OW;
+        const float *zr = z ? z + oh * OW : NULL;
+        for (int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
+            __m512 acc = vb;
+            const float *xc = x0 + ow0 * SW;
+            for (int64_t kh = 0; kh < KH; kh++) {
+                const float *xr = xc + kh * DH * wp;
+                for (int64_t kw = 0; kw < KW; kw++) {
+                    const float *q = xr + kw * DW;
+                    __m512 v = SW == 1 ? _mm512_loadu_ps(q)
+                                       : _mm512_permutex2var_ps(_mm512_loadu_ps(q), even,
+                                                                _mm512_loadu_ps(q + 16));
+                    acc = _mm512_fmadd_ps(_mm512_set1_ps(w[kh * KW + kw]), v, acc);
+                }
+            }
+            __mmask16 mo = OW - ow0 >= 16 ? 0xFFFF : (__mmask16)((1u << (OW - ow0)) - 1);
+            if (zr) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(mo, zr + ow0));
+            if (silu)
+                acc = silu16(acc);
+            else
+                acc = _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc)); /* NaN kept; lo > hi: hi */
+            _mm512_mask_storeu_ps(yr + ow0, mo, acc);
+        }
+    }
+}
+
+/* One channel through the padded layout (scratch: dw_padded_floats(g) floats). */
+__attribute__((target("avx512f"))) static void
+depthwise2d_padded(const float *x, const float *w, float *y, const struct geom *g, float bias,
+                   const float *z, float lo, float hi, bool silu, float *xp) {
+    int64_t OWr = (g->out[1] + 15) / 16 * 16;
+    int64_t KH = g->k[0], KW = g->k[1], SW = g->s[1];
+    int64_t wp = OWr * SW + (KW - 1) * g->d[1] + 16;
+    dw_pad_copy(x, g, xp);
+    if (KH == 3 && KW == 3 && SW == 1)
+        dw_padded_rows(xp, wp, w, y, g, bias, z, lo, hi, silu, 3, 3, 1);
+    else if (KH == 3 && KW == 3 && SW == 2)
+        dw_padded_rows(xp, wp, w, y, g, bias, z, lo, hi, silu, 3, 3, 2);
+    else if (KH == 5 && KW == 5 && SW == 1)
+        dw_padded_rows(xp, wp, w, y, g, bias, z, lo, hi, silu, 5, 5, 1);
+    else if (KH == 5 && KW == 5 && SW == 2)
+        dw_padded_rows(xp, wp, w, y, g, bias, z, lo, hi, silu, 5, 5, 2);
+    else if (SW == 1)
+        dw_padded_rows(xp, wp, w, y, g, bias, z, lo, hi, silu, KH, KW, 1);
+    else
+        dw_padded_rows(xp, wp, w, y, g, bias, z, lo, hi, silu, KH, KW, 2);
+}
 #endif
 
 static void depthwise_piece(void *arg, int64_t b, int64_t e, int tid) {
-    (void)tid;
     const struct conv_job *j = arg;
     const struct geom *g = j->g;
     for (int64_t ch = b; ch < e; ch++) { /* ch = image * C + channel */
         int64_t c = ch % j->C;
         float *y = j->y + ch * g->out_size;
 #ifdef HAVE_DEPTHWISE_AVX512
+        if (j->slot > 0) { /* the padded layout (the scratch was sized for it) */
+            depthwise2d_padded(j->x + ch * g->in_size, j->w + c * g->k_size, y, g,
+                               j->b ? j->b[c] : 0.0f, j->z ? j->z + ch * g->out_size : NULL, j->lo,
+                               j->hi, j->silu, j->scratch + tid * j->slot);
+            continue;
+        }
         if (g->nsp == 2 && g->in_size < INT32_MAX / 2 && ox_sgemm_is_fast()) {
             depthwise2d_avx512(j->x + ch * g->in_size, j->w + c * g->k_size, y, g,
                                j->b ? j->b[c] : 0.0f, j->z ? j->z + ch * g->out_size : NULL, j->lo,
@@ -619,6 +738,7 @@ static void conv_float(struct ox_pool *pool, struct conv_job *job, int64_t N, fl
     int T = ox_pool_size(pool);
     int64_t units = N * group, os = g->out_size;
     if (j.cg == 1 && j.mg == 1) {
+        j.slot = j.dw_padded ? dw_slot(g) : 0;
         ox_parallel_for(pool, N * C, depthwise_piece, &j);
         job->epilogue_done = true;
         return;
@@ -811,6 +931,7 @@ static ox_status conv_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n, c
         j.lo = lo;
         j.hi = hi;
         j.silu = silu;
+        j.dw_padded = true; /* infer sized the scratch for it */
         if (conv_is_fast(C / group, M / group))
             conv_float_fast(ctx, &j, N);
         else
