@@ -540,9 +540,9 @@ int ox_ad_shape(struct ox_ad *ad, int x) {
 
 /* The shape of x as a value: a constant when it is fixed, else Shape(x). */
 static int shape_of(struct ox_ad *ad, int x) {
-    if (ox_ad_static(ad, x)) {
+    int rank = ox_ad_rank(ad, x);
+    if (ox_ad_static(ad, x) && rank <= OX_MAX_RANK) {
         int64_t d[OX_MAX_RANK];
-        int rank = ox_ad_rank(ad, x);
         for (int k = 0; k < rank; k++) d[k] = ox_ad_dim(ad, x, k);
         return ox_ad_ints(ad, rank, d);
     }

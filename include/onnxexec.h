@@ -28,6 +28,12 @@
 extern "C" {
 #endif
 
+/* Symbols: libonnxexec is compiled with hidden visibility, and what this header declares
+ * is exported (GCC and Clang); nothing else leaves the shared library. */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#pragma GCC visibility push(default)
+#endif
+
 #define OX_VERSION_MAJOR 0
 #define OX_VERSION_MINOR 1
 #define OX_VERSION_PATCH 0
@@ -535,6 +541,10 @@ ox_status ox_tensor_write_npy(const char *path, const ox_tensor *t);
 ox_status ox_value_read_pb(const char *path, ox_io_kind kind, ox_tensor *out, char **name);
 /* Frees data, items (recursively) and the strings of a string tensor; zeroes the struct. */
 void ox_tensor_free_data(ox_tensor *t);
+
+#if defined(__GNUC__) && __GNUC__ >= 4
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -1328,7 +1328,7 @@ static ox_status exec_stmt(struct ev *e, struct scope *s, const struct ox_ts_stm
         return runtime_if(e, s, cv, st);
     }
     case OX_TS_ASSERT: {
-        bool c;
+        bool c = false;
         rc = condition(e, s, st->value, &c);
         if (rc) return rc;
         if (!c) return ts_err(e, OX_E_INVALID, "the model's assertion fails for these inputs");
