@@ -102,7 +102,7 @@ static ox_status collect(const struct ox_graph *g, bool computed_only, struct ru
 static ox_status copy_keeping_all(ox_model *m, ox_model **out) {
     void *buf = NULL;
     size_t len = 0;
-    ox_model_options lo = {.no_optimize = true};
+    ox_model_options lo = {.no_optimize = true, .limits = *ox_model_limits(m)};
     ox_status st = ox_model_save_buffer(m, &buf, &len);
     if (!st) st = ox_model_load_buffer_with(buf, len, NULL, &lo, out);
     free(buf);

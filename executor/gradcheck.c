@@ -106,7 +106,7 @@ ox_status ox_gradcheck(const ox_model *m, const ox_gradcheck_options *opt,
     /* the gradient model: a copy of m, differentiated */
     void *buf = NULL;
     size_t len = 0;
-    ox_model_options lo = {.no_optimize = true};
+    ox_model_options lo = {.no_optimize = true, .limits = *ox_model_limits(m)};
     st = ox_model_save_buffer(m, &buf, &len);
     if (!st) st = ox_model_load_buffer_with(buf, len, NULL, &lo, &c.gm);
     free(buf);

@@ -43,7 +43,7 @@ static double ox_seconds(void) {
 
 void ox_plan_free(struct ox_plan *p) {
     if (!p) return;
-    if (p->vals) {
+    if (p->vals && p->slot) { /* either may be missing when the plan's building failed */
         for (int v = 0; v < p->graph->n_values; v++)
             if (p->slot[v] == OX_SLOT_FOLDED || p->slot[v] == OX_SLOT_DYNAMIC)
                 free_value(&p->vals[v]);
@@ -232,10 +232,11 @@ void *ox_kernel_prepared(struct ox_kernel_ctx *ctx, void (*fill)(void *dst, void
     return data;
 }
 
-/* Run one node's kernel outside the arena (plan-time folding, dynamic nodes at run time). */
+/* Run one node's kernel outside the arena (plan-time folding, dynamic nodes at run time),
+ * with the scratch and prepared memory its infer asked for (kept for this call only). */
 static ox_status run_owned(struct ox_plan *p, const struct ox_node *n, const ox_tensor **in,
-                           ox_tensor **out, size_t scratch_bytes, struct ox_pool *pool,
-                           const struct ox_scope *scope) {
+                           ox_tensor **out, size_t scratch_bytes, size_t prepared_bytes,
+                           struct ox_pool *pool, const struct ox_scope *scope) {
     if (!(n->op->flags & OX_OP_ALLOCATES))
         for (int k = 0; k < n->n_outputs; k++)
             if (out[k]) {
@@ -249,8 +250,16 @@ static ox_status run_owned(struct ox_plan *p, const struct ox_node *n, const ox_
                                .scope = scope};
     if (scratch_bytes && !(kc.scratch = aligned_alloc_bytes(scratch_bytes)))
         return ox_node_err(n, OX_E_NOMEM, "out of memory for %zu bytes of scratch", scratch_bytes);
+    /* a kernel may count on the prepared memory it asked for (conv packs W only there) */
+    size_t pb = prepared_bytes + OX_PREPARED_HEADER;
+    if (prepared_bytes && (pb < prepared_bytes || !(kc.prepared = aligned_alloc_bytes(pb)))) {
+        free(kc.scratch);
+        return ox_node_err(n, OX_E_NOMEM, "out of memory for %zu prepared bytes", prepared_bytes);
+    }
+    if (kc.prepared) memset(kc.prepared, 0, OX_PREPARED_HEADER);
     ox_status st = n->op->cpu(&kc, n, (const ox_tensor *const *)in, out);
     free(kc.scratch);
+    free(kc.prepared);
     return st;
 }
 
@@ -373,17 +382,34 @@ done:
 }
 
 static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *inputs,
-                            const struct ox_scope *scope, struct ox_pool *pool,
+                            const struct ox_scope *scope, struct ox_pool *pool, uint64_t max_bytes,
                             struct ox_plan **out);
 
 ox_status ox_plan_build(const struct ox_graph *g, const ox_tensor *const *inputs,
                         struct ox_pool *pool, struct ox_plan **out) {
-    return plan_build(g, inputs, NULL, pool, out);
+    return plan_build(g, inputs, NULL, pool, 0, out);
+}
+
+ox_status ox_plan_build_limited(const struct ox_graph *g, const ox_tensor *const *inputs,
+                                struct ox_pool *pool, uint64_t max_bytes, struct ox_plan **out) {
+    return plan_build(g, inputs, NULL, pool, max_bytes, out);
 }
 
 ox_status ox_plan_build_scoped(const struct ox_graph *g, const ox_tensor *const *inputs,
                                const struct ox_scope *scope, struct ox_plan **out) {
-    return plan_build(g, inputs, scope, scope && scope->plan ? scope->plan->pool : NULL, out);
+    const struct ox_plan *up = scope ? scope->plan : NULL;
+    return plan_build(g, inputs, scope, up ? up->pool : NULL, up ? up->max_bytes : 0, out);
+}
+
+/* The plan_bytes limit: what the plan holds so far against it. */
+static ox_status check_plan_bytes(const struct ox_plan *p, uint64_t held) {
+    uint64_t total = held + p->arena_bytes + p->scratch_bytes;
+    if (!p->max_bytes || total <= p->max_bytes) return OX_OK;
+    return ox_err_limit("plan_bytes", p->max_bytes,
+                        "the plan of graph '%s' for these input shapes takes %llu bytes (arena "
+                        "%zu, scratch %zu, prepared and folded data %llu)",
+                        p->graph->name ? p->graph->name : "", (unsigned long long)total,
+                        p->arena_bytes, p->scratch_bytes, (unsigned long long)held);
 }
 
 /* The value whose memory a view shows (itself when it is no view). */
@@ -480,7 +506,8 @@ static void plan_in_place(struct ox_plan *p, int *first, int *last) {
 static void bind_views(struct ox_plan *p) {
     for (int i = 0; i < p->n_views; i++) {
         int v = p->view_order[i];
-        p->vals[v].data = (char *)p->vals[p->alias[v]].data + p->view_off[v];
+        char *src = p->vals[p->alias[v]].data; /* NULL before the first run binds inputs */
+        p->vals[v].data = src ? src + p->view_off[v] : NULL;
     }
 }
 
@@ -522,15 +549,17 @@ static ox_status bind_outer(struct ox_plan *p, const struct ox_scope *scope,
 }
 
 static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *inputs,
-                            const struct ox_scope *scope, struct ox_pool *pool,
+                            const struct ox_scope *scope, struct ox_pool *pool, uint64_t max_bytes,
                             struct ox_plan **out) {
     ox_status st = OX_OK;
     struct ox_plan *p = calloc(1, sizeof *p);
     int nv = g->n_values ? g->n_values : 1;
     int *first = NULL, *last = NULL;
+    uint64_t held = 0; /* prepared and folded bytes, for the plan_bytes limit */
     if (!p) return ox_err(OX_E_NOMEM, "out of memory");
     p->graph = g;
     p->pool = pool;
+    p->max_bytes = max_bytes;
     p->vals = calloc((size_t)nv, sizeof *p->vals);
     p->slot = calloc((size_t)nv, 1);
     p->offset = calloc((size_t)nv, sizeof *p->offset);
@@ -641,7 +670,11 @@ static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *in
         bool foldable = all_const || (n->op->flags & OX_OP_SHAPE_ONLY);
         if (foldable && !(n->op->flags & OX_OP_NONDETERMINISTIC) &&
             out_bytes <= OX_FOLD_MAX_BYTES) {
-            if ((st = run_owned(p, n, s->in, s->out, ic.scratch_bytes, pool, scope))) goto fail;
+            held += out_bytes;
+            if ((st = check_plan_bytes(p, held))) goto fail;
+            if ((st = run_owned(p, n, s->in, s->out, ic.scratch_bytes, ic.prepared_bytes, pool,
+                                scope)))
+                goto fail;
             for (int k = 0; k < n->n_outputs; k++)
                 if (n->outputs[k] >= 0) p->slot[n->outputs[k]] = OX_SLOT_FOLDED;
             free(s->in), free(s->out);
@@ -665,6 +698,8 @@ static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *in
         if (ic.scratch_bytes > p->scratch_bytes) p->scratch_bytes = ic.scratch_bytes;
         if (ic.prepared_bytes) {
             size_t b = ic.prepared_bytes + OX_PREPARED_HEADER;
+            held += b;
+            if ((st = check_plan_bytes(p, held))) goto fail;
             if (b < ic.prepared_bytes || !(s->prepared = aligned_alloc_bytes(b))) {
                 st = ox_node_err(n, OX_E_NOMEM, "out of memory for %zu prepared bytes",
                                  ic.prepared_bytes);
@@ -709,6 +744,7 @@ static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *in
     for (int k = 0; k < g->n_outputs; k++) last[root_of(p, g->outputs[k])] = p->n_steps;
     plan_in_place(p, first, last);
     if ((st = assign_offsets(p, first, last))) goto fail;
+    if ((st = check_plan_bytes(p, held))) goto fail;
     if (p->arena_bytes && !(p->arena = aligned_alloc_bytes(p->arena_bytes))) {
         st = ox_err(OX_E_NOMEM, "out of memory for an arena of %zu bytes", p->arena_bytes);
         goto fail;
@@ -797,7 +833,8 @@ ox_status ox_plan_run_scoped(struct ox_plan *p, const ox_tensor *const *inputs,
                                      "shape still unknown with all inputs present");
                 if (rc) return rc;
             }
-            rc = run_owned(p, n, st->in, st->out, ic.scratch_bytes, p->pool, scope);
+            rc = run_owned(p, n, st->in, st->out, ic.scratch_bytes, ic.prepared_bytes, p->pool,
+                           scope);
         } else {
             kc.prepared = st->prepared;
             rc = n->op->cpu(&kc, n, st->in, st->out);

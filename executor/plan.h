@@ -85,6 +85,7 @@ struct ox_plan {
     struct ox_pool *pool; /* borrowed: the session's threads (NULL: serial) */
     double *step_seconds; /* per step, summed over runs, when profiling (else NULL) */
     int64_t profiled_runs;
+    uint64_t max_bytes; /* the plan_bytes limit (0: none); subgraph plans inherit it */
 };
 
 /* Build a plan for these inputs (bound in graph-input order; descriptors only, the data is
@@ -93,6 +94,11 @@ struct ox_plan {
  * (NULL for a model's main graph). Errors name the node or input at fault. */
 ox_status ox_plan_build(const struct ox_graph *g, const ox_tensor *const *inputs,
                         struct ox_pool *pool, struct ox_plan **out);
+/* The same within max_bytes (0: no limit) for the arena, scratch, prepared and folded data:
+ * OX_E_LIMIT past it, before the arena is allocated. Subgraph plans built from its scope
+ * take the same limit, each on its own. */
+ox_status ox_plan_build_limited(const struct ox_graph *g, const ox_tensor *const *inputs,
+                                struct ox_pool *pool, uint64_t max_bytes, struct ox_plan **out);
 ox_status ox_plan_build_scoped(const struct ox_graph *g, const ox_tensor *const *inputs,
                                const struct ox_scope *scope, struct ox_plan **out);
 /* True when the plan was built for inputs (and outer values) of exactly these dtypes and

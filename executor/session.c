@@ -8,6 +8,7 @@
 #include "importer/torchscript/torchscript.h"
 
 #include <cblas.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,18 +16,58 @@
 
 struct ox_model {
     struct ox_graph *graph;
-    bool optimized; /* the graph optimizations ran (ox_model_gradient refuses it then) */
+    bool optimized;   /* the graph optimizations ran (ox_model_gradient refuses it then) */
+    ox_limits limits; /* as loaded (filled): sessions plan within limits.plan_bytes */
+};
+
+/* What one thread that runs a session owns: its plans (each with its arena, scratch and
+ * outputs) and its bound inputs. Threads never share one, so that a session may be run
+ * from many threads at once; the model's graph and weights are only read. */
+struct ox_run_ctx {
+    struct ox_run_ctx *next;
+    pthread_t thread;
+    struct ox_plan *plans; /* cache, most recently used first */
+    const ox_tensor **bound;
+    ox_node_time *times; /* ox_session_profile's answer */
 };
 
 struct ox_session {
     ox_model *model;
     int n_threads;
-    struct ox_pool *pool;
-    struct ox_plan *plans; /* cache, most recently used first */
-    const ox_tensor **bound;
+    struct ox_pool *pool; /* shared: a job that finds it busy runs on its caller's thread */
     bool profile;
-    ox_node_time *times; /* ox_session_profile's answer */
+    uint64_t plan_bytes;     /* the most one plan may take (ox_limits.plan_bytes) */
+    pthread_mutex_t mu;      /* guards ctxs */
+    struct ox_run_ctx *ctxs; /* one per thread that has run the session */
 };
+
+/* The calling thread's context; a new one when it has none and create is set. */
+static ox_status run_ctx(ox_session *s, bool create, struct ox_run_ctx **out) {
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&s->mu);
+    struct ox_run_ctx *c = s->ctxs;
+    while (c && !pthread_equal(c->thread, self)) c = c->next;
+    if (!c && create) {
+        int n_in = s->model->graph->n_inputs;
+        c = calloc(1, sizeof *c);
+        if (c && !(c->bound = calloc((size_t)(n_in ? n_in : 1), sizeof *c->bound))) {
+            free(c);
+            c = NULL;
+        }
+        if (c) {
+            c->thread = self;
+            c->next = s->ctxs;
+            s->ctxs = c;
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (!c) return ox_err(OX_E_NOMEM, "out of memory");
+    } else {
+        pthread_mutex_unlock(&s->mu);
+        if (!c) return ox_err(OX_E_INVALID, "the session has not run yet on this thread");
+    }
+    *out = c;
+    return OX_OK;
+}
 
 static ox_status model_finish(ox_model *m, const ox_model_options *opt, ox_model **out) {
     /* Gradient nodes (ai.onnx.preview.training) become the nodes that compute them */
@@ -60,7 +101,11 @@ ox_status ox_model_load_with(const char *path, const ox_model_options *opt, ox_m
     *out = NULL;
     ox_model *m = calloc(1, sizeof *m);
     if (!m) return ox_err(OX_E_NOMEM, "out of memory");
-    ox_status st;
+    ox_status st = ox_limits_fill(opt ? &opt->limits : NULL, &m->limits);
+    if (st) {
+        free(m);
+        return ox_err_prefix(st, "%s: ", path);
+    }
     if (is_archive(path)) {
         struct ox_ts_input in[64];
         int n = opt && opt->n_input_shapes > 0 ? opt->n_input_shapes : 0;
@@ -70,9 +115,9 @@ ox_status ox_model_load_with(const char *path, const ox_model_options *opt, ox_m
             in[i] = (struct ox_ts_input){.name = t->name, .dtype = t->dtype, .rank = t->rank};
             memcpy(in[i].dims, t->dims, sizeof in[i].dims);
         }
-        st = ox_ts_import_file(path, in, n, &m->graph);
+        st = ox_ts_import_file_with(path, in, n, &m->limits, &m->graph);
     } else {
-        st = ox_onnx_import_file(path, &m->graph);
+        st = ox_onnx_import_file_with(path, &m->limits, &m->graph);
     }
     if (st) {
         free(m);
@@ -90,7 +135,8 @@ ox_status ox_model_load_buffer_with(const void *buf, size_t len, const char *dir
     *out = NULL;
     ox_model *m = calloc(1, sizeof *m);
     if (!m) return ox_err(OX_E_NOMEM, "out of memory");
-    ox_status st = ox_onnx_import_buffer(buf, len, dir, &m->graph);
+    ox_status st = ox_limits_fill(opt ? &opt->limits : NULL, &m->limits);
+    if (!st) st = ox_onnx_import_buffer_with(buf, len, dir, &m->limits, &m->graph);
     if (st) {
         free(m);
         return st;
@@ -106,6 +152,10 @@ void ox_model_free(ox_model *m) {
 
 struct ox_graph *ox_model_graph(const ox_model *m) {
     return m->graph;
+}
+
+const ox_limits *ox_model_limits(const ox_model *m) {
+    return &m->limits;
 }
 
 int ox_model_n_inputs(const ox_model *m) {
@@ -258,16 +308,16 @@ ox_status ox_session_create(ox_model *m, const ox_session_options *opt, ox_sessi
     s->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (s->n_threads < 1) s->n_threads = 1;
     s->profile = opt && opt->profile;
-    s->bound = calloc((size_t)(m->graph->n_inputs ? m->graph->n_inputs : 1), sizeof *s->bound);
-    if (!s->bound) {
+    s->plan_bytes = opt && opt->plan_bytes ? opt->plan_bytes : m->limits.plan_bytes;
+    if (pthread_mutex_init(&s->mu, NULL)) {
         free(s);
-        return ox_err(OX_E_NOMEM, "out of memory");
+        return ox_err(OX_E_NOMEM, "out of memory (a mutex)");
     }
     /* our pool splits the work; OpenBLAS runs one thread inside each piece */
     openblas_set_num_threads(1);
     ox_status st = ox_pool_create(s->n_threads, &s->pool);
     if (st) {
-        free(s->bound);
+        pthread_mutex_destroy(&s->mu);
         free(s);
         return st;
     }
@@ -277,21 +327,29 @@ ox_status ox_session_create(ox_model *m, const ox_session_options *opt, ox_sessi
 
 void ox_session_free(ox_session *s) {
     if (!s) return;
-    while (s->plans) {
-        struct ox_plan *p = s->plans;
-        s->plans = p->next;
-        ox_plan_free(p);
+    while (s->ctxs) {
+        struct ox_run_ctx *c = s->ctxs;
+        s->ctxs = c->next;
+        while (c->plans) {
+            struct ox_plan *p = c->plans;
+            c->plans = p->next;
+            ox_plan_free(p);
+        }
+        free(c->bound);
+        free(c->times);
+        free(c);
     }
     ox_pool_free(s->pool);
-    free(s->bound);
-    free(s->times);
+    pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
 /* Inputs by name when named, else by position. */
-static ox_status bind_inputs(ox_session *s, const ox_tensor *inputs, int n_inputs) {
+static ox_status bind_inputs(ox_session *s, struct ox_run_ctx *c, const ox_tensor *inputs,
+                             int n_inputs) {
     const struct ox_graph *g = s->model->graph;
-    for (int i = 0; i < g->n_inputs; i++) s->bound[i] = NULL;
+    const ox_tensor **bound = c->bound;
+    for (int i = 0; i < g->n_inputs; i++) bound[i] = NULL;
     int pos = 0;
     for (int k = 0; k < n_inputs; k++) {
         const ox_tensor *t = &inputs[k];
@@ -315,24 +373,25 @@ static ox_status bind_inputs(ox_session *s, const ox_tensor *inputs, int n_input
         if (slot >= g->n_inputs)
             return ox_err(OX_E_INVALID, "%d inputs given, the model takes %d", n_inputs,
                           g->n_inputs);
-        if (s->bound[slot])
+        if (bound[slot])
             return ox_err(OX_E_INVALID, "input '%s' given twice", g->values[g->inputs[slot]].name);
         if (t->kind == OX_IO_TENSOR && !t->data && ox_tensor_numel(t) > 0)
             return ox_err(OX_E_INVALID, "input '%s' has no data", g->values[g->inputs[slot]].name);
-        s->bound[slot] = t;
+        bound[slot] = t;
         pos = slot + 1;
     }
     for (int i = 0; i < g->n_inputs; i++)
-        if (!s->bound[i] && !g->values[g->inputs[i]].init)
+        if (!bound[i] && !g->values[g->inputs[i]].init)
             return ox_err(OX_E_INVALID, "input '%s' is missing", g->values[g->inputs[i]].name);
     return OX_OK;
 }
 
-ox_status ox_session_plan(ox_session *s, struct ox_plan **out) {
-    struct ox_plan *p = s->plans, *prev = NULL;
-    while (p && !ox_plan_matches(p, s->bound)) prev = p, p = p->next;
+/* The calling thread's plan for the inputs bound in c: cached, else built. */
+static ox_status ctx_plan(ox_session *s, struct ox_run_ctx *c, struct ox_plan **out) {
+    struct ox_plan *p = c->plans, *prev = NULL;
+    while (p && !ox_plan_matches(p, c->bound)) prev = p, p = p->next;
     if (!p) {
-        ox_status st = ox_plan_build(s->model->graph, s->bound, s->pool, &p);
+        ox_status st = ox_plan_build_limited(s->model->graph, c->bound, s->pool, s->plan_bytes, &p);
         if (st) return st;
         if (s->profile && p->n_steps > 0 &&
             !(p->step_seconds = calloc((size_t)p->n_steps, sizeof *p->step_seconds))) {
@@ -342,32 +401,41 @@ ox_status ox_session_plan(ox_session *s, struct ox_plan **out) {
     } else if (prev) {
         prev->next = p->next;
     }
-    if (p != s->plans) {
-        p->next = s->plans;
-        s->plans = p;
+    if (p != c->plans) {
+        p->next = c->plans;
+        c->plans = p;
     }
     *out = p;
     return OX_OK;
 }
 
+ox_status ox_session_plan(ox_session *s, struct ox_plan **out) {
+    struct ox_run_ctx *c;
+    ox_status st = run_ctx(s, true, &c);
+    return st ? st : ctx_plan(s, c, out);
+}
+
 ox_status ox_session_run(ox_session *s, const ox_tensor *inputs, int n_inputs,
                          const ox_tensor **outputs) {
     if (!s) return ox_err(OX_E_INVALID, "ox_session_run: session is NULL");
-    ox_status st = bind_inputs(s, inputs, n_inputs);
-    if (st) return st;
+    struct ox_run_ctx *c;
+    ox_status st = run_ctx(s, true, &c);
+    if (st || (st = bind_inputs(s, c, inputs, n_inputs))) return st;
     struct ox_plan *p;
-    if ((st = ox_session_plan(s, &p))) return st;
-    if ((st = ox_plan_run(p, s->bound))) return st;
+    if ((st = ctx_plan(s, c, &p))) return st;
+    if ((st = ox_plan_run(p, c->bound))) return st;
     const struct ox_graph *g = s->model->graph;
     for (int k = 0; k < g->n_outputs; k++) outputs[k] = &p->vals[g->outputs[k]];
     return OX_OK;
 }
 
 ox_status ox_session_memory(ox_session *s, size_t *arena, size_t *no_reuse, size_t *peak) {
-    if (!s->plans) return ox_err(OX_E_INVALID, "the session has not run yet");
-    *arena = s->plans->arena_bytes;
-    *no_reuse = s->plans->sum_bytes;
-    *peak = s->plans->peak_bytes;
+    struct ox_run_ctx *c;
+    if (run_ctx(s, false, &c) || !c->plans)
+        return ox_err(OX_E_INVALID, "the session has not run yet (on this thread)");
+    *arena = c->plans->arena_bytes;
+    *no_reuse = c->plans->sum_bytes;
+    *peak = c->plans->peak_bytes;
     return OX_OK;
 }
 
@@ -375,23 +443,25 @@ ox_status ox_session_profile(ox_session *s, bool reset, const ox_node_time **tim
     *times = NULL;
     *n = 0;
     if (!s->profile) return ox_err(OX_E_INVALID, "the session was not created with profile");
-    const struct ox_plan *p = s->plans;
-    if (!p) return ox_err(OX_E_INVALID, "the session has not run yet");
-    free(s->times);
-    s->times = malloc(sizeof *s->times * (size_t)(p->n_steps ? p->n_steps : 1));
-    if (!s->times) return ox_err(OX_E_NOMEM, "out of memory");
+    struct ox_run_ctx *c;
+    if (run_ctx(s, false, &c) || !c->plans)
+        return ox_err(OX_E_INVALID, "the session has not run yet (on this thread)");
+    struct ox_plan *p = c->plans;
+    free(c->times);
+    c->times = malloc(sizeof *c->times * (size_t)(p->n_steps ? p->n_steps : 1));
+    if (!c->times) return ox_err(OX_E_NOMEM, "out of memory");
     int k = 0;
     for (int i = 0; i < p->n_steps; i++) {
         if (p->steps[i].is_skipped) continue;
         const struct ox_node *nd = &p->graph->nodes[p->steps[i].node];
-        s->times[k++] = (ox_node_time){nd->name ? nd->name : "", nd->op_type,
+        c->times[k++] = (ox_node_time){nd->name ? nd->name : "", nd->op_type,
                                        p->step_seconds ? p->step_seconds[i] : 0, p->profiled_runs};
     }
     if (reset && p->step_seconds) {
         memset(p->step_seconds, 0, sizeof *p->step_seconds * (size_t)p->n_steps);
-        s->plans->profiled_runs = 0;
+        p->profiled_runs = 0;
     }
-    *times = s->times;
+    *times = c->times;
     *n = k;
     return OX_OK;
 }

@@ -29,6 +29,7 @@ struct ox_trainer {
     int64_t steps;
     void *fwd_buf; /* the forward model, serialized */
     size_t fwd_len;
+    ox_limits limits; /* the model's, for its copies */
     ox_model *train_m;
     ox_session *train_s;
     int loss_out; /* index of the loss among the training model's outputs */
@@ -45,7 +46,7 @@ struct ox_trainer {
 
 /* A copy of the model in `buf`, unoptimized. */
 static ox_status load_copy(const ox_trainer *t, ox_model **out) {
-    ox_model_options lo = {.no_optimize = true};
+    ox_model_options lo = {.no_optimize = true, .limits = t->limits};
     return ox_model_load_buffer_with(t->fwd_buf, t->fwd_len, NULL, &lo, out);
 }
 
@@ -232,6 +233,7 @@ ox_status ox_trainer_create(const ox_model *m, const ox_trainer_options *opt, ox
     t->opt.output = NULL;
     t->lr = o.lr;
     t->loss_out = -1;
+    t->limits = *ox_model_limits(m);
     if ((st = ox_model_save_buffer(m, &t->fwd_buf, &t->fwd_len))) goto fail;
     if ((st = load_copy(t, &t->train_m))) goto fail;
     struct ox_graph *g = ox_model_graph(t->train_m);

@@ -295,9 +295,9 @@ static ox_status set_attrs(struct ox_ad *ad, struct ox_node *nd, const char *spe
         case 'T': {
             const ox_tensor *src = va_arg(ap, const ox_tensor *);
             a->type = OX_ATTR_TENSOR;
-            a->t = calloc(1, sizeof *a->t); /* attribute tensors own their data */
+            /* the struct in the graph's arena, as every attribute tensor's; it owns its data */
+            a->t = ox_graph_alloc(ad->g, sizeof *a->t);
             if (!a->t || ox_tensor_copy(a->t, src)) {
-                free(a->t);
                 a->t = NULL;
                 nd->n_attrs--;
                 return ad->err = ox_err(OX_E_NOMEM, "out of memory");
@@ -1106,7 +1106,10 @@ ox_status ox_autograd(struct ox_graph *g, const struct ox_ad_request *r) {
     ox_status st = raise_opset(g);
     if (st) return ox_err_prefix(st, "gradient: the model's opset must be raised to 13: ");
     struct ox_ad ad = {.g = g, .opset = (int)ox_graph_opset(g, "")};
-    if (!grow(&ad)) return ad.err;
+    if (!grow(&ad)) {
+        ad_free(&ad); /* the arrays that were allocated before one failed */
+        return ad.err;
+    }
     analyze(&ad, r->n_of, r->of);
     st = walk(&ad, r);
     ad_free(&ad);

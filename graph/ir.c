@@ -34,6 +34,82 @@ ox_status ox_err_prefix(ox_status code, const char *fmt, ...) {
     return code;
 }
 
+const char *ox_status_name(ox_status st) {
+    switch (st) {
+    case OX_OK: return "OX_OK";
+    case OX_E_INVALID: return "OX_E_INVALID";
+    case OX_E_UNSUPPORTED: return "OX_E_UNSUPPORTED";
+    case OX_E_SHAPE: return "OX_E_SHAPE";
+    case OX_E_NOMEM: return "OX_E_NOMEM";
+    case OX_E_IO: return "OX_E_IO";
+    case OX_E_DEVICE: return "OX_E_DEVICE";
+    case OX_E_INTERNAL: return "OX_E_INTERNAL";
+    case OX_E_LIMIT: return "OX_E_LIMIT";
+    }
+    return "?";
+}
+
+/* ---- limits ---------------------------------------------------------------------------- */
+
+static const ox_limits default_limits = {
+    .model_bytes = OX_LIMIT_MODEL_BYTES,
+    .tensor_bytes = OX_LIMIT_TENSOR_BYTES,
+    .rank = OX_LIMIT_RANK,
+    .nodes = OX_LIMIT_NODES,
+    .subgraph_depth = OX_LIMIT_SUBGRAPH_DEPTH,
+    .string_length = OX_LIMIT_STRING_LENGTH,
+    .plan_bytes = OX_LIMIT_PLAN_BYTES,
+};
+
+const ox_limits *ox_limits_default(void) {
+    return &default_limits;
+}
+
+ox_status ox_limits_fill(const ox_limits *in, ox_limits *out) {
+    const ox_limits *d = &default_limits;
+    *out = *d;
+    if (!in) return OX_OK;
+    if (in->rank < 0 || in->rank > OX_MAX_RANK)
+        return ox_err(OX_E_INVALID, "ox_limits.rank %d is out of range (1 to %d, 0: %d)", in->rank,
+                      OX_MAX_RANK, d->rank);
+    if (in->nodes < 0)
+        return ox_err(OX_E_INVALID, "ox_limits.nodes %lld is negative", (long long)in->nodes);
+    if (in->subgraph_depth < 0 || in->subgraph_depth > OX_LIMIT_MAX_SUBGRAPH_DEPTH)
+        return ox_err(OX_E_INVALID, "ox_limits.subgraph_depth %d is out of range (1 to %d, 0: %d)",
+                      in->subgraph_depth, OX_LIMIT_MAX_SUBGRAPH_DEPTH, d->subgraph_depth);
+    if (in->model_bytes) out->model_bytes = in->model_bytes;
+    if (in->tensor_bytes) out->tensor_bytes = in->tensor_bytes;
+    if (in->rank) out->rank = in->rank;
+    if (in->nodes) out->nodes = in->nodes;
+    if (in->subgraph_depth) out->subgraph_depth = in->subgraph_depth;
+    if (in->string_length) out->string_length = in->string_length;
+    if (in->plan_bytes) out->plan_bytes = in->plan_bytes;
+    return OX_OK;
+}
+
+ox_status ox_err_limit(const char *name, uint64_t limit, const char *fmt, ...) {
+    char what[sizeof errbuf];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    bool plan = strcmp(name, "plan_bytes") == 0;
+    return ox_err(OX_E_LIMIT,
+                  "%s: over the limit %s=%llu (raise it: ox_limits.%s%s, or onnxexec --limit %s=N)",
+                  what, name, (unsigned long long)limit, name,
+                  plan ? " or ox_session_options.plan_bytes" : "", name);
+}
+
+ox_status ox_check_rank(uint64_t rank, int limit, const char *what) {
+    if (rank > OX_MAX_RANK)
+        return ox_err(OX_E_UNSUPPORTED, "%s has rank %llu, beyond onnxexec's maximum of %d", what,
+                      (unsigned long long)rank, OX_MAX_RANK);
+    if (limit > 0 && rank > (uint64_t)limit)
+        return ox_err_limit("rank", (uint64_t)limit, "%s has rank %llu", what,
+                            (unsigned long long)rank);
+    return OX_OK;
+}
+
 const char *ox_version(void) {
 #define OX_STR2(x) #x
 #define OX_STR(x)  OX_STR2(x)
@@ -373,7 +449,7 @@ static void count_outer_reads(const struct ox_graph *g, const struct ox_graph *s
 }
 
 void ox_graph_count_uses(const struct ox_graph *g, const bool *skip, int *uses) {
-    memset(uses, 0, sizeof *uses * (size_t)g->n_values);
+    if (g->n_values) memset(uses, 0, sizeof *uses * (size_t)g->n_values); /* uses may be NULL */
     for (int i = 0; i < g->n_nodes; i++) {
         if (skip && skip[i]) continue;
         const struct ox_node *n = &g->nodes[i];

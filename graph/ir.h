@@ -29,6 +29,24 @@ ox_status ox_err(ox_status code, const char *fmt, ...) __attribute__((format(pri
 /* Prefix the current message with more context ("node 'conv1' (Conv): ..."). */
 ox_status ox_err_prefix(ox_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---- limits (ox_limits) ---------------------------------------------------------------- */
+
+/* `in` (NULL: all defaults) with every zero field replaced by its default. OX_E_INVALID when
+ * a field is negative or over what onnxexec allows (rank > OX_MAX_RANK, subgraph_depth >
+ * OX_LIMIT_MAX_SUBGRAPH_DEPTH). */
+ox_status ox_limits_fill(const ox_limits *in, ox_limits *out);
+/* The defaults (a static struct). */
+const ox_limits *ox_limits_default(void);
+/* An OX_E_LIMIT error: the message `fmt` (what was found, with its value), then
+ * ": over the limit NAME=LIMIT (raise it: ox_limits.NAME, or onnxexec --limit NAME=N)".
+ * `name` is the ox_limits field. */
+ox_status ox_err_limit(const char *name, uint64_t limit, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A rank read from a model against the rank limit (<= OX_MAX_RANK): OX_E_UNSUPPORTED past
+ * OX_MAX_RANK (which no limit raises), OX_E_LIMIT past `limit`. `what` starts the message
+ * ("value 'x'", "the tensor"). */
+ox_status ox_check_rank(uint64_t rank, int limit, const char *what);
+
 /* ---- checked sizes --------------------------------------------------------------------- */
 
 /* Return false on overflow. */

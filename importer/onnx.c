@@ -54,10 +54,22 @@ struct scan {
     size_t n_locs, cap_locs;
     bool locs_failed; /* out of memory: no borrowing */
     uint32_t f_graph, f_init, f_raw;
+    int max_depth;       /* of message nesting (0: OX_ONNX_MAX_MSG_DEPTH) */
+    uint64_t max_string; /* bytes of a string or bytes field but raw_data (0: the default) */
+    /* the string over max_string (SCAN_STRING) */
+    const char *long_msg, *long_field;
+    uint64_t long_len;
 };
 
 enum { ROLE_NONE, ROLE_MODEL, ROLE_GRAPH, ROLE_INIT };
-enum { SCAN_OK, SCAN_MALFORMED, SCAN_DEEP };
+enum { SCAN_OK, SCAN_MALFORMED, SCAN_DEEP, SCAN_STRING };
+
+/* Message nesting allowed for a subgraph nesting limit: three levels per subgraph (graph,
+ * node, attribute) and room for what a graph holds. */
+static int msg_depth_for(int subgraph_depth) {
+    int d = 3 * subgraph_depth + 64;
+    return d > OX_ONNX_MAX_MSG_DEPTH ? d : OX_ONNX_MAX_MSG_DEPTH;
+}
 
 static bool get_varint(const uint8_t *b, size_t end, size_t *pos, uint64_t *v) {
     uint64_t r = 0;
@@ -75,7 +87,7 @@ static bool get_varint(const uint8_t *b, size_t end, size_t *pos, uint64_t *v) {
 
 static int scan_msg(struct scan *s, const ProtobufCMessageDescriptor *d, size_t pos, size_t end,
                     int depth, int role, size_t init_idx) {
-    if (depth > OX_ONNX_MAX_MSG_DEPTH) return SCAN_DEEP;
+    if (depth > (s->max_depth ? s->max_depth : OX_ONNX_MAX_MSG_DEPTH)) return SCAN_DEEP;
     while (pos < end) {
         uint64_t tag, v;
         if (!get_varint(s->buf, end, &pos, &tag)) return SCAN_MALFORMED;
@@ -101,6 +113,18 @@ static int scan_msg(struct scan *s, const ProtobufCMessageDescriptor *d, size_t 
                 s->locs[init_idx] = (struct raw_loc){start, (size_t)v};
             const ProtobufCFieldDescriptor *f =
                 d ? protobuf_c_message_descriptor_get_field(d, (unsigned)field) : NULL;
+            if (f && (f->type == PROTOBUF_C_TYPE_STRING || f->type == PROTOBUF_C_TYPE_BYTES)) {
+                uint64_t max = s->max_string ? s->max_string : ox_limits_default()->string_length;
+                bool is_raw =
+                    d == &onnx__tensor_proto__descriptor && strcmp(f->name, "raw_data") == 0;
+                if (v > max && !is_raw) {
+                    s->long_msg = d->short_name;
+                    s->long_field = f->name;
+                    s->long_len = v;
+                    return SCAN_STRING;
+                }
+                break;
+            }
             if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE) break;
             int sub = ROLE_NONE;
             size_t idx = 0;
@@ -131,25 +155,34 @@ static int scan_msg(struct scan *s, const ProtobufCMessageDescriptor *d, size_t 
     return SCAN_OK;
 }
 
-static void scan_error(int rc) {
+static ox_status scan_error(const struct scan *s, int rc) {
     if (rc == SCAN_DEEP)
-        ox_err(OX_E_INVALID, "protobuf messages nest deeper than %d levels", OX_ONNX_MAX_MSG_DEPTH);
-    else
-        ox_err(OX_E_INVALID, "not a valid protobuf message");
+        return ox_err(OX_E_INVALID, "protobuf messages nest deeper than %d levels",
+                      s->max_depth ? s->max_depth : OX_ONNX_MAX_MSG_DEPTH);
+    if (rc == SCAN_STRING)
+        return ox_err_limit("string_length",
+                            s->max_string ? s->max_string : ox_limits_default()->string_length,
+                            "a string of %llu bytes (%s.%s)", (unsigned long long)s->long_len,
+                            s->long_msg, s->long_field);
+    return ox_err(OX_E_INVALID, "not a valid protobuf message");
 }
 
-/* Check that a protobuf buffer parses as `desc` within OX_ONNX_MAX_MSG_DEPTH levels of
- * nesting, starting at `depth` (protobuf-c itself recurses without a limit). */
-static bool check_nesting(const ProtobufCMessageDescriptor *desc, const void *buf, size_t len,
-                          int depth) {
+/* Check that a protobuf buffer parses as `desc` within the nesting limit (starting at
+ * `depth`: protobuf-c itself recurses without a limit), its strings within the string
+ * limit. NULL limits: the defaults. */
+static ox_status check_nesting(const ProtobufCMessageDescriptor *desc, const void *buf, size_t len,
+                               int depth, const ox_limits *lim) {
     struct scan s = {.buf = buf};
+    if (lim) {
+        s.max_depth = msg_depth_for(lim->subgraph_depth);
+        s.max_string = lim->string_length;
+    }
     int rc = scan_msg(&s, desc, 0, len, depth, ROLE_NONE, 0);
-    if (rc) scan_error(rc);
-    return rc == SCAN_OK;
+    return rc ? scan_error(&s, rc) : OX_OK;
 }
 
 bool ox_pb_check_nesting(const ProtobufCMessageDescriptor *desc, const void *buf, size_t len) {
-    return check_nesting(desc, buf, len, 0);
+    return check_nesting(desc, buf, len, 0, NULL) == OX_OK;
 }
 
 /* An unknown field of a message, as protobuf-c keeps it (LEN fields with their prefix):
@@ -256,6 +289,8 @@ struct imp {
     long n_nodes;
     int n_inits; /* initializers so far, in file order (init_order) */
     unsigned long fresh;
+    ox_limits lim;        /* filled: no zero fields */
+    uint64_t model_bytes; /* the file's, plus external data read (src.model_bytes) */
 };
 
 /* A call of a local function being inlined. */
@@ -435,8 +470,9 @@ static ox_status pack_type(struct ox_graph *g, const Onnx__TypeProto *tp, const 
 }
 
 /* Set a value's kind, dtype and shape from a TypeProto (only when it has none yet if
- * `if_unknown`). */
-static ox_status set_type(struct ox_graph *g, int v, const Onnx__TypeProto *tp, bool if_unknown) {
+ * `if_unknown`); at most max_rank dims. */
+static ox_status set_type(struct ox_graph *g, int v, const Onnx__TypeProto *tp, bool if_unknown,
+                          int max_rank) {
     if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET) return OX_OK;
     struct ox_value *val = &g->values[v];
     if (if_unknown && (val->dtype != OX_UNDEFINED || val->rank >= 0)) return OX_OK;
@@ -447,9 +483,11 @@ static ox_status set_type(struct ox_graph *g, int v, const Onnx__TypeProto *tp, 
     int rank = -1;
     struct ox_dim *dims = NULL;
     if (shape) {
-        if (shape->n_dim > OX_MAX_RANK)
-            return ox_err(OX_E_UNSUPPORTED, "value '%s' has rank %zu, beyond the limit of %d",
-                          val->name, shape->n_dim, OX_MAX_RANK);
+        if (shape->n_dim > (size_t)max_rank) {
+            char what[64];
+            snprintf(what, sizeof what, "value '%.40s'", val->name);
+            return ox_check_rank(shape->n_dim, max_rank, what);
+        }
         rank = (int)shape->n_dim;
         dims = ox_graph_alloc(g, sizeof *dims * (size_t)(rank ? rank : 1));
         if (!dims) return nomem();
@@ -618,9 +656,10 @@ static ox_status import_node(struct imp *im, const struct scope *s, Onnx__NodePr
 
 static ox_status import_subgraph(struct imp *im, const struct scope *s, Onnx__GraphProto *gp,
                                  struct ox_graph **out) {
-    if (s->graph_depth + 1 > OX_ONNX_MAX_GRAPH_DEPTH)
-        return ox_err(OX_E_INVALID, "subgraphs nest deeper than %d levels",
-                      OX_ONNX_MAX_GRAPH_DEPTH);
+    if (s->graph_depth + 1 > im->lim.subgraph_depth)
+        return ox_err_limit("subgraph_depth", (uint64_t)im->lim.subgraph_depth,
+                            "a subgraph at nesting level %d (subgraphs nest deeper than %d levels)",
+                            s->graph_depth + 1, im->lim.subgraph_depth);
     struct ox_graph *sub = ox_graph_create(s->g);
     if (!sub) return nomem();
     *out = sub; /* freed with the node that owns it, even on failure */
@@ -838,8 +877,10 @@ static char *node_name(const struct scope *s, const Onnx__NodeProto *np) {
 
 static ox_status add_identity(struct imp *im, const struct scope *s, const char *name, int from,
                               int to) {
-    if (++im->n_nodes > OX_ONNX_MAX_NODES)
-        return ox_err(OX_E_UNSUPPORTED, "more than %d nodes", OX_ONNX_MAX_NODES);
+    if (++im->n_nodes > im->lim.nodes)
+        return ox_err_limit("nodes", (uint64_t)im->lim.nodes,
+                            "the model has at least %lld nodes (after inlining)",
+                            (long long)im->lim.nodes + 1);
     struct ox_node *n = ox_graph_add_node(s->g, name, "", "Identity", 1, &from, 1, &to);
     if (!n) return nomem();
     n->opset = (int)ox_graph_opset(im->root, "");
@@ -1026,9 +1067,10 @@ static ox_status import_node(struct imp *im, const struct scope *s, Onnx__NodePr
             goto out;
         }
     }
-    if (++im->n_nodes > OX_ONNX_MAX_NODES) {
-        st = ox_err(OX_E_UNSUPPORTED, "the model has more than %d nodes (after inlining)",
-                    OX_ONNX_MAX_NODES);
+    if (++im->n_nodes > im->lim.nodes) {
+        st = ox_err_limit("nodes", (uint64_t)im->lim.nodes,
+                          "the model has at least %lld nodes (after inlining)",
+                          (long long)im->lim.nodes + 1);
         goto out;
     }
     struct ox_node *n = ox_graph_add_node(g, label, domain, op_type, (int)np->n_input, ins,
@@ -1147,7 +1189,7 @@ static ox_status import_graph(struct imp *im, const struct scope *s, Onnx__Graph
             return ox_err(OX_E_INVALID, "graph input '%s' is listed twice", nm);
         int v = ox_graph_add_value(g, nm);
         if (v < 0) return nomem();
-        st = set_type(g, v, gp->input[i]->type, false);
+        st = set_type(g, v, gp->input[i]->type, false, im->lim.rank);
         if (st) return ctx(st, "graph input '%s': ", nm);
         g->inputs[g->n_inputs++] = v;
     }
@@ -1185,7 +1227,7 @@ static ox_status import_graph(struct imp *im, const struct scope *s, Onnx__Graph
     for (size_t i = 0; i < gp->n_value_info; i++) {
         int v = ox_graph_find_value(g, str(gp->value_info[i]->name));
         if (v < 0 || g->values[v].is_outer) continue;
-        st = set_type(g, v, gp->value_info[i]->type, true);
+        st = set_type(g, v, gp->value_info[i]->type, true, im->lim.rank);
         if (st) return st;
     }
     /* 2. nodes */
@@ -1204,7 +1246,7 @@ static ox_status import_graph(struct imp *im, const struct scope *s, Onnx__Graph
                           "graph output '%s': no graph input, initializer or node output has "
                           "this name",
                           nm);
-        st = set_type(g, v, gp->output[i]->type, true);
+        st = set_type(g, v, gp->output[i]->type, true, im->lim.rank);
         if (st) return ctx(st, "graph output '%s': ", nm);
         g->outputs[g->n_outputs++] = v;
     }
@@ -1247,8 +1289,8 @@ static ox_status load_funcs(struct imp *im, Onnx__ModelProto *m) {
         if (!f->defaults) return nomem();
         for (size_t k = 0; k < n_def; k++) {
             unknown_len_field(&fp->base, FUNCTION_ATTRIBUTE_PROTO_FIELD, k, &d, &len);
-            if (!check_nesting(&onnx__attribute_proto__descriptor, d, len, 3))
-                return ctx(OX_E_INVALID, "function '%s' attribute default %zu: ", f->name, k);
+            ox_status cst = check_nesting(&onnx__attribute_proto__descriptor, d, len, 3, &im->lim);
+            if (cst) return ctx(cst, "function '%s' attribute default %zu: ", f->name, k);
             Onnx__AttributeProto *ap = onnx__attribute_proto__unpack(NULL, len, d);
             if (!ap)
                 return ox_err(OX_E_INVALID, "function '%s': attribute default %zu does not parse",
@@ -1261,7 +1303,10 @@ static ox_status load_funcs(struct imp *im, Onnx__ModelProto *m) {
 
 static ox_status import_model(struct imp *im, const uint8_t *buf, size_t len) {
     if (len == 0) return ox_err(OX_E_INVALID, "empty file, not an ONNX model");
-    struct scan sc = {.buf = buf, .record = im->map != NULL};
+    struct scan sc = {.buf = buf,
+                      .record = im->map != NULL,
+                      .max_depth = msg_depth_for(im->lim.subgraph_depth),
+                      .max_string = im->lim.string_length};
     sc.f_graph =
         protobuf_c_message_descriptor_get_field_by_name(&onnx__model_proto__descriptor, "graph")
             ->id;
@@ -1275,9 +1320,10 @@ static ox_status import_model(struct imp *im, const uint8_t *buf, size_t len) {
     if (rc) {
         free(sc.locs);
         if (rc == SCAN_DEEP) {
-            scan_error(rc);
+            scan_error(&sc, rc);
             return ctx(OX_E_INVALID, "not an ONNX model: ");
         }
+        if (rc == SCAN_STRING) return scan_error(&sc, rc);
         return ox_err(OX_E_INVALID, "not an ONNX model (protobuf parse failed)");
     }
     if (!sc.locs_failed) {
@@ -1295,6 +1341,12 @@ static ox_status import_model(struct imp *im, const uint8_t *buf, size_t len) {
         goto out;
     }
     g->ir_version = m->has_ir_version ? m->ir_version : 0;
+    if (g->ir_version < 0 || g->ir_version > OX_ONNX_MAX_IR_VERSION) {
+        st = ox_err(g->ir_version < 0 ? OX_E_INVALID : OX_E_UNSUPPORTED,
+                    "IR version %lld is not one onnxexec reads (1 to %d)", (long long)g->ir_version,
+                    OX_ONNX_MAX_IR_VERSION);
+        goto out;
+    }
     g->producer_name = gstrdup(g, m->producer_name);
     g->producer_version = gstrdup(g, m->producer_version);
     g->doc = gstrdup(g, m->doc_string);
@@ -1358,9 +1410,17 @@ out:
 }
 
 static ox_status import(const char *file, const uint8_t *buf, size_t len, const uint8_t *map,
-                        size_t map_len, const char *dir, struct ox_graph **out) {
+                        size_t map_len, const char *dir, const ox_limits *lim,
+                        struct ox_graph **out) {
     *out = NULL;
-    struct imp im = {.file = file, .map = map};
+    struct imp im = {.file = file, .map = map, .model_bytes = len};
+    ox_status lst = ox_limits_fill(lim, &im.lim);
+    if (!lst && len > im.lim.model_bytes)
+        lst = ox_err_limit("model_bytes", im.lim.model_bytes, "the model takes %zu bytes", len);
+    if (lst) {
+        if (map) ox_unmap((void *)map, map_len);
+        return ox_err_prefix(lst, "%s: ", file);
+    }
     im.root = ox_graph_create(NULL);
     im.src.ext = ox_ext_cache_create();
     if (!im.root || !im.src.ext) {
@@ -1371,6 +1431,8 @@ static ox_status import(const char *file, const uint8_t *buf, size_t len, const 
     }
     im.src.dir = dir;
     im.src.keep = im.root;
+    im.src.lim = &im.lim;
+    im.src.model_bytes = &im.model_bytes;
     ox_status st = OX_OK;
     if (map) st = ox_graph_keep_map(im.root, (void *)map, map_len);
     if (!st) st = import_model(&im, buf, len);
@@ -1399,7 +1461,14 @@ static ox_status import(const char *file, const uint8_t *buf, size_t len, const 
 }
 
 ox_status ox_onnx_import_file(const char *path, struct ox_graph **out) {
+    return ox_onnx_import_file_with(path, NULL, out);
+}
+
+ox_status ox_onnx_import_file_with(const char *path, const ox_limits *lim, struct ox_graph **out) {
     *out = NULL;
+    ox_limits l;
+    ox_status lst = ox_limits_fill(lim, &l);
+    if (lst) return ox_err_prefix(lst, "%s: ", path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return ox_err(OX_E_IO, "%s: %s", path, strerror(errno));
     struct stat sb;
@@ -1416,6 +1485,12 @@ ox_status ox_onnx_import_file(const char *path, struct ox_graph **out) {
         close(fd);
         return ox_err(OX_E_INVALID, "%s: empty file, not an ONNX model", path);
     }
+    if (len > l.model_bytes) { /* before it is mapped */
+        close(fd);
+        return ox_err_prefix(
+            ox_err_limit("model_bytes", l.model_bytes, "the file has %zu bytes", len),
+            "%s: ", path);
+    }
     void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
@@ -1427,16 +1502,21 @@ ox_status ox_onnx_import_file(const char *path, struct ox_graph **out) {
         ox_unmap(map, len);
         return ox_err(OX_E_NOMEM, "%s: out of memory", path);
     }
-    ox_status st = import(path, map, len, map, len, dir, out);
+    ox_status st = import(path, map, len, map, len, dir, &l, out);
     free(dir);
     return st;
 }
 
 ox_status ox_onnx_import_buffer(const void *buf, size_t len, const char *dir,
                                 struct ox_graph **out) {
+    return ox_onnx_import_buffer_with(buf, len, dir, NULL, out);
+}
+
+ox_status ox_onnx_import_buffer_with(const void *buf, size_t len, const char *dir,
+                                     const ox_limits *lim, struct ox_graph **out) {
     if (!buf && len) {
         *out = NULL;
         return ox_err(OX_E_INVALID, "model buffer: NULL with %zu bytes", len);
     }
-    return import("model buffer", buf, len, NULL, 0, dir, out);
+    return import("model buffer", buf, len, NULL, 0, dir, lim, out);
 }

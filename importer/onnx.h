@@ -29,18 +29,26 @@
  *   Sequences and maps have rank -1; an optional tensor has the tensor's shape.
  * - node->op is ox_op_find(domain, op_type, opset), NULL when no row serves the node (the
  *   executor reports unsupported ops when it plans, so a model can still be inspected).
- * Limits: subgraph nesting 64, function call nesting 64, protobuf message nesting 256,
- * OX_MAX_RANK dims, OX_ONNX_MAX_NODES nodes in all after inlining.
+ * Limits (ox_limits, the defaults unless the caller gives others; OX_E_LIMIT past them):
+ * model bytes (the file or buffer, plus the external data read), tensor bytes, rank, nodes in
+ * all after inlining, subgraph nesting, string length (checked for every string and bytes
+ * field but raw_data while the protobuf is pre-scanned, before it is unpacked). Fixed: function
+ * call nesting 64, protobuf message nesting max(256, 3 * subgraph_depth + 64), IR versions up
+ * to OX_ONNX_MAX_IR_VERSION.
+ * External data stays inside the model's folder: a location that is absolute, has a ".."
+ * component, or resolves (symlinks followed) to a file outside the folder is refused, and so
+ * is a range past the end of the file.
  */
 #ifndef OX_IMPORTER_ONNX_H
 #define OX_IMPORTER_ONNX_H
 
 #include "graph/ir.h"
 
-#define OX_ONNX_MAX_GRAPH_DEPTH 64
+#define OX_ONNX_MAX_GRAPH_DEPTH OX_LIMIT_SUBGRAPH_DEPTH /* the default; ox_limits */
 #define OX_ONNX_MAX_CALL_DEPTH  64
 #define OX_ONNX_MAX_MSG_DEPTH   256
-#define OX_ONNX_MAX_NODES       (1 << 22)
+#define OX_ONNX_MAX_NODES       OX_LIMIT_NODES /* the default; ox_limits */
+#define OX_ONNX_MAX_IR_VERSION  13             /* ONNX 1.20 and later */
 
 /* Import an ONNX model file. External data is looked up relative to the file's folder.
  * *out is owned by the caller (ox_graph_free). Errors: OX_E_IO (open, map), OX_E_INVALID
@@ -52,6 +60,10 @@ ox_status ox_onnx_import_file(const char *path, struct ox_graph **out);
  * rejected). */
 ox_status ox_onnx_import_buffer(const void *buf, size_t len, const char *dir,
                                 struct ox_graph **out);
+/* The same within limits `lim` (NULL: the defaults; zero fields: their defaults). */
+ox_status ox_onnx_import_file_with(const char *path, const ox_limits *lim, struct ox_graph **out);
+ox_status ox_onnx_import_buffer_with(const void *buf, size_t len, const char *dir,
+                                     const ox_limits *lim, struct ox_graph **out);
 
 /* ---- shared with tensor_pb.c ----------------------------------------------------------- */
 
@@ -74,6 +86,12 @@ struct ox_pb_src {
     /* Leave raw_data in the proto (it is converted again later, as in a function body that
      * is inlined more than once); otherwise it may be taken over to save a copy. */
     bool keep_raw;
+    /* Limits on tensor bytes, rank and model bytes (filled: no zero fields); NULL: the
+     * defaults. */
+    const ox_limits *lim;
+    /* The model's bytes read so far (its file), to which external data adds; checked against
+     * lim->model_bytes. NULL: not counted. */
+    uint64_t *model_bytes;
 };
 
 /* Convert a TensorProto (raw_data, every typed field, or external data) into `out`
@@ -89,7 +107,8 @@ ox_status ox_tensor_from_sparse_proto(struct Onnx__SparseTensorProto *sp,
                                       const struct ox_pb_src *src, ox_tensor *out);
 /* An external data location must stay inside the model's folder: not empty, relative, no
  * ".." component (either slash counts). OX_E_INVALID saying which rule it breaks. The
- * importer checks what it reads, the exporter what it is asked to write. */
+ * importer checks what it reads, the exporter what it is asked to write. (The importer also
+ * resolves the path it opens, symlinks included, and refuses one that leads outside.) */
 ox_status ox_check_data_location(const char *loc);
 /* The bytes of a fixed-size tensor's elements as raw_data and external data hold them
  * (little-endian, sub-byte types packed two or four to a byte, bool as 0/1). *bytes points

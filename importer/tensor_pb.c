@@ -94,8 +94,37 @@ static bool parse_size(const char *s, size_t *out) {
     return true;
 }
 
-/* Open and map an external data file. With a cache (and `keep`) the map is registered in
- * `keep` and reused; otherwise *temp is set and the caller unmaps (addr, len). */
+/* The real path of an external data file `loc` in folder `dir`, which must lie inside the
+ * folder once every symlink is followed (malloc'd into *real). */
+static ox_status ext_resolve(const char *dir, const char *loc, const char *path, char **real) {
+    *real = NULL;
+    char *rdir = realpath(dir, NULL);
+    if (!rdir) return ox_err(OX_E_IO, "external data folder '%s': %s", dir, strerror(errno));
+    char *rpath = realpath(path, NULL);
+    if (!rpath) {
+        int e = errno;
+        free(rdir);
+        return ox_err(OX_E_IO, "external data file '%s': %s", path, strerror(e));
+    }
+    size_t n = strlen(rdir);
+    bool inside = strcmp(rdir, "/") == 0 || (strncmp(rpath, rdir, n) == 0 && rpath[n] == '/');
+    if (!inside) {
+        ox_status st = ox_err(OX_E_INVALID,
+                              "external data location '%s' leads (through a symlink) to '%s', "
+                              "outside the model's folder '%s'",
+                              loc, rpath, rdir);
+        free(rdir);
+        free(rpath);
+        return st;
+    }
+    free(rdir);
+    *real = rpath;
+    return OX_OK;
+}
+
+/* Open and map an external data file (`path` resolved: no symlinks). With a cache (and
+ * `keep`) the map is registered in `keep` and reused; otherwise *temp is set and the caller
+ * unmaps (addr, len). */
 static ox_status ext_open(const char *path, const struct ox_pb_src *src, const unsigned char **addr,
                           size_t *len, bool *temp) {
     *temp = false;
@@ -107,7 +136,8 @@ static ox_status ext_open(const char *path, const struct ox_pb_src *src, const u
                 *len = c->files[i].len;
                 return OX_OK;
             }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NOFOLLOW: a symlink put in the resolved path's place since is not followed */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return ox_err(OX_E_IO, "external data file '%s': %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
@@ -180,9 +210,12 @@ static ox_status ext_bytes(const Onnx__TensorProto *tp, const struct ox_pb_src *
                       "find it in",
                       loc);
     size_t dl = strlen(src->dir), ll = strlen(loc);
-    char *path = malloc(dl + ll + 2);
-    if (!path) return ox_err(OX_E_NOMEM, "out of memory");
-    snprintf(path, dl + ll + 2, "%s/%s", src->dir, loc);
+    char *joined = malloc(dl + ll + 2), *path;
+    if (!joined) return ox_err(OX_E_NOMEM, "out of memory");
+    snprintf(joined, dl + ll + 2, "%s/%s", src->dir, loc);
+    st = ext_resolve(src->dir, loc, joined, &path);
+    free(joined);
+    if (st) return st;
     const unsigned char *addr = NULL;
     size_t flen = 0;
     st = ext_open(path, src, &addr, &flen, temp);
@@ -192,11 +225,18 @@ static ox_status ext_bytes(const Onnx__TensorProto *tp, const struct ox_pb_src *
     }
     if (!len_s) len = off <= flen ? flen - off : 0;
     size_t end;
+    const ox_limits *lim = src->lim ? src->lim : ox_limits_default();
     if (off > flen || !ox_add_size(off, len, &end) || end > flen) {
         st = ox_err(OX_E_INVALID,
                     "external data at offset %zu length %zu lies past the end of '%s' (%zu "
                     "bytes)",
-                    off, len, path, flen);
+                    off, len, loc, flen);
+    } else if (src->model_bytes && (*src->model_bytes += len) > lim->model_bytes) {
+        st = ox_err_limit("model_bytes", lim->model_bytes,
+                          "the model and the external data it reads take %llu bytes",
+                          (unsigned long long)*src->model_bytes);
+    }
+    if (st) {
         if (*temp) ox_unmap((void *)addr, flen);
         *temp = false;
         free(path);
@@ -432,9 +472,9 @@ ox_status ox_tensor_from_proto(Onnx__TensorProto *tp, const struct ox_pb_src *sr
                       "data_type %d is not an element type onnxexec knows",
                       tp->has_data_type ? (int)tp->data_type : 0);
     t.dtype = (ox_dtype)tp->data_type;
-    if (tp->n_dims > OX_MAX_RANK)
-        return ox_err(OX_E_UNSUPPORTED, "rank %zu is beyond the limit of %d", tp->n_dims,
-                      OX_MAX_RANK);
+    const ox_limits *lim = src->lim ? src->lim : ox_limits_default();
+    ox_status st = ox_check_rank(tp->n_dims, lim->rank, "the tensor");
+    if (st) return st;
     t.rank = (int)tp->n_dims;
     size_t numel = 1;
     for (int i = 0; i < t.rank; i++) {
@@ -443,12 +483,17 @@ ox_status ox_tensor_from_proto(Onnx__TensorProto *tp, const struct ox_pb_src *sr
                           (long long)tp->dims[i]);
         t.dims[i] = tp->dims[i];
         if ((uint64_t)tp->dims[i] > SIZE_MAX || !ox_mul_size(numel, (size_t)tp->dims[i], &numel))
-            return ox_err(OX_E_NOMEM, "the dims overflow the size of a tensor");
+            return ox_err(OX_E_INVALID, "the dims overflow the size of a tensor");
     }
     size_t mem_bytes, wire;
     if (!ox_mul_size(numel, ox_dtype_size(t.dtype), &mem_bytes) || numel > (size_t)INT64_MAX ||
         !wire_bytes(t.dtype, numel, &wire))
-        return ox_err(OX_E_NOMEM, "the dims overflow the size of a tensor");
+        return ox_err(OX_E_INVALID, "the dims overflow the size of a tensor");
+    if (mem_bytes > lim->tensor_bytes) {
+        char desc[256];
+        return ox_err_limit("tensor_bytes", lim->tensor_bytes, "%s takes %zu bytes",
+                            ox_tensor_desc(&t, desc, sizeof desc), mem_bytes);
+    }
     if (tp->segment)
         return ox_err(OX_E_UNSUPPORTED,
                       "segmented tensors are not supported (or this is not a TensorProto: "
@@ -459,7 +504,6 @@ ox_status ox_tensor_from_proto(Onnx__TensorProto *tp, const struct ox_pb_src *sr
     bool external =
         tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
     bool has_raw = tp->has_raw_data || tp->raw_data.len;
-    ox_status st = OX_OK;
     if (external) {
         if (has_raw || n_typed)
             return ox_err(OX_E_INVALID, "data is both external and in %s",
@@ -511,7 +555,6 @@ ox_status ox_tensor_from_proto(Onnx__TensorProto *tp, const struct ox_pb_src *sr
         st = from_typed(tp, &t, numel);
         if (st) return st;
     }
-    (void)mem_bytes;
     *out = t;
     return OX_OK;
 }
@@ -525,22 +568,29 @@ ox_status ox_tensor_from_sparse_proto(Onnx__SparseTensorProto *sp, const struct 
     copy_src.keep = NULL; /* values and indices are scratch: always copied */
     copy_src.raw_at = NULL;
     if (!sp->values) return ox_err(OX_E_INVALID, "sparse tensor has no values");
-    if (sp->n_dims > OX_MAX_RANK)
-        return ox_err(OX_E_UNSUPPORTED, "sparse tensor rank %zu is beyond the limit of %d",
-                      sp->n_dims, OX_MAX_RANK);
+    const ox_limits *lim = src->lim ? src->lim : ox_limits_default();
+    ox_status st = ox_check_rank(sp->n_dims, lim->rank, "the sparse tensor");
+    if (st) return st;
     int rank = (int)sp->n_dims;
     for (int i = 0; i < rank; i++)
         if (sp->dims[i] < 0)
             return ox_err(OX_E_INVALID, "sparse tensor dimension %d is negative", i);
     ox_tensor vals = {0}, idx = {0}, dense = {0};
     bool b;
-    ox_status st = ox_tensor_from_proto(sp->values, &copy_src, &vals, &b);
+    st = ox_tensor_from_proto(sp->values, &copy_src, &vals, &b);
     if (st) return ox_err_prefix(st, "sparse tensor values: ");
     if (vals.rank != 1) {
         st = ox_err(OX_E_INVALID, "sparse tensor values must have rank 1, not %d", vals.rank);
         goto fail;
     }
     int64_t nnz = vals.dims[0];
+    size_t dense_bytes;
+    if (ox_tensor_bytes(vals.dtype, rank, sp->dims, &dense_bytes) &&
+        dense_bytes > lim->tensor_bytes) {
+        st = ox_err_limit("tensor_bytes", lim->tensor_bytes,
+                          "the sparse tensor densified takes %zu bytes", dense_bytes);
+        goto fail;
+    }
     st = ox_tensor_alloc(&dense, vals.dtype, rank, sp->dims);
     if (st) goto fail;
     int64_t numel = ox_tensor_numel(&dense);

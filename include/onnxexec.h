@@ -48,7 +48,13 @@ typedef enum {
     OX_E_IO = -5,          /* a file could not be opened, read or written */
     OX_E_DEVICE = -6,      /* device error */
     OX_E_INTERNAL = -7,    /* a bug in onnxexec */
+    OX_E_LIMIT = -8,       /* the model passes one of the limits of ox_limits (the message
+                              names the limit, the value found, and how to raise it) */
 } ox_status;
+
+/* The name of a status code ("OX_OK", "OX_E_INVALID", ...); "?" for an unknown value.
+ * A static string. */
+const char *ox_status_name(ox_status st);
 
 /* Element types, numbered as ONNX's TensorProto.DataType. Sub-byte types (int4, uint4,
  * float4e2m1, int2, uint2) are stored unpacked in memory, one element per byte. String
@@ -126,6 +132,9 @@ typedef struct ox_session_options {
     /* Time every node of every run (two clock reads per node); ox_session_profile reports
      * the times. */
     bool profile;
+    /* The most bytes one plan may take (see ox_limits.plan_bytes); 0: the model's
+     * limits.plan_bytes. A plan over it fails with OX_E_LIMIT when the session runs. */
+    uint64_t plan_bytes;
 } ox_session_options;
 
 /* The message of the last error on this thread ("" if none). Borrowed. */
@@ -147,6 +156,55 @@ double ox_tensor_get(const ox_tensor *t, int64_t i);
  * (narrow floats round to nearest even and saturate); no effect on strings and complex. */
 void ox_tensor_set(ox_tensor *t, int64_t i, double v);
 
+/* Limits on what a model may ask for. Every model file is treated as hostile: each limit is
+ * checked where the data is read (the ONNX and TorchScript importers; the planner for
+ * plan_bytes), before anything of that size is allocated, and a model over one fails with
+ * OX_E_LIMIT and a message that names the limit, the value found, the limit, and how to
+ * raise it (this struct's field, and the `onnxexec --limit NAME=VALUE` option).
+ * A field left 0 takes its default (OX_LIMIT_*); a negative count, or a rank or depth over
+ * what onnxexec allows, makes the load fail with OX_E_INVALID before the file is read. The
+ * struct is plain data, copied where it is passed (a model keeps its own copy): nothing is
+ * borrowed or owned, and any thread may fill and pass one.
+ *
+ *     ox_model_options o = {.limits = {.nodes = 10000000, .tensor_bytes = 32ull << 30}};
+ *     ox_model_load_with("big.onnx", &o, &m);
+ */
+typedef struct ox_limits {
+    /* Bytes of the model as read: the ONNX file (or buffer) plus the external data its
+     * tensors read; a TorchScript archive's file, and its records once inflated (zip
+     * bombs). */
+    uint64_t model_bytes;
+    /* Bytes of one tensor in memory: an initializer, a constant or tensor attribute, a
+     * sparse tensor densified, a TorchScript parameter or buffer. */
+    uint64_t tensor_bytes;
+    /* Dims of a tensor or value type: at most OX_MAX_RANK, the default. */
+    int rank;
+    /* Nodes of the model in all: every graph and subgraph, after local functions are
+     * inlined (ONNX) or methods and loops are (TorchScript). */
+    int64_t nodes;
+    /* Nesting of subgraphs (If, Loop, Scan bodies inside each other): at most
+     * OX_LIMIT_MAX_SUBGRAPH_DEPTH, which keeps recursion on the stack bounded. */
+    int subgraph_depth;
+    /* Bytes of one string read from the model: a name, an op type or domain, a doc string,
+     * an attribute or metadata string, an element of a string tensor, a pickled string. */
+    uint64_t string_length;
+    /* Bytes one plan (one per input-shape signature; subgraph plans each count alone) may
+     * take when it is built: its arena, its scratch, kernels' prepared data and the
+     * constants folded at plan time. Outputs of data-dependent ops, allocated at run time,
+     * are not known then and do not count. A session takes it from the model's limits unless
+     * ox_session_options.plan_bytes says otherwise. */
+    uint64_t plan_bytes;
+} ox_limits;
+
+#define OX_LIMIT_MODEL_BYTES        ((uint64_t)64 << 30) /* 64 GiB */
+#define OX_LIMIT_TENSOR_BYTES       ((uint64_t)16 << 30) /* 16 GiB */
+#define OX_LIMIT_RANK               OX_MAX_RANK          /* 16, also the most allowed */
+#define OX_LIMIT_NODES              ((int64_t)1 << 22)   /* 4194304 */
+#define OX_LIMIT_SUBGRAPH_DEPTH     64
+#define OX_LIMIT_MAX_SUBGRAPH_DEPTH 256                  /* the most subgraph_depth may be */
+#define OX_LIMIT_STRING_LENGTH      ((uint64_t)64 << 20) /* 64 MiB */
+#define OX_LIMIT_PLAN_BYTES         ((uint64_t)64 << 30) /* 64 GiB */
+
 /* Options for loading a model; NULL means defaults. */
 typedef struct ox_model_options {
     /* Keep the graph as the file has it. By default a loaded graph is optimized: constant
@@ -165,13 +223,20 @@ typedef struct ox_model_options {
      * was traced with; others fail naming the argument. Ignored for ONNX files. */
     const ox_tensor *input_shapes;
     int n_input_shapes;
+    /* Limits on what the model may ask for (zero fields: the defaults). The model keeps
+     * them: its sessions plan within limits.plan_bytes. */
+    ox_limits limits;
 } ox_model_options;
 
 /* Load a model from a file: ONNX, or a TorchScript archive written by torch.jit.save
- * (recognised by its contents). Errors: OX_E_IO, OX_E_INVALID, OX_E_UNSUPPORTED. */
+ * (recognised by its contents). Errors: OX_E_IO, OX_E_INVALID, OX_E_UNSUPPORTED,
+ * OX_E_LIMIT (a limit of opt->limits passed), OX_E_NOMEM. */
 ox_status ox_model_load(const char *path, ox_model **out);
 ox_status ox_model_load_with(const char *path, const ox_model_options *opt, ox_model **out);
-/* Load from memory; `dir` is the folder external data is relative to (may be NULL). */
+/* Load from memory; `dir` is the folder external data is relative to (may be NULL: external
+ * data is then refused). External data must stay inside `dir` (or the model file's folder):
+ * a location that is absolute, has a ".." component, or resolves through a symlink to a
+ * file outside is refused with OX_E_INVALID, as is a range past the end of its file. */
 ox_status ox_model_load_buffer(const void *buf, size_t len, const char *dir, ox_model **out);
 ox_status ox_model_load_buffer_with(const void *buf, size_t len, const char *dir,
                                     const ox_model_options *opt, ox_model **out);
@@ -499,20 +564,28 @@ ox_status ox_model_node(const ox_model *m, int i, const char **name, const char 
                         const char **domain);
 
 /* A session runs one model (borrowed: it must outlive the session) and caches one plan per
- * input-shape signature. Errors: OX_E_INVALID, OX_E_NOMEM. Not thread-safe: one thread at a
- * time per session; sessions of one model may run in parallel. */
+ * input-shape signature. Errors: OX_E_INVALID, OX_E_NOMEM.
+ * Threads: ox_session_run may be called on one session from many threads at once. Each
+ * calling thread gets plans of its own (arena, scratch, outputs, and its own copy of packed
+ * weights: memory grows with the number of threads that run it) and shares the model's
+ * weights and the session's thread pool (a kernel that finds the pool busy runs on its
+ * caller's thread). ox_session_memory and ox_session_profile answer for the calling
+ * thread's last run. ox_session_free must not race with anything else on the session.
+ * Sessions of one model may also run in parallel. */
 ox_status ox_session_create(ox_model *m, const ox_session_options *opt, ox_session **out);
 void ox_session_free(ox_session *s);
 
 /* Run with n_inputs tensors. Inputs bind by `name` when set, else by position. The outputs
  * array receives ox_model_n_outputs() pointers to tensors owned by the session, valid until
- * the next run or ox_session_free. Errors: OX_E_INVALID (missing/unknown input),
- * OX_E_SHAPE (wrong dtype or shape, with the expected one in the message), kernel errors. */
+ * the next run of the session on the same thread, or ox_session_free. Errors: OX_E_INVALID
+ * (missing/unknown input), OX_E_SHAPE (wrong dtype or shape, with the expected one in the message),
+ * OX_E_LIMIT (the plan for these input shapes would take more than the plan_bytes limit), kernel
+ * errors. */
 ox_status ox_session_run(ox_session *s, const ox_tensor *inputs, int n_inputs,
                          const ox_tensor **outputs);
 
-/* The memory plan of the last run: arena bytes, the sum of all intermediates (no reuse) and
- * the lower bound (most bytes alive at one step). OX_E_INVALID before the first run. */
+/* The memory plan of the calling thread's last run: arena bytes, the sum of all intermediates (no
+ * reuse) and the lower bound (most bytes alive at one step). OX_E_INVALID before the first run. */
 ox_status ox_session_memory(ox_session *s, size_t *arena, size_t *no_reuse, size_t *peak);
 
 /* One node's time in a profiled session (ox_session_options.profile). */
@@ -523,11 +596,12 @@ typedef struct ox_node_time {
     int64_t runs;        /* runs of the plan that were timed */
 } ox_node_time;
 
-/* Per-node times of the plan that ran last (one plan per input-shape signature), in execution
- * order, summed over every run of that plan since it was built or since the last call with
- * reset = true. *times (owned by the session, valid until the next call or ox_session_free)
- * receives *n entries; nodes the plan skips (folded constants, views) are left out. Errors:
- * OX_E_INVALID when the session was not created with profile or has not run, OX_E_NOMEM. */
+/* Per-node times of the plan that ran last on the calling thread (one plan per input-shape
+ * signature), in execution order, summed over every run of that plan since it was built or since
+ * the last call with reset = true. *times (owned by the session, valid until the next call or
+ * ox_session_free) receives *n entries; nodes the plan skips (folded constants, views) are left
+ * out. Errors: OX_E_INVALID when the session was not created with profile or has not run,
+ * OX_E_NOMEM. */
 ox_status ox_session_profile(ox_session *s, bool reset, const ox_node_time **times, int *n);
 
 /* Tensor files. Loaded tensors own their data: free with ox_tensor_free_data. A `name`

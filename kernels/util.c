@@ -16,9 +16,11 @@ ox_status ox_node_err(const struct ox_node *n, ox_status code, const char *fmt, 
     return ox_err(code, "node '%s' (%s): %s", n->name, n->op_type, msg);
 }
 
-/* The first attribute read with the wrong kind since the last ox_attr_check. */
-static _Thread_local const struct ox_attr *bad_attr;
-static _Thread_local ox_attr_type bad_attr_want;
+/* The first attribute read with the wrong kind since the last ox_attr_check: kept by value,
+ * since the graph it was read from may be freed before the next check. */
+static _Thread_local bool has_bad_attr;
+static _Thread_local char bad_attr_name[128];
+static _Thread_local ox_attr_type bad_attr_type, bad_attr_want;
 
 static const char *attr_kind_name(ox_attr_type t) {
     static const char *names[] = {"undefined",      "float",   "int",    "string",
@@ -33,19 +35,20 @@ static const char *attr_kind_name(ox_attr_type t) {
 static const struct ox_attr *attr_of(const struct ox_node *n, const char *name, ox_attr_type want) {
     const struct ox_attr *a = ox_node_attr(n, name);
     if (!a || a->type == want) return a;
-    if (!bad_attr) {
-        bad_attr = a;
+    if (!has_bad_attr) {
+        has_bad_attr = true;
+        snprintf(bad_attr_name, sizeof bad_attr_name, "%s", a->name ? a->name : "");
+        bad_attr_type = a->type;
         bad_attr_want = want;
     }
     return NULL;
 }
 
 ox_status ox_attr_check(const struct ox_node *n) {
-    const struct ox_attr *a = bad_attr;
-    bad_attr = NULL;
-    if (!a) return OX_OK;
-    return ox_node_err(n, OX_E_INVALID, "attribute '%s' must be of type %s, got %s", a->name,
-                       attr_kind_name(bad_attr_want), attr_kind_name(a->type));
+    if (!has_bad_attr) return OX_OK;
+    has_bad_attr = false;
+    return ox_node_err(n, OX_E_INVALID, "attribute '%s' must be of type %s, got %s", bad_attr_name,
+                       attr_kind_name(bad_attr_want), attr_kind_name(bad_attr_type));
 }
 
 int64_t ox_attr_int(const struct ox_node *n, const char *name, int64_t def) {
@@ -429,6 +432,23 @@ double ox_get_f64(const ox_tensor *t, int64_t i) {
     }
 }
 
+/* Float to integer as Cast converts (kernels/cpu/elementwise.c), never the undefined C
+ * conversion: NaN gives 0, out of range saturates; negative values to unsigned types wrap
+ * through int64 (as numpy does). */
+static int64_t f64_to_int(double v, int64_t lo, int64_t hi) {
+    if (v != v) return 0;
+    if (v <= (double)lo) return lo;
+    if (v >= (double)hi) return hi;
+    return (int64_t)v;
+}
+
+static uint64_t f64_to_uint(double v, uint64_t hi) {
+    if (v != v) return 0;
+    if (v < 0) return (uint64_t)f64_to_int(v, INT64_MIN, INT64_MAX);
+    if (v >= (double)hi) return hi;
+    return (uint64_t)v;
+}
+
 void ox_set_f64(ox_tensor *t, int64_t i, double v) {
     void *p = t->data;
     switch (t->dtype) {
@@ -438,17 +458,17 @@ void ox_set_f64(ox_tensor *t, int64_t i, double v) {
     case OX_BFLOAT16: ((uint16_t *)p)[i] = ox_float_to_bf16((float)v); break;
     case OX_INT8:
     case OX_INT4:
-    case OX_INT2: ((int8_t *)p)[i] = (int8_t)v; break;
+    case OX_INT2: ((int8_t *)p)[i] = (int8_t)f64_to_int(v, INT8_MIN, INT8_MAX); break;
     case OX_UINT8:
     case OX_UINT4:
-    case OX_UINT2: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case OX_UINT2: ((uint8_t *)p)[i] = (uint8_t)f64_to_uint(v, UINT8_MAX); break;
     case OX_BOOL: ((uint8_t *)p)[i] = v != 0; break;
-    case OX_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
-    case OX_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-    case OX_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case OX_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-    case OX_INT64: ((int64_t *)p)[i] = (int64_t)v; break;
-    case OX_UINT64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+    case OX_INT16: ((int16_t *)p)[i] = (int16_t)f64_to_int(v, INT16_MIN, INT16_MAX); break;
+    case OX_UINT16: ((uint16_t *)p)[i] = (uint16_t)f64_to_uint(v, UINT16_MAX); break;
+    case OX_INT32: ((int32_t *)p)[i] = (int32_t)f64_to_int(v, INT32_MIN, INT32_MAX); break;
+    case OX_UINT32: ((uint32_t *)p)[i] = (uint32_t)f64_to_uint(v, UINT32_MAX); break;
+    case OX_INT64: ((int64_t *)p)[i] = f64_to_int(v, INT64_MIN, INT64_MAX); break;
+    case OX_UINT64: ((uint64_t *)p)[i] = f64_to_uint(v, UINT64_MAX); break;
     case OX_FLOAT8E4M3FN:
     case OX_FLOAT8E4M3FNUZ:
     case OX_FLOAT8E5M2:

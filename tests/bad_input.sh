@@ -49,12 +49,30 @@ expect "truncated npy" "input_truncated.npy" -- run "$B/good_relu.onnx" -i "x=$B
 expect "bad -i syntax" "-i" -- run "$B/good_relu.onnx" -i
 expect "unknown command" "frobnicate" -- frobnicate
 expect "test on a missing dir" "no_such_dir" -- test "$B/no_such_dir"
+# limits (tests/test_bad_models.c checks every one through the library)
+expect "over --limit nodes" "over the limit nodes=1 (raise it: ox_limits.nodes, or onnxexec --limit nodes=N)" -- run "$B/two_nodes.onnx" --limit nodes=1
+expect "over --limit=tensor_bytes" "over the limit tensor_bytes=23" -- info "$B/ext_data.onnx" --limit=tensor_bytes=23
+expect "over the default tensor_bytes" "--limit tensor_bytes=N" -- info "$B/huge_dims.onnx"
+expect "over --limit plan_bytes" "over the limit plan_bytes=63" -- bench "$B/good_relu.onnx" --limit plan_bytes=63 --runs 1
+expect "a zip bomb" "over the limit model_bytes" -- convert "$B/ts_zip_bomb.pt" "$T/bomb.onnx" --shape x=2,3
+expect "--limit unknown name" "no limit 'bogus'" -- run "$B/good_relu.onnx" --limit bogus=1
+expect "--limit bad value" "'12Q' is not a positive number" -- info "$B/good_relu.onnx" --limit rank=12Q
+expect "--limit rank too high" "rank can be at most 16" -- info "$B/good_relu.onnx" --limit rank=17
+expect "--limit without a value" "--limit needs NAME=VALUE" -- info "$B/good_relu.onnx" --limit
 
-# and the good model runs
+# and the good model runs, also with limits raised to what the models need (K/M suffixes)
 if "$X" run "$B/good_relu.onnx" -i "x=$B/input_ok.npy" >"$T/out" 2>&1; then
     echo "ok   good model runs"
 else
     echo "FAIL good model: $(cat "$T/out")"
+    fails=$((fails + 1))
+fi
+if "$X" run "$B/two_nodes.onnx" --limit nodes=2 --limit plan_bytes=1K >"$T/out" 2>&1 &&
+    "$X" convert "$B/ts_inflate.pt" "$T/inflate.onnx" --shape x=2,3 --limit model_bytes=8M \
+        >"$T/out" 2>&1; then
+    echo "ok   models just within raised limits run"
+else
+    echo "FAIL raised limits: $(cat "$T/out")"
     fails=$((fails + 1))
 fi
 echo "bad input: $((n - fails)) of $n rejected with a clear message"

@@ -1,6 +1,7 @@
 /* What the onnxexec subcommands share (cli.h). */
 #include "tools/cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -11,6 +12,111 @@
 #include <time.h>
 
 const char *cli_prefix = "";
+ox_limits cli_limits;
+
+int cli_usage(const char *usage) {
+    fputs(usage, stdout);
+    fputs("\n"
+          "limits (every command that loads a model):\n"
+          "  --limit NAME=VALUE    a limit on what the model may ask for; repeatable; VALUE > 0,\n"
+          "                        with K, M, G, T suffixes (powers of 1024). NAME (default):\n"
+          "                        model_bytes (64G), tensor_bytes (16G), rank (16, the most),\n"
+          "                        nodes (4M), subgraph_depth (64, at most 256), string_length\n"
+          "                        (64M), plan_bytes (64G). A model over one fails naming it.\n",
+          stdout);
+    return 0;
+}
+
+/* A count with an optional K/M/G/T suffix (powers of 1024). */
+static bool parse_scaled(const char *s, uint64_t *out) {
+    if (!s || *s < '0' || *s > '9') return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno) return false;
+    unsigned shift = 0;
+    if (*end) {
+        const char *units = "KMGT", *u = strchr(units, toupper((unsigned char)*end));
+        if (!u || end[1]) return false;
+        shift = 10 * (unsigned)(u - units + 1);
+    }
+    if (shift && v > (UINT64_MAX >> shift)) return false;
+    *out = (uint64_t)v << shift;
+    return true;
+}
+
+static int set_limit(const char *arg) {
+    static const char *const names[] = {"model_bytes",    "tensor_bytes",  "rank",      "nodes",
+                                        "subgraph_depth", "string_length", "plan_bytes"};
+    const char *eq = arg ? strchr(arg, '=') : NULL;
+    if (!eq)
+        return cli_errorf(EXIT_USAGE, "--limit '%s': expected NAME=VALUE (e.g. --limit nodes=8M)",
+                          arg ? arg : "");
+    char name[32];
+    size_t n = (size_t)(eq - arg);
+    if (n >= sizeof name) n = sizeof name - 1;
+    for (size_t i = 0; i < n; i++) name[i] = arg[i] == '-' ? '_' : arg[i];
+    name[n] = 0;
+    int k = 0, n_names = (int)(sizeof names / sizeof *names);
+    while (k < n_names && strcmp(names[k], name) != 0) k++;
+    if (k == n_names)
+        return cli_errorf(EXIT_USAGE,
+                          "--limit '%s': no limit '%s' (model_bytes, tensor_bytes, rank, nodes, "
+                          "subgraph_depth, string_length, plan_bytes)",
+                          arg, name);
+    uint64_t v;
+    if (!parse_scaled(eq + 1, &v) || v == 0)
+        return cli_errorf(
+            EXIT_USAGE, "--limit '%s': '%s' is not a positive number (K, M, G, T suffixes allowed)",
+            arg, eq + 1);
+    ox_limits *l = &cli_limits;
+    bool fits = true;
+    switch (k) {
+    case 0: l->model_bytes = v; break;
+    case 1: l->tensor_bytes = v; break;
+    case 2:
+        fits = v <= OX_MAX_RANK;
+        l->rank = (int)v;
+        break;
+    case 3:
+        fits = v <= INT64_MAX;
+        l->nodes = (int64_t)v;
+        break;
+    case 4:
+        fits = v <= OX_LIMIT_MAX_SUBGRAPH_DEPTH;
+        l->subgraph_depth = (int)v;
+        break;
+    case 5: l->string_length = v; break;
+    default: l->plan_bytes = v; break;
+    }
+    if (!fits)
+        return cli_errorf(EXIT_USAGE, "--limit '%s': %s can be at most %d", arg, name,
+                          k == 2 ? OX_MAX_RANK : OX_LIMIT_MAX_SUBGRAPH_DEPTH);
+    return 0;
+}
+
+int cli_take_limits(int *argc, char **argv, int from, bool only_with_eq) {
+    int k = from;
+    for (int i = from; i < *argc; i++) {
+        int rc = 0;
+        bool bare = strcmp(argv[i], "--limit") == 0, joined = strncmp(argv[i], "--limit=", 8) == 0;
+        const char *val = bare ? (i + 1 < *argc ? argv[i + 1] : NULL) : argv[i] + 8;
+        if ((bare || joined) && only_with_eq && (!val || !strchr(val, '='))) {
+            argv[k++] = argv[i];
+        } else if (bare) {
+            if (!val) return cli_errorf(EXIT_USAGE, "--limit needs NAME=VALUE");
+            rc = set_limit(val);
+            i++;
+        } else if (joined) {
+            rc = set_limit(val);
+        } else {
+            argv[k++] = argv[i];
+        }
+        if (rc) return rc;
+    }
+    *argc = k;
+    return 0;
+}
 
 int cli_errorf(int code, const char *fmt, ...) {
     va_list ap;

@@ -36,4 +36,15 @@ void cli_json_str(FILE *f, const char *s);
 double cli_now_ms(void);    /* a monotonic clock */
 long cli_peak_rss_kb(void); /* the process's peak resident memory, or -1 */
 
+/* --limit NAME=VALUE: the limits of every command that loads a model (main takes the options
+ * out of the arguments; the commands copy cli_limits into their ox_model_options). */
+extern ox_limits cli_limits;
+/* Print a command's help, then the --limit option every command that loads a model takes;
+ * returns 0. */
+int cli_usage(const char *usage);
+/* Take every `--limit NAME=VALUE` (or `--limit=NAME=VALUE`) out of argv[from..*argc), into
+ * cli_limits. With only_with_eq, a --limit whose value holds no '=' is left in place (train's
+ * own `--limit N`). 0, or EXIT_USAGE after a message. */
+int cli_take_limits(int *argc, char **argv, int from, bool only_with_eq);
+
 #endif

@@ -883,7 +883,7 @@ static int load_model(const char *path, bool noopt, const struct models *mm, ox_
             return cli_errorf(EXIT_NORUN, "%s: is a folder, not a model file", path);
         return cli_errorf(EXIT_NORUN, "%s: %s", path, strerror(errno ? errno : ENOENT));
     }
-    ox_model_options lo = {.no_optimize = noopt};
+    ox_model_options lo = {.no_optimize = noopt, .limits = cli_limits};
     if (is_zip(path)) {
         lo.input_shapes = mm->ts_shapes;
         lo.n_input_shapes = mm->n_ts_shapes;
@@ -1834,7 +1834,7 @@ int cmd_compare(int argc, char **argv) {
     bool help, have_rep = false;
     int rc = parse_args(argc, argv, &o, &help);
     if (rc || help) {
-        if (help) fputs(usage_compare, stdout);
+        if (help) cli_usage(usage_compare);
         goto done;
     }
     for (int k = 0; k < 2; k++)

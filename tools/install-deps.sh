@@ -4,11 +4,13 @@
 # C compiler, protoc-c, the ONNX schema, pkg-config. Tests only: the ONNX backend test data,
 # Python with numpy/onnx/torch (model generation), Fashion-MNIST (training tests); for the
 # install test, groff (the man page) and libgfortran's development files (OpenBLAS's
-# pkg-config file names -lgfortran for static links).
+# pkg-config file names -lgfortran for static links); valgrind for the memcheck test; clang
+# and its compiler-rt (libFuzzer, the sanitizers' runtimes) for the fuzz targets (tests/fuzz).
 set -e
 PKGS="build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev
       libopenblas-dev libonnx-testdata python3 python3-numpy python3-onnx python3-torch
-      python3-torchvision zlib1g-dev dataset-fashion-mnist groff-base libgfortran-12-dev"
+      python3-torchvision zlib1g-dev dataset-fashion-mnist groff-base libgfortran-12-dev
+      valgrind clang libclang-rt-14-dev"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -165,7 +165,7 @@ static const char usage_test[] =
     "example:\n"
     "  onnxexec test /usr/share/libonnx-testdata/data/node/test_relu -v\n";
 
-static const char usage_info[] = "usage: onnxexec info MODEL\n"
+static const char usage_info[] = "usage: onnxexec info MODEL [--limit NAME=VALUE]...\n"
                                  "\n"
                                  "Describe MODEL: producer, IR version, opset imports, inputs\n"
                                  "and outputs with dtypes and shapes (symbolic dimensions by\n"
@@ -1170,7 +1170,7 @@ static int run_main(int argc, char **argv, bool bench) {
                      (bench && (strcmp(arg, "--runs") == 0 || strcmp(arg, "--batch") == 0 ||
                                 strcmp(arg, "--warmup") == 0));
         if (cli_is_help(arg)) {
-            fputs(bench ? usage_bench : usage_run, stdout);
+            cli_usage(bench ? usage_bench : usage_run);
             rc = 0;
             goto done;
         }
@@ -1665,7 +1665,7 @@ static int roundtrip_model(const ox_model *m, const char *dir, const struct test
             if (!ok) goto out;
         }
     }
-    ox_model_options keep = {.no_optimize = true}; /* the graph as exported */
+    ox_model_options keep = {.no_optimize = true, .limits = cli_limits}; /* as exported */
     st = ox_model_load_buffer_with(b1, l1, dir, &keep, m2);
     if (st) {
         char msg[2048];
@@ -1894,7 +1894,7 @@ static int cmd_test(int argc, char **argv) {
     for (int a = 0; a < argc; a++) {
         const char *arg = argv[a], *val = a + 1 < argc ? argv[a + 1] : NULL;
         if (cli_is_help(arg)) {
-            fputs(usage_test, stdout);
+            cli_usage(usage_test);
             rc = 0;
             goto done;
         } else if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
@@ -2033,7 +2033,7 @@ static int cmd_info(int argc, char **argv) {
     const char *path = NULL;
     for (int a = 0; a < argc; a++) {
         if (cli_is_help(argv[a])) {
-            fputs(usage_info, stdout);
+            cli_usage(usage_info);
             return 0;
         }
         if (argv[a][0] == '-' && argv[a][1])
@@ -2141,7 +2141,7 @@ static int cmd_convert(int argc, char **argv) {
     for (int a = 0; a < argc; a++) {
         const char *arg = argv[a];
         if (cli_is_help(arg)) {
-            fputs(usage_convert, stdout);
+            cli_usage(usage_convert);
             return 0;
         }
         if (strcmp(arg, "--optimize") == 0 || strcmp(arg, "--optimize=standard") == 0) {
@@ -2297,7 +2297,7 @@ static int cmd_grad(int argc, char **argv) {
     static ox_tensor shapes[64];
     for (int a = 0; a < argc; a++) {
         const char *arg = argv[a];
-        if (cli_is_help(arg)) return fputs(usage_grad, stdout), 0;
+        if (cli_is_help(arg)) return cli_usage(usage_grad);
         bool takes = strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0 ||
                      strcmp(arg, "--of") == 0 || strcmp(arg, "--wrt") == 0 ||
                      strcmp(arg, "--shape") == 0;
@@ -2366,7 +2366,7 @@ static int cmd_gradcheck(int argc, char **argv) {
     ox_gradcheck_options go = {0};
     for (int a = 0; a < argc && !rc; a++) {
         const char *arg = argv[a];
-        if (cli_is_help(arg)) return fputs(usage_gradcheck, stdout), 0;
+        if (cli_is_help(arg)) return cli_usage(usage_gradcheck);
         bool takes = strcmp(arg, "--wrt") == 0 || strcmp(arg, "-i") == 0 ||
                      strcmp(arg, "--shape") == 0 || strcmp(arg, "--seed") == 0 ||
                      strcmp(arg, "--checks") == 0 || strcmp(arg, "--eps") == 0 ||
@@ -2487,13 +2487,13 @@ static int cmd_gradcheck(int argc, char **argv) {
 
 static int cmd_help(int argc, char **argv) {
     if (argc == 0) return fputs(usage_main, stdout), 0;
-    if (strcmp(argv[0], "run") == 0) return fputs(usage_run, stdout), 0;
-    if (strcmp(argv[0], "test") == 0) return fputs(usage_test, stdout), 0;
-    if (strcmp(argv[0], "info") == 0) return fputs(usage_info, stdout), 0;
-    if (strcmp(argv[0], "bench") == 0) return fputs(usage_bench, stdout), 0;
-    if (strcmp(argv[0], "convert") == 0) return fputs(usage_convert, stdout), 0;
-    if (strcmp(argv[0], "grad") == 0) return fputs(usage_grad, stdout), 0;
-    if (strcmp(argv[0], "gradcheck") == 0) return fputs(usage_gradcheck, stdout), 0;
+    if (strcmp(argv[0], "run") == 0) return cli_usage(usage_run);
+    if (strcmp(argv[0], "test") == 0) return cli_usage(usage_test);
+    if (strcmp(argv[0], "info") == 0) return cli_usage(usage_info);
+    if (strcmp(argv[0], "bench") == 0) return cli_usage(usage_bench);
+    if (strcmp(argv[0], "convert") == 0) return cli_usage(usage_convert);
+    if (strcmp(argv[0], "grad") == 0) return cli_usage(usage_grad);
+    if (strcmp(argv[0], "gradcheck") == 0) return cli_usage(usage_gradcheck);
     if (strcmp(argv[0], "train") == 0) return cmd_train(1, (char *[]){"--help", NULL});
     if (strcmp(argv[0], "compare") == 0) return cmd_compare(1, (char *[]){"--help", NULL});
     if (strcmp(argv[0], "help") == 0) return fputs(usage_main, stdout), 0;
@@ -2524,6 +2524,14 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(cmd, "help") == 0) return cmd_help(argc - 2, argv + 2);
+    static const char *const loads_model[] = {"run",  "test",      "bench", "info",   "convert",
+                                              "grad", "gradcheck", "train", "compare"};
+    for (size_t i = 0; i < sizeof loads_model / sizeof *loads_model; i++)
+        if (strcmp(cmd, loads_model[i]) == 0) {
+            int rc = cli_take_limits(&argc, argv, 2, strcmp(cmd, "train") == 0);
+            if (rc) return rc;
+            model_opts.limits = cli_limits;
+        }
     if (strcmp(cmd, "run") == 0 || strcmp(cmd, "test") == 0 || strcmp(cmd, "bench") == 0) {
         int k = 2;
         for (int i = 2; i < argc; i++) { /* a model or folder is never named --no-optimize */

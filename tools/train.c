@@ -55,7 +55,8 @@ static const char usage_train[] =
     "  --nesterov            sgd: Nesterov momentum\n"
     "  --weight-decay X      L2 penalty (adamw: decoupled weight decay) (default 0)\n"
     "  --threads N           threads for the CPU kernels (default: number of cores)\n"
-    "  --limit N             train on the first N training images only\n"
+    "  --limit N             train on the first N training images only (--limit\n"
+    "                        NAME=VALUE, with an '=', is a limit on the model: below)\n"
     "  --test-limit N        test on the first N test images only\n"
     "  --normalize MEAN,STD  the normalisation the model expects after pixel / 255\n"
     "                        (default none)\n"
@@ -471,10 +472,12 @@ static int run_training(const struct train_args *a) {
                         (long long)te.h, (long long)te.w, (long long)tr.h, (long long)tr.w);
         goto done;
     }
-    ox_model_options lo = {.no_optimize = true};
+    ox_model_options lo = {.no_optimize = true, .limits = cli_limits};
     ox_status st = ox_model_load_with(a->model, &lo, &m);
     if (st) {
-        rc = cli_errorf(EXIT_FAIL, "%s: %s", a->model, cli_lib_msg(st));
+        const char *msg = cli_lib_msg(st);
+        rc = strstr(msg, a->model) ? cli_errorf(EXIT_FAIL, "%s", msg)
+                                   : cli_errorf(EXIT_FAIL, "%s: %s", a->model, msg);
         goto done;
     }
     /* the input: its rank says the layout; fixed dims must agree with the images */
@@ -645,8 +648,7 @@ int cmd_train(int argc, char **argv) {
     a.topt.optimizer = OX_OPTIM_ADAM;
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0)
-            return fputs(usage_train, stdout), 0;
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) return cli_usage(usage_train);
         if (strcmp(arg, "--nesterov") == 0 || strcmp(arg, "--no-shuffle") == 0) {
             if (arg[2] == 'n' && arg[3] == 'e')
                 a.topt.nesterov = true;

@@ -322,6 +322,12 @@ ox_status ts_emit(struct ev *e, const char *op, int n_in, struct tv *const *in,
         ids[i] = in[i] ? local_id(e, in[i]) : -1;
         if (in[i] && ids[i] < 0) return nomem(e);
     }
+    if (e->n_nodes >= e->lim.nodes) {
+        ox_err_limit("nodes", (uint64_t)e->lim.nodes,
+                     "the model has at least %lld nodes (loops unrolled, methods inlined)",
+                     (long long)e->lim.nodes + 1);
+        return ts_err(e, OX_E_LIMIT, "%s", ox_errmsg());
+    }
     char name[1200];
     snprintf(name, sizeof name, "%s%s%s_%d", e->prefix, e->prefix[0] ? "/" : "", op, e->n_nodes++);
     for (int j = 0; j < n_out; j++) {
@@ -445,8 +451,17 @@ static ox_status read_tensor(struct ev *e, const struct ox_pv *pv, const char *n
     snprintf(rel, sizeof rel, "%s/%s", ns, pt->storage.key);
     memset(t, 0, sizeof *t);
     size_t bytes_needed;
+    char what[300];
+    snprintf(what, sizeof what, "tensor %s", rel);
+    ox_status rst = ox_check_rank((uint64_t)pt->rank, e->lim.rank, what);
+    if (rst) return ts_err(e, rst, "%s", ox_errmsg());
     if (!ox_tensor_bytes(pt->storage.dtype, pt->rank, pt->size, &bytes_needed))
         return ts_err(e, OX_E_INVALID, "tensor %s: dims overflow", rel);
+    if (bytes_needed > e->lim.tensor_bytes) {
+        ox_err_limit("tensor_bytes", e->lim.tensor_bytes, "tensor %s takes %zu bytes", rel,
+                     bytes_needed);
+        return ts_err(e, OX_E_LIMIT, "%s", ox_errmsg());
+    }
     int64_t numel = 1;
     for (int d = 0; d < pt->rank; d++) numel *= pt->size[d];
     if (numel == 0)
@@ -1127,6 +1142,13 @@ static ox_status exec_stmts(struct ev *e, struct scope *s, const struct ox_ts_bl
 /* Run one branch into a new subgraph of the current graph, on a copy of the scope. */
 static ox_status run_branch(struct ev *e, const struct scope *s, const struct ox_ts_block *b,
                             const char *kind, struct ox_graph **sub, struct scope *after) {
+    int depth = 1;
+    for (const struct ox_graph *g = e->g; g->parent; g = g->parent) depth++;
+    if (depth > e->lim.subgraph_depth) {
+        ox_err_limit("subgraph_depth", (uint64_t)e->lim.subgraph_depth,
+                     "an if computed at run time at nesting level %d", depth);
+        return ts_err(e, OX_E_LIMIT, "%s", ox_errmsg());
+    }
     *sub = ox_graph_create(e->g);
     if (!*sub) return nomem(e);
     char name[64];
@@ -1432,7 +1454,7 @@ static ox_status load_pickle(struct ev *e, const char *rel, struct ox_pickle **p
     if (st) return st;
     char what[1200];
     snprintf(what, sizeof what, "%s: %s", e->archive, rel);
-    st = ox_pickle_load(b, n, what, pk, root);
+    st = ox_pickle_load_with(b, n, what, &e->lim, pk, root);
     free(owned);
     return st;
 }
@@ -1592,9 +1614,32 @@ static ox_status drop_unused(struct ev *e) {
     return OX_OK;
 }
 
+/* The archive's records once inflated, against the model_bytes limit: a zip bomb fails
+ * here, before anything is inflated. */
+static ox_status check_inflated(struct ev *e) {
+    uint64_t total = 0;
+    for (int i = 0; i < ox_zip_count(e->zip); i++) {
+        uint64_t u = ox_zip_entry_at(e->zip, i)->usize;
+        total = u > UINT64_MAX - total ? UINT64_MAX : total + u;
+    }
+    if (total <= e->lim.model_bytes) return OX_OK;
+    ox_err_limit("model_bytes", e->lim.model_bytes,
+                 "the archive's %d records take %llu bytes once inflated", ox_zip_count(e->zip),
+                 (unsigned long long)total);
+    return ts_err(e, OX_E_LIMIT, "%s", ox_errmsg());
+}
+
 ox_status ox_ts_import_file(const char *path, const struct ox_ts_input *inputs, int n_inputs,
                             struct ox_graph **out) {
+    return ox_ts_import_file_with(path, inputs, n_inputs, NULL, out);
+}
+
+ox_status ox_ts_import_file_with(const char *path, const struct ox_ts_input *inputs, int n_inputs,
+                                 const ox_limits *lim, struct ox_graph **out) {
     *out = NULL;
+    struct ev e = {.archive = path};
+    ox_status st = ox_limits_fill(lim, &e.lim);
+    if (st) return ox_err_prefix(st, "%s: ", path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return ox_err(OX_E_IO, "%s: %s", path, strerror(errno));
     struct stat sb;
@@ -1602,12 +1647,18 @@ ox_status ox_ts_import_file(const char *path, const struct ox_ts_input *inputs, 
         close(fd);
         return ox_err(OX_E_IO, "%s: not a regular, non-empty file", path);
     }
+    if ((uint64_t)sb.st_size > e.lim.model_bytes || (uint64_t)sb.st_size > SIZE_MAX) {
+        close(fd);
+        ox_err_limit("model_bytes", e.lim.model_bytes, "the file has %llu bytes",
+                     (unsigned long long)sb.st_size);
+        return ts_err(&e, OX_E_LIMIT, "%s", ox_errmsg());
+    }
     size_t len = (size_t)sb.st_size;
     void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) return ox_err(OX_E_IO, "%s: cannot map: %s", path, strerror(errno));
-    struct ev e = {.archive = path};
-    ox_status st = ox_zip_open(map, len, path, &e.zip);
+    st = ox_zip_open(map, len, path, &e.zip);
+    if (!st) st = check_inflated(&e);
     if (!st) st = check_kind(&e);
     if (!st) st = load_pickle(&e, "constants.pkl", &e.const_pk, &e.constants);
     if (!st && e.constants->kind != OX_PV_TUPLE)

@@ -92,6 +92,7 @@ struct ev {
     int n_nodes;
     const struct ox_pv *traced; /* traced_inputs.pkl's root, while inputs are bound */
     bool borrowed;              /* some initializer uses the archive's bytes in place */
+    ox_limits lim;              /* filled: no zero fields */
 };
 
 /* Errors: "<archive>: <file>:<line>: <message>". */

@@ -58,6 +58,7 @@ struct machine {
     int n_marks;
     struct ox_pv **memo; /* malloc'd; NULL where unset */
     size_t memo_cap;
+    uint64_t max_string; /* bytes of one string (ox_limits.string_length) */
 };
 
 static const char *op_name(uint8_t op) {
@@ -669,6 +670,10 @@ static ox_status step(struct machine *m, bool *done) {
         if ((st = need(m, 4))) return st;
         uint32_t n = rd32(p);
         m->pos += 4;
+        if (n > m->max_string) {
+            ox_err_limit("string_length", m->max_string, "a string of %u bytes", n);
+            return fail(m, OX_E_LIMIT, "%s", ox_errmsg());
+        }
         if ((st = need(m, n))) return st;
         struct pv *v = new_pv(m, OX_PV_STR);
         char *s = v ? alloc(m, (size_t)n + 1) : NULL;
@@ -766,6 +771,11 @@ static int height(struct ox_pv *v, int depth) {
 
 ox_status ox_pickle_load(const uint8_t *buf, size_t len, const char *what, struct ox_pickle **out,
                          struct ox_pv **root) {
+    return ox_pickle_load_with(buf, len, what, NULL, out, root);
+}
+
+ox_status ox_pickle_load_with(const uint8_t *buf, size_t len, const char *what,
+                              const ox_limits *lim, struct ox_pickle **out, struct ox_pv **root) {
     *out = NULL;
     *root = NULL;
     if (!what) what = "pickle";
@@ -777,7 +787,13 @@ ox_status ox_pickle_load(const uint8_t *buf, size_t len, const char *what, struc
         st = ox_err(OX_E_NOMEM, "%s: out of memory", what);
         goto fail_free;
     }
-    *m = (struct machine){.p = p, .buf = buf, .len = len, .what = what};
+    *m = (struct machine){.p = p,
+                          .buf = buf,
+                          .len = len,
+                          .what = what,
+                          .max_string = lim && lim->string_length
+                                            ? lim->string_length
+                                            : ox_limits_default()->string_length};
     if (len < 2 || buf[0] != 0x80) {
         st =
             ox_err(OX_E_INVALID, "%s: does not start with PROTO 2 (not a protocol 2 pickle)", what);

@@ -80,6 +80,10 @@ struct ox_pickle;
  * OX_PICKLE_MAX_BYTES). */
 ox_status ox_pickle_load(const uint8_t *buf, size_t len, const char *what, struct ox_pickle **out,
                          struct ox_pv **root);
+/* The same with a string length limit (lim->string_length; NULL or 0: the default): a longer
+ * string fails with OX_E_LIMIT. */
+ox_status ox_pickle_load_with(const uint8_t *buf, size_t len, const char *what,
+                              const ox_limits *lim, struct ox_pickle **out, struct ox_pv **root);
 void ox_pickle_free(struct ox_pickle *p);
 /* Dict lookup by string key (NULL if absent or d is not a DICT); of a key set twice, the
  * later value, as in Python. */

@@ -39,5 +39,12 @@ bool ox_ts_is_archive(const void *buf, size_t len);
 /* Import a TorchScript archive. *out is owned by the caller (ox_graph_free). */
 ox_status ox_ts_import_file(const char *path, const struct ox_ts_input *inputs, int n_inputs,
                             struct ox_graph **out);
+/* The same within limits `lim` (NULL: the defaults; zero fields: their defaults), OX_E_LIMIT
+ * past one: model bytes (the file, and the sum of its records once inflated: zip bombs fail
+ * before anything is inflated), tensor bytes and rank of parameters, buffers and constants,
+ * nodes emitted (loops unrolled and methods inlined), nesting of If subgraphs (ifs on values
+ * known only at run time), and the length of pickled strings. */
+ox_status ox_ts_import_file_with(const char *path, const struct ox_ts_input *inputs, int n_inputs,
+                                 const ox_limits *lim, struct ox_graph **out);
 
 #endif

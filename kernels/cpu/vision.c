@@ -782,6 +782,26 @@ ox_status ox_vis_infer_roialign(struct ox_infer_ctx *ctx, const struct ox_node *
     return OX_OK;
 }
 
+/* The samples k in [0, g) at a + (k + 0.5) * b / g that may lie in [-1, hi] (the bin's
+ * samples on the map, with a margin of one: the caller checks each): [*k0, *k1). */
+static void ra_on_map(double a, double b, double g, double hi, int64_t *k0, int64_t *k1) {
+    *k0 = *k1 = 0;
+    if (!(g >= 1)) return;
+    double step = b / g, lo_k = 0, hi_k = g;
+    if (step != 0) {
+        double t0 = (-1.0 - a) / step - 0.5, t1 = (hi - a) / step - 0.5;
+        lo_k = floor(fmin(t0, t1)) - 1;
+        hi_k = ceil(fmax(t0, t1)) + 2;
+    } else if (a < -1.0 || a > hi) {
+        return;
+    }
+    lo_k = fmax(lo_k, 0);
+    hi_k = fmin(hi_k, g);
+    if (!(lo_k < hi_k)) return;
+    *k0 = (int64_t)lo_k;
+    *k1 = (int64_t)hi_k;
+}
+
 ox_status ox_vis_cpu_roialign(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                               const ox_tensor *const *in, ox_tensor *const *out) {
     (void)ctx;
@@ -802,25 +822,34 @@ ox_status ox_vis_cpu_roialign(struct ox_kernel_ctx *ctx, const struct ox_node *n
         double x1 = ox_ld(rois, r * 4 + 2) * o.scale - off,
                y1 = ox_ld(rois, r * 4 + 3) * o.scale - off;
         double rw = x1 - x0, rh = y1 - y0;
+        if (!isfinite(x0) || !isfinite(y0) || !isfinite(rw) || !isfinite(rh))
+            return ox_node_err(n, OX_E_INVALID, "roi %lld has a coordinate that is not finite",
+                               (long long)r);
         if (!o.half_pixel) { /* malformed rois are forced to 1x1 */
             rw = rw > 1 ? rw : 1;
             rh = rh > 1 ? rh : 1;
         }
         double bh = rh / (double)o.oh, bw = rw / (double)o.ow;
-        int64_t gh = o.ratio > 0 ? o.ratio : (int64_t)ceil(rh / (double)o.oh);
-        int64_t gw = o.ratio > 0 ? o.ratio : (int64_t)ceil(rw / (double)o.ow);
+        /* the adaptive grid may be far larger than the map (a huge roi): counted in double,
+         * and only its samples on the map are visited, the others weighing nothing */
+        double gh = o.ratio > 0 ? (double)o.ratio : ceil(rh / (double)o.oh);
+        double gw = o.ratio > 0 ? (double)o.ratio : ceil(rw / (double)o.ow);
         if (gh < 0) gh = 0;
         if (gw < 0) gw = 0;
-        double count = gh * gw > 1 ? (double)(gh * gw) : 1;
+        double count = gh * gw > 1 ? gh * gw : 1;
         int64_t ybase = r * C * plane;
         for (int64_t ph = 0; ph < o.oh; ph++)
             for (int64_t pw = 0; pw < o.ow; pw++) {
                 int64_t yo = ybase + ph * o.ow + pw;
                 for (int64_t c = 0; c < C; c++) ox_st(y, yo + c * plane, 0);
-                for (int64_t iy = 0; iy < gh; iy++) {
-                    double yy = y0 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
-                    for (int64_t ix = 0; ix < gw; ix++) {
-                        double xx = x0 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
+                int64_t iy0, iy1, ix0, ix1;
+                ra_on_map(y0 + (double)ph * bh, bh, gh, (double)H, &iy0, &iy1);
+                ra_on_map(x0 + (double)pw * bw, bw, gw, (double)W, &ix0, &ix1);
+                bool first = true;
+                for (int64_t iy = iy0; iy < iy1; iy++) {
+                    double yy = y0 + (double)ph * bh + ((double)iy + 0.5) * bh / gh;
+                    for (int64_t ix = ix0; ix < ix1; ix++) {
+                        double xx = x0 + (double)pw * bw + ((double)ix + 0.5) * bw / gw;
                         /* bilinear taps and weights; samples beyond the map weigh nothing */
                         int64_t pos[4] = {0, 0, 0, 0};
                         double w[4] = {0, 0, 0, 0};
@@ -850,7 +879,6 @@ ox_status ox_vis_cpu_roialign(struct ox_kernel_ctx *ctx, const struct ox_node *n
                             w[2] = ly * hx;
                             w[3] = ly * lx;
                         }
-                        bool first = iy == 0 && ix == 0;
                         for (int64_t c = 0; c < C; c++) {
                             int64_t xb = (b * C + c) * H * W;
                             double v0 = w[0] * ox_ld(x, xb + pos[0]),
@@ -866,8 +894,13 @@ ox_status ox_vis_cpu_roialign(struct ox_kernel_ctx *ctx, const struct ox_node *n
                                 ox_st(y, yi, ox_ld(y, yi) + v0 + v1 + v2 + v3);
                             }
                         }
+                        first = false;
                     }
                 }
+                /* a sample left out (off the map) counts as 0 in the max */
+                if (o.max && (double)(iy1 - iy0) * (double)(ix1 - ix0) < gh * gw)
+                    for (int64_t c = 0; c < C; c++)
+                        ox_st(y, yo + c * plane, first ? 0 : fmax(ox_ld(y, yo + c * plane), 0));
                 if (!o.max)
                     for (int64_t c = 0; c < C; c++)
                         ox_st(y, yo + c * plane, ox_ld(y, yo + c * plane) / count);
