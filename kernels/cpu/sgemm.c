@@ -216,10 +216,38 @@ static void kernel_8x32(int64_t kc, const float *a, const float *b, float *c, in
 #endif
 
 /* Rows [p0, p1) (in panels) and columns [j0, j1) of the product, on one thread. */
+#define FEW_BLOCKS 8 /* column blocks packed together for a narrow product */
+
 static void sgemm_block(const float *ap, int64_t M, int64_t K, int64_t p0, int64_t p1, int64_t j0,
                         int64_t j1, const struct ox_gemm_b *b, float *C, int64_t ldc,
                         const struct ox_epilogue *ep, bool load_c) {
-    static _Thread_local float bbuf[KC * NR] __attribute__((aligned(64)));
+    static _Thread_local float bbuf[FEW_BLOCKS * KC * NR] __attribute__((aligned(64)));
+    int64_t n_blocks = (j1 - j0 + NR - 1) / NR;
+    if (!b->packed && n_blocks > 1 && n_blocks <= FEW_BLOCKS && p1 - p0 > 1) {
+        /* Few columns (a late convolution layer: 49 or 196 positions): pack every column
+         * block of a k slab first, then each panel of A meets all of them while it is in L1,
+         * so that A (the weights, megabytes) is read once per slab, not once per block. */
+        for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += KC) {
+            int64_t kc = K - k0 < KC ? K - k0 : KC;
+            bool last = k0 + kc >= K;
+            for (int64_t jb = 0; jb < n_blocks && kc > 0; jb++) {
+                int64_t j = j0 + jb * NR;
+                b->pack(b, k0, k0 + kc, j, j1 - j < NR ? j1 : j + NR, bbuf + jb * KC * NR);
+            }
+            for (int64_t p = p0; p < p1; p++) {
+                int64_t i = p * MR;
+                int mr = (int)(M - i < MR ? M - i : MR);
+                for (int64_t jb = 0; jb < n_blocks; jb++) {
+                    int64_t j = j0 + jb * NR;
+                    int nr = (int)(j1 - j < NR ? j1 - j : NR);
+                    kernel_8x32(kc, ap + i * K + k0 * MR, bbuf + jb * KC * NR, C + i * ldc + j, ldc,
+                                mr, nr, load_c || k0 > 0, last ? ep : NULL, i, j);
+                }
+            }
+            if (kc == 0) break;
+        }
+        return;
+    }
     for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += KC) {
         int64_t kc = K - k0 < KC ? K - k0 : KC;
         bool last = k0 + kc >= K;
