@@ -215,9 +215,12 @@ bool ox_dtype_is_int(ox_dtype dt) {
 }
 
 int64_t ox_tensor_numel(const ox_tensor *t) {
-    int64_t n = 1;
-    for (int i = 0; i < t->rank; i++) n *= t->dims[i];
-    return n;
+    /* a zero dim first: [16, 2^59, 0] is empty, and its first two dims alone overflow */
+    for (int i = 0; i < t->rank; i++)
+        if (t->dims[i] == 0) return 0;
+    uint64_t n = 1; /* unsigned: a product past int64 wraps instead of being undefined */
+    for (int i = 0; i < t->rank; i++) n *= (uint64_t)t->dims[i];
+    return (int64_t)n;
 }
 
 float ox_half_to_float(uint16_t h) {

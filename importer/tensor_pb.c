@@ -476,13 +476,17 @@ ox_status ox_tensor_from_proto(Onnx__TensorProto *tp, const struct ox_pb_src *sr
     ox_status st = ox_check_rank(tp->n_dims, lim->rank, "the tensor");
     if (st) return st;
     t.rank = (int)tp->n_dims;
-    size_t numel = 1;
+    size_t numel = 1, nonzero = 1; /* nonzero: the product of the dims that are not 0 */
     for (int i = 0; i < t.rank; i++) {
         if (tp->dims[i] < 0)
             return ox_err(OX_E_INVALID, "dimension %d is negative (%lld)", i,
                           (long long)tp->dims[i]);
         t.dims[i] = tp->dims[i];
         if ((uint64_t)tp->dims[i] > SIZE_MAX || !ox_mul_size(numel, (size_t)tp->dims[i], &numel))
+            return ox_err(OX_E_INVALID, "the dims overflow the size of a tensor");
+        /* an empty tensor too: its other dims would overflow any size computed from them */
+        if (tp->dims[i] && (!ox_mul_size(nonzero, (size_t)tp->dims[i], &nonzero) ||
+                            nonzero > (size_t)INT64_MAX))
             return ox_err(OX_E_INVALID, "the dims overflow the size of a tensor");
     }
     size_t mem_bytes, wire;
