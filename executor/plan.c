@@ -65,6 +65,8 @@ void ox_plan_free(struct ox_plan *p) {
     free(p->view_off);
     free(p->view_order);
     free(p->step_seconds);
+    free(p->first_step);
+    free(p->last_step);
     ox_arena_free(&p->strings);
     while (p->subplans) {
         struct ox_plan *sp = p->subplans;
@@ -233,33 +235,34 @@ void *ox_kernel_prepared(struct ox_kernel_ctx *ctx, void (*fill)(void *dst, void
 }
 
 /* Run one node's kernel outside the arena (plan-time folding, dynamic nodes at run time),
- * with the scratch and prepared memory its infer asked for (kept for this call only). */
+ * with the scratch and prepared memory its infer asked for (kept for this call only). On
+ * failure the outputs own nothing (a folded node's slot is not yet FOLDED, so ox_plan_free
+ * would not free them). */
 static ox_status run_owned(struct ox_plan *p, const struct ox_node *n, const ox_tensor **in,
                            ox_tensor **out, size_t scratch_bytes, size_t prepared_bytes,
                            struct ox_pool *pool, const struct ox_scope *scope) {
-    if (!(n->op->flags & OX_OP_ALLOCATES))
-        for (int k = 0; k < n->n_outputs; k++)
-            if (out[k]) {
-                ox_status st = alloc_owned(out[k]);
-                if (st) return ox_node_err(n, st, "%s", ox_errmsg());
-            }
+    ox_status st = OX_OK;
     struct ox_kernel_ctx kc = {.scratch_bytes = scratch_bytes,
                                .pool = pool,
                                .strings = &p->strings,
                                .plan = p,
                                .scope = scope};
-    if (scratch_bytes && !(kc.scratch = aligned_alloc_bytes(scratch_bytes)))
-        return ox_node_err(n, OX_E_NOMEM, "out of memory for %zu bytes of scratch", scratch_bytes);
+    if (!(n->op->flags & OX_OP_ALLOCATES))
+        for (int k = 0; k < n->n_outputs && !st; k++)
+            if (out[k] && (st = alloc_owned(out[k]))) st = ox_node_err(n, st, "%s", ox_errmsg());
+    if (!st && scratch_bytes && !(kc.scratch = aligned_alloc_bytes(scratch_bytes)))
+        st = ox_node_err(n, OX_E_NOMEM, "out of memory for %zu bytes of scratch", scratch_bytes);
     /* a kernel may count on the prepared memory it asked for (conv packs W only there) */
     size_t pb = prepared_bytes + OX_PREPARED_HEADER;
-    if (prepared_bytes && (pb < prepared_bytes || !(kc.prepared = aligned_alloc_bytes(pb)))) {
-        free(kc.scratch);
-        return ox_node_err(n, OX_E_NOMEM, "out of memory for %zu prepared bytes", prepared_bytes);
-    }
+    if (!st && prepared_bytes && (pb < prepared_bytes || !(kc.prepared = aligned_alloc_bytes(pb))))
+        st = ox_node_err(n, OX_E_NOMEM, "out of memory for %zu prepared bytes", prepared_bytes);
     if (kc.prepared) memset(kc.prepared, 0, OX_PREPARED_HEADER);
-    ox_status st = n->op->cpu(&kc, n, (const ox_tensor *const *)in, out);
+    if (!st) st = n->op->cpu(&kc, n, (const ox_tensor *const *)in, out);
     free(kc.scratch);
     free(kc.prepared);
+    if (st)
+        for (int k = 0; k < n->n_outputs; k++)
+            if (out[k]) free_value(out[k]);
     return st;
 }
 
@@ -756,8 +759,8 @@ static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *in
     for (int v = 0; v < g->n_values; v++)
         if (p->slot[v] == OX_SLOT_ARENA) p->vals[v].data = (char *)p->arena + p->offset[v];
     bind_views(p);
-    free(first);
-    free(last);
+    p->first_step = first;
+    p->last_step = last;
     *out = p;
     return OX_OK;
 fail:

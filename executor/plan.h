@@ -86,6 +86,10 @@ struct ox_plan {
     double *step_seconds; /* per step, summed over runs, when profiling (else NULL) */
     int64_t profiled_runs;
     uint64_t max_bytes; /* the plan_bytes limit (0: none); subgraph plans inherit it */
+    /* Per value: the lifetime the arena was planned with, from the step of its first write to
+     * that of its last read (a graph output's last is n_steps); read it for arena values (other
+     * slots may hold -1). For tools that draw the plan. */
+    int *first_step, *last_step;
 };
 
 /* Build a plan for these inputs (bound in graph-input order; descriptors only, the data is

@@ -8,7 +8,8 @@
 # models/numpy_reference.py. Also: the installed files, the SONAME and its links, the
 # symbols (the shared library exports exactly the functions of onnxexec.h, the static one
 # has no other global names), the header compiling alone, and the man page rendering
-# without warnings and describing every option of every command's --help.
+# without warnings and describing every option of every command's --help; the Python
+# module, installed, finding the installed library and giving PyTorch's logits.
 #
 #   install_test.sh BUILD_DIR SOURCE_DIR CMAKE CC PYTHON [EXTRA_FLAGS]
 #
@@ -128,7 +129,7 @@ grep -q "^\.TH ONNXEXEC 1 [^ ]* \"onnxexec $version\"" "$man1" && ok "man page o
 # no hyphenation, so that options are not broken across lines).
 groff -man -Tascii -P-cbou -rLL=2000n -rHY=0 "$man1" 2>/dev/null >"$T/man_plain.txt"
 undocumented=""
-for cmd in run test bench info convert grad gradcheck train compare; do
+for cmd in run test bench info graph plan convert grad gradcheck train compare; do
     "$P/bin/onnxexec" "$cmd" --help >"$T/help.txt" 2>&1
     grep -q '^usage: onnxexec '"$cmd" "$T/help.txt" || bad "onnxexec $cmd --help prints no usage"
     grep -oE '(^|[][ ,(|])--?[a-z][a-z0-9-]*' "$T/help.txt" | sed 's/^[][ ,(|]*//' |
@@ -268,6 +269,22 @@ done
 [ -x "$T/ex-cmake-static/run_model" ] &&
     expect "find_package, onnxexec::onnxexec_static: images 7-8 (.pb)" "2, 10" \
         "$T/ref_7_9.npy" -- "$T/ex-cmake-static/run_model" "$M" "$T/images_7_9.pb"
+
+# ---- the Python module ------------------------------------------------------------------
+# The installed onnxexec.py finds the installed library by itself (no ONNXEXEC_LIB) and runs
+# the shipped model to PyTorch's logits (tests/python_module.py on the installed copy). Not
+# in sanitizer builds: Python cannot load a library built with them.
+if [ -z "$EXTRA" ] && ! nm -D "$P/lib/libonnxexec.so.0" 2>/dev/null | grep -q __asan_init; then
+    pydir=$P/lib/python3/dist-packages
+    if [ ! -f "$pydir/onnxexec.py" ]; then
+        bad "not installed: lib/python3/dist-packages/onnxexec.py"
+    elif run "$T/python.log" env -u ONNXEXEC_LIB "$PY" "$SRC/tests/python_module.py" \
+        --source "$SRC" --module-dir "$pydir"; then
+        grep -q "^library: $P/lib/libonnxexec.so.0 " "$T/python.log" &&
+            ok "python3 -c 'import onnxexec' (installed): the prefix's library, the model's logits" ||
+            bad "the installed Python module loaded $(sed -n 's/^library: //p' "$T/python.log")"
+    fi
+fi
 
 if [ $fails -ne 0 ]; then
     echo "$fails check(s) failed"

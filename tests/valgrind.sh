@@ -4,8 +4,8 @@
 #
 #   valgrind.sh ONNXEXEC SOURCE_DIR SCRATCH
 #
-# Runs: `run` (optimized and --no-optimize, 2 threads), `bench` (a few runs), `info`,
-# `convert` (export, optimized), `grad` (the gradient graph written out), `gradcheck`,
+# Runs: `run` (optimized and --no-optimize, 2 threads), `bench` (a few runs), `info`, `graph`,
+# `plan`, `convert` (export, optimized), `grad` (the gradient graph written out), `gradcheck`,
 # `compare cpu cpu:noopt`, `train` (one small epoch) and `run` of a TorchScript archive when
 # the shared fixtures are beside the checkout. Exit status: 0 clean, 1 errors or leaks,
 # 77 skipped (no valgrind; tools/install-deps.sh installs it).
@@ -48,7 +48,9 @@ check() { # NAME ARGS...: the command must succeed
 check run run "$M/fashion_mnist_cnn.onnx" --threads 2 -o "$T/out"
 check run_noopt run "$M/fashion_mnist_cnn.onnx" --no-optimize --threads 2
 check bench bench "$M/fashion_mnist_cnn.onnx" --runs 3 --threads 2
-check info info "$M/fashion_mnist_cnn.onnx"
+check info info "$M/fashion_mnist_cnn.onnx" --json
+check graph graph "$M/fashion_mnist_cnn.onnx" -o "$T/graph.dot"
+check plan plan "$M/fashion_mnist_cnn.onnx" -o "$T/plan.svg" --batch 2
 check convert convert "$M/fashion_mnist_cnn.onnx" "$T/converted.onnx" --optimize
 check grad grad "$M/fmnist_cnn.onnx" -o "$T/grad.onnx"
 # valgrind has no AVX-512, so the kernels take their portable paths there; a float32

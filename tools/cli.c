@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *cli_prefix = "";
 ox_limits cli_limits;
@@ -216,4 +217,44 @@ long cli_peak_rss_kb(void) {
         if (getrusage(RUSAGE_SELF, &ru) == 0) kb = ru.ru_maxrss;
     }
     return kb;
+}
+
+void cli_progress_start(struct cli_progress *p, const char *what, int64_t total) {
+    const char *env = getenv("ONNXEXEC_PROGRESS");
+    *p = (struct cli_progress){.what = what, .total = total, .t0 = cli_now_ms(), .drawn_at = -1e9};
+    p->on = env && *env ? strcmp(env, "0") != 0 : isatty(STDERR_FILENO) == 1;
+}
+
+static void fmt_secs(char *buf, size_t len, double s) {
+    if (s < 60)
+        snprintf(buf, len, "%.0fs", s);
+    else if (s < 3600)
+        snprintf(buf, len, "%dm%02ds", (int)(s / 60), (int)s % 60);
+    else
+        snprintf(buf, len, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+}
+
+void cli_progress_update(struct cli_progress *p, int64_t done, const char *extra) {
+    double now = cli_now_ms();
+    if (!p->on || (now - p->drawn_at < 100 && done < p->total)) return;
+    p->drawn_at = now;
+    int fill = p->total > 0 ? (int)(30 * (done < p->total ? done : p->total) / p->total) : 0;
+    char bar[31], el[16], left[16];
+    for (int k = 0; k < 30; k++) bar[k] = k < fill ? '#' : '.';
+    bar[30] = 0;
+    double secs = (now - p->t0) / 1e3;
+    fmt_secs(el, sizeof el, secs);
+    fmt_secs(left, sizeof left, done > 0 ? secs / (double)done * (double)(p->total - done) : 0);
+    fprintf(stderr, "\r%s [%s] %lld/%lld%s%s  %s, %s left\033[K", p->what, bar, (long long)done,
+            (long long)p->total, extra ? "  " : "", extra ? extra : "", el, left);
+    fflush(stderr);
+    p->shown = true;
+}
+
+void cli_progress_clear(struct cli_progress *p) {
+    if (!p->on || !p->shown) return;
+    fputs("\r\033[K", stderr);
+    fflush(stderr);
+    p->shown = false;
+    p->drawn_at = -1e9;
 }

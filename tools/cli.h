@@ -36,6 +36,32 @@ void cli_json_str(FILE *f, const char *s);
 double cli_now_ms(void);    /* a monotonic clock */
 long cli_peak_rss_kb(void); /* the process's peak resident memory, or -1 */
 
+/* A progress bar on standard error when it is a terminal (ONNXEXEC_PROGRESS=0 turns it off,
+ * =1 forces it); nothing otherwise, where commands print their own plain lines.
+ *
+ *     struct cli_progress p;
+ *     cli_progress_start(&p, "test", n);
+ *     for (i = 0; i < n; i++) {
+ *         cli_progress_clear(&p);   // before printing a line of output
+ *         ...
+ *         cli_progress_update(&p, i + 1, "3 failed");
+ *     }
+ *     cli_progress_clear(&p);
+ */
+struct cli_progress {
+    bool on;
+    const char *what;
+    int64_t total;
+    double t0, drawn_at;
+    bool shown;
+};
+void cli_progress_start(struct cli_progress *p, const char *what, int64_t total);
+/* Redraw (at most 10 times a second, and always at the end): bar, done/total, `extra`
+ * (may be NULL), elapsed time and an estimate of the time left. */
+void cli_progress_update(struct cli_progress *p, int64_t done, const char *extra);
+/* Erase the bar (it comes back at the next update). */
+void cli_progress_clear(struct cli_progress *p);
+
 /* --limit NAME=VALUE: the limits of every command that loads a model (main takes the options
  * out of the arguments; the commands copy cli_limits into their ox_model_options). */
 extern ox_limits cli_limits;

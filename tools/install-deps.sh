@@ -6,11 +6,14 @@
 # install test, groff (the man page) and libgfortran's development files (OpenBLAS's
 # pkg-config file names -lgfortran for static links); valgrind for the memcheck test; clang
 # and its compiler-rt (libFuzzer, the sanitizers' runtimes) for the fuzz targets (tests/fuzz).
+# Optional: libpng and libjpeg (image inputs: -i x=cat.png; the tool builds without them),
+# Graphviz at run time (`onnxexec graph` renders SVG/PNG with its dot; without it, DOT is
+# written); PIL for the image input test.
 set -e
 PKGS="build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev
       libopenblas-dev libonnx-testdata python3 python3-numpy python3-onnx python3-torch
       python3-torchvision zlib1g-dev dataset-fashion-mnist groff-base libgfortran-12-dev
-      valgrind clang libclang-rt-14-dev"
+      valgrind clang libclang-rt-14-dev graphviz libpng-dev libjpeg62-turbo-dev python3-pil"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

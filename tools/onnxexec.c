@@ -11,6 +11,10 @@
  */
 #include "onnxexec.h"
 #include "tools/cli.h"
+#include "tools/image.h"
+#include "tools/inspect.h"
+
+#include "executor/session.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -48,7 +52,10 @@ static const char usage_main[] =
     "  run MODEL [options]   run a model on given or random inputs, print/save its outputs\n"
     "  test DIR...           run ONNX backend test cases (model.onnx + test_data_set_*)\n"
     "  bench MODEL [options] time a model: load, first run, median/p90, memory\n"
-    "  info MODEL            show producer, opsets, inputs, outputs and operators\n"
+    "  info MODEL            show producer, opsets, inputs, outputs, operators, parameters,\n"
+    "                        FLOPs and the memory plan (--json for tools)\n"
+    "  graph MODEL -o FILE   draw the graph with shapes on the edges (.svg/.png/.dot)\n"
+    "  plan MODEL -o FILE    draw the memory plan: buffers over time (.svg)\n"
     "  convert IN OUT        write a model (ONNX or TorchScript) as ONNX: optimized, another\n"
     "                        opset, external data\n"
     "  grad MODEL -o OUT     write the model with its gradient graph (autograd) as ONNX\n"
@@ -89,7 +96,7 @@ static const char usage_bench[] =
     "  --json                one JSON object on stdout instead of the table\n"
     "  --profile             also time every node of the timed runs: the time per op\n"
     "                        type and the slowest nodes (with --json: every node)\n"
-    "  -i, --shape, --seed   as for `run`\n"
+    "  -i, --shape, --seed, --preprocess  as for `run`\n"
     "\n"
     "example:\n"
     "  onnxexec bench resnet18.onnx --batch 8 --threads 2 --runs 50\n";
@@ -104,10 +111,17 @@ static const char usage_run[] =
     "min/max/mean; then the run time.\n"
     "\n"
     "options:\n"
-    "  -i, --input [NAME=]FILE  an input from a .npy file or a .pb file (ONNX TensorProto),\n"
-    "                        chosen by the file's extension. With NAME= it binds to the graph\n"
-    "                        input NAME; without, the k-th such option binds to the k-th\n"
-    "                        graph input not named by another -i.\n"
+    "  -i, --input [NAME=]FILE  an input from a .npy file, a .pb file (ONNX TensorProto) or\n"
+    "                        an image (.png, .jpg), chosen by the file's extension. With\n"
+    "                        NAME= it binds to the graph input NAME; without, the k-th such\n"
+    "                        option binds to the k-th graph input not named by another -i.\n"
+    "  --preprocess P        how an image becomes a float tensor in the input's layout\n"
+    "                        ([1,C,H,W], [C,H,W] or [1,H,W,C]; C 3, or 1 for grey):\n"
+    "                        imagenet (shorter side resized to 256, centre crop 224, or the\n"
+    "                        input's fixed H and W scaled by 256/224 first; / 255; ImageNet\n"
+    "                        mean and std), scale (/ 255), none (0..255). With scale and\n"
+    "                        none the image is resized to the input's fixed H and W.\n"
+    "                        Default: imagenet for 3 channels, scale for 1.\n"
     "  -o, --output DIR      write each output to DIR/<name>.npy (created if missing); names\n"
     "                        are made safe for file names (characters other than letters,\n"
     "                        digits, '.', '-', '_' become '_').\n"
@@ -165,14 +179,77 @@ static const char usage_test[] =
     "example:\n"
     "  onnxexec test /usr/share/libonnx-testdata/data/node/test_relu -v\n";
 
-static const char usage_info[] = "usage: onnxexec info MODEL [--limit NAME=VALUE]...\n"
-                                 "\n"
-                                 "Describe MODEL: producer, IR version, opset imports, inputs\n"
-                                 "and outputs with dtypes and shapes (symbolic dimensions by\n"
-                                 "name, '?' when unknown), node count and operator counts.\n"
-                                 "\n"
-                                 "example:\n"
-                                 "  onnxexec info model.onnx\n";
+static const char usage_info[] =
+    "usage: onnxexec info MODEL [--json] [--shape NAME=d0,d1,...]... [--batch N]\n"
+    "                     [-i [NAME=]FILE]... [--no-optimize] [--limit NAME=VALUE]...\n"
+    "\n"
+    "Describe MODEL: producer, IR version, opset imports, inputs and outputs with dtypes\n"
+    "and shapes (symbolic dimensions by name, '?' when unknown), node count and a histogram\n"
+    "of operators (after the graph optimizations), parameters (the initializers: elements\n"
+    "and bytes). Then, from the model planned for concrete input shapes and run once on\n"
+    "random inputs: FLOPs (2 x the multiply-adds of Conv, ConvTranspose, Gemm and MatMul)\n"
+    "and the memory plan's three numbers (arena bytes, bytes without reuse, and the lower\n"
+    "bound: the most bytes alive at one step).\n"
+    "\n"
+    "options:\n"
+    "  --json                one JSON object on stdout, for tools\n"
+    "  --shape NAME=d0,d1,... plan input NAME with this shape; --shape SYM=N sets a\n"
+    "                        symbolic dimension; other free dimensions are 1 (a note says so)\n"
+    "  --batch N             the first dimension of inputs where it is not fixed\n"
+    "  -i [NAME=]FILE        plan for the shape of this .npy/.pb input or image (as for\n"
+    "                        run, with --preprocess)\n"
+    "  --seed N              seed of the random inputs (default 0)\n"
+    "  --threads N           threads of the one run (default: the number of cores)\n"
+    "  --no-optimize         describe the graph as the file has it\n"
+    "\n"
+    "examples:\n"
+    "  onnxexec info resnet50.onnx --batch 8\n"
+    "  onnxexec info bert.onnx --shape batch=1 --shape seq=128 --json\n";
+
+static const char usage_graph[] =
+    "usage: onnxexec graph MODEL -o FILE.svg|png|pdf|dot [--shape NAME=d0,d1,...]...\n"
+    "                      [--batch N] [-i [NAME=]FILE]... [--no-optimize]\n"
+    "\n"
+    "Draw MODEL's graph: a box per node (op and name, with the shapes and parameter count\n"
+    "of its weights: initializers are not drawn as nodes), the graph's inputs and outputs,\n"
+    "and an edge per value read, labelled with its dtype and shape as planned for the given\n"
+    "input shapes (the declared ones when the model cannot be planned). Written as DOT\n"
+    "and rendered by Graphviz's dot (Debian package graphviz) for .svg, .png and .pdf;\n"
+    "without Graphviz, FILE.dot is written instead and a note says how to draw it.\n"
+    "\n"
+    "options:\n"
+    "  -o FILE               the picture (.svg, .png, .pdf) or the DOT text (.dot)\n"
+    "  --shape NAME=d0,d1,... input shapes for the edge labels (as for info)\n"
+    "  --batch N             the first dimension of inputs where it is not fixed\n"
+    "  -i [NAME=]FILE        take an input's shape from this .npy/.pb file\n"
+    "  --seed N              seed of the random inputs of the planning run\n"
+    "  --threads N           threads of the planning run\n"
+    "  --no-optimize         the graph as the file has it (else after the optimizations)\n"
+    "\n"
+    "example:\n"
+    "  onnxexec graph resnet18.onnx -o resnet18.svg --batch 1\n";
+
+static const char usage_plan[] =
+    "usage: onnxexec plan MODEL -o FILE.svg [--shape NAME=d0,d1,...]... [--batch N]\n"
+    "                     [-i [NAME=]FILE]... [--no-optimize]\n"
+    "\n"
+    "Draw MODEL's memory plan for the given input shapes as SVG: the schedule's steps\n"
+    "across, arena offsets down, one rectangle per value held in the arena, spanning the\n"
+    "steps it is alive at the offset the planner gave it (hover it for its name, type,\n"
+    "size and producer). The title gives the plan's three numbers: arena bytes, bytes\n"
+    "without reuse, lower bound.\n"
+    "\n"
+    "options:\n"
+    "  -o FILE.svg           the picture\n"
+    "  --shape NAME=d0,d1,... input shapes (as for info)\n"
+    "  --batch N             the first dimension of inputs where it is not fixed\n"
+    "  -i [NAME=]FILE        take an input's shape from this .npy/.pb file\n"
+    "  --seed N              seed of the random inputs of the planning run\n"
+    "  --threads N           threads of the planning run\n"
+    "  --no-optimize         plan the graph as the file has it\n"
+    "\n"
+    "example:\n"
+    "  onnxexec plan resnet18.onnx -o plan.svg --batch 8\n";
 
 /* ---- numbers --------------------------------------------------------------------------- */
 
@@ -476,6 +553,25 @@ static int make_dirs(const char *path) {
 
 /* Read a tensor from .npy or .pb (by extension). *name gets the .pb tensor's name (malloc'd,
  * may be NULL). Returns a status; the message is the library's. */
+/* --preprocess for image inputs; -1: not given (imagenet for 3 channels, scale for 1) */
+static int image_pp = -1;
+
+/* An image file as an input of `rank` dims `want` (-1 where free; rank < 0: unknown). */
+static int read_image(const char *path, int rank, const int64_t *want, ox_tensor *t, char *err,
+                      size_t errlen) {
+    int pp = image_pp;
+    bool grey = rank == 4 && (want[1] == 1 || (want[3] == 1 && want[1] != 3));
+    grey = grey || (rank == 3 && want[0] == 1);
+    if (pp < 0) pp = grey ? IMAGE_SCALE : IMAGE_IMAGENET;
+    if (image_read(path, (enum image_preprocess)pp, rank, want, t, err, errlen)) return -1;
+    if (image_pp < 0)
+        fprintf(
+            stderr, "note: %s: %s (--preprocess %s); --preprocess imagenet|scale|none to choose\n",
+            path, grey ? "pixels / 255" : "resized to 256, centre crop, / 255, ImageNet mean/std",
+            grey ? "scale" : "imagenet");
+    return 0;
+}
+
 static int read_tensor(const char *path, ox_tensor *t, char **name, char *err, size_t errlen) {
     ox_status st;
     memset(t, 0, sizeof *t);
@@ -489,8 +585,11 @@ static int read_tensor(const char *path, ox_tensor *t, char **name, char *err, s
             *name = nm;
         else
             free(nm);
+    } else if (image_is_file(path)) {
+        return read_image(path, -1, NULL, t, err, errlen);
     } else {
-        snprintf(err, errlen, "%s: unknown tensor file type (expected .npy or .pb)", path);
+        snprintf(err, errlen, "%s: unknown tensor file type (expected .npy, .pb, .png or .jpg)",
+                 path);
         return -1;
     }
     if (st != OX_OK) {
@@ -670,6 +769,7 @@ struct run_state {
     const ox_tensor **outs;
     char **stems;  /* per output: its file name stem */
     int64_t batch; /* bench --batch: the first dimension where it is not fixed (0: unset) */
+    bool quiet;    /* no note for random inputs (info, graph, plan) */
 };
 
 static void run_state_free(struct run_state *r) {
@@ -836,8 +936,15 @@ static int prepare_inputs(struct run_state *r, uint64_t seed) {
                               name, kind_name(kind));
         if (r->given[i]) {
             char err[1200];
-            if (read_tensor(r->iopts[r->given[i] - 1].file, &r->ins[i], NULL, err, sizeof err))
-                return cli_errorf(EXIT_FAIL, "input '%s': %s", name, err);
+            const char *file = r->iopts[r->given[i] - 1].file;
+            ox_tensor d = {0};
+            int bad;
+            if (image_is_file(file) && ox_model_input(r->m, i, &d, NULL) == OX_OK &&
+                d.rank <= OX_MAX_RANK)
+                bad = read_image(file, d.rank, d.dims, &r->ins[i], err, sizeof err);
+            else
+                bad = read_tensor(file, &r->ins[i], NULL, err, sizeof err);
+            if (bad) return cli_errorf(EXIT_FAIL, "input '%s': %s", name, err);
             r->has[i] = true;
             r->ins[i].name = name;
             for (int k = 0; k < r->n_sopts; k++)
@@ -861,6 +968,7 @@ static int prepare_inputs(struct run_state *r, uint64_t seed) {
         if ((rc = fill_random(&t, &rng))) return rc;
         r->ins[i] = t;
         r->has[i] = true;
+        if (r->quiet) continue;
         char type[600];
         fmt_type(&t, NULL, type, sizeof type);
         fprintf(stderr, "note: input '%s' not given: random %s (seed %" PRIu64 ")\n", name, type,
@@ -1080,7 +1188,8 @@ static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, b
     double t_first = cli_now_ms();
     ox_status st = ox_session_run(r->s, r->pass, n_pass, r->outs);
     t_first = cli_now_ms() - t_first;
-    bool tty = isatty(STDERR_FILENO) && !json;
+    struct cli_progress bar;
+    cli_progress_start(&bar, "bench", runs);
     for (int k = 0; st == OX_OK && k < warmup; k++)
         st = ox_session_run(r->s, r->pass, n_pass, r->outs);
     if (profile && st == OX_OK) { /* count the timed runs only */
@@ -1092,13 +1201,9 @@ static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, b
         double t0 = cli_now_ms();
         st = ox_session_run(r->s, r->pass, n_pass, r->outs);
         t[k] = cli_now_ms() - t0;
-        if (tty && (k % 4 == 0 || k == runs - 1)) {
-            int w = 30, done = (k + 1) * w / runs;
-            fprintf(stderr, "\r[%.*s%*s] %d/%d", done, "##############################", w - done,
-                    "", k + 1, runs);
-        }
+        cli_progress_update(&bar, k + 1, "runs");
     }
-    if (tty) fprintf(stderr, "\r%*s\r", 50, "");
+    cli_progress_clear(&bar);
     if (st != OX_OK) {
         free(t);
         return cli_errorf(EXIT_FAIL, "%s", cli_lib_msg(st));
@@ -1143,7 +1248,43 @@ static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, b
 }
 
 /* `run` and `bench`: the same inputs and session; bench times instead of printing. */
-static int run_main(int argc, char **argv, bool bench) {
+enum run_mode { MODE_RUN, MODE_BENCH, MODE_INFO, MODE_GRAPH, MODE_PLAN };
+
+/* info, graph and plan: plan the model for the inputs (-i, --shape, --batch; random data),
+ * run it once, and report from that plan (tools/inspect.c). info goes on without the plan
+ * when planning fails, graph too (with the declared shapes). */
+static int inspect_main(struct run_state *r, enum run_mode mode, const char *model_path,
+                        const char *out, bool json, int n_threads, uint64_t seed) {
+    struct ox_plan *p = NULL;
+    r->quiet = true;
+    int rc = prepare_inputs(r, seed);
+    if (rc == EXIT_USAGE && (r->n_sopts || r->n_iopts || r->batch)) return rc;
+    if (!rc) {
+        int n_pass = 0;
+        for (int i = 0; i < r->n_in; i++)
+            if (r->has[i]) r->pass[n_pass++] = r->ins[i];
+        ox_session_options so = {.n_threads = n_threads};
+        ox_status st = ox_session_create(r->m, &so, &r->s);
+        if (st == OX_OK) st = ox_session_run(r->s, r->pass, n_pass, r->outs);
+        if (st == OX_OK) st = ox_session_plan(r->s, &p);
+        if (st != OX_OK) rc = cli_errorf(EXIT_FAIL, "%s", cli_lib_msg(st));
+    }
+    if (rc && mode == MODE_PLAN) return rc;
+    if (rc)
+        fprintf(stderr, "note: %s\n",
+                mode == MODE_INFO ? "FLOPs and the memory plan need the model planned (see above)"
+                                  : "edges show the declared shapes: the model could not be "
+                                    "planned (see above)");
+    return inspect_report(mode == MODE_INFO    ? INSPECT_INFO
+                          : mode == MODE_GRAPH ? INSPECT_GRAPH
+                                               : INSPECT_PLAN,
+                          model_path, r->m, p, json, out);
+}
+
+static int run_main(int argc, char **argv, enum run_mode mode) {
+    static const char *const cmd_names[] = {"run", "bench", "info", "graph", "plan"};
+    const char *cmd = cmd_names[mode];
+    bool bench = mode == MODE_BENCH, inspect = mode >= MODE_INFO;
     const char *model_path = NULL, *out_dir = NULL;
     int runs = 20, warmup = 0;
     bool json = false, profile = false;
@@ -1164,18 +1305,20 @@ static int run_main(int argc, char **argv, bool bench) {
         bool takes = strcmp(arg, "-i") == 0 || strcmp(arg, "--input") == 0 ||
                      strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0 ||
                      strcmp(arg, "--seed") == 0 || strcmp(arg, "--shape") == 0 ||
-                     strcmp(arg, "--format") == 0 || strcmp(arg, "--threads") == 0 ||
-                     strcmp(arg, "--repeat") == 0 || strcmp(arg, "--labels") == 0 ||
-                     strcmp(arg, "--truth") == 0 ||
-                     (bench && (strcmp(arg, "--runs") == 0 || strcmp(arg, "--batch") == 0 ||
-                                strcmp(arg, "--warmup") == 0));
+                     strcmp(arg, "--threads") == 0 || strcmp(arg, "--preprocess") == 0 ||
+                     (!inspect && (strcmp(arg, "--format") == 0 || strcmp(arg, "--repeat") == 0 ||
+                                   strcmp(arg, "--labels") == 0 || strcmp(arg, "--truth") == 0)) ||
+                     ((bench || inspect) && strcmp(arg, "--batch") == 0) ||
+                     (bench && (strcmp(arg, "--runs") == 0 || strcmp(arg, "--warmup") == 0));
         if (cli_is_help(arg)) {
-            cli_usage(bench ? usage_bench : usage_run);
+            static const char *const usages[] = {usage_run, usage_bench, usage_info, usage_graph,
+                                                 usage_plan};
+            cli_usage(usages[mode]);
             rc = 0;
             goto done;
         }
         if (takes && !val) {
-            rc = cli_errorf(EXIT_USAGE, "%s needs a value (see onnxexec run --help)", arg);
+            rc = cli_errorf(EXIT_USAGE, "%s needs a value (see onnxexec %s --help)", arg, cmd);
             goto done;
         }
         if (takes) a++;
@@ -1192,6 +1335,18 @@ static int run_main(int argc, char **argv, bool bench) {
             seed = (uint64_t)v;
         } else if (strcmp(arg, "--shape") == 0) {
             if ((rc = parse_shape_opt(val, &r.sopts[r.n_sopts++]))) goto done;
+        } else if (strcmp(arg, "--preprocess") == 0) {
+            if (strcmp(val, "imagenet") == 0)
+                image_pp = IMAGE_IMAGENET;
+            else if (strcmp(val, "scale") == 0)
+                image_pp = IMAGE_SCALE;
+            else if (strcmp(val, "none") == 0)
+                image_pp = IMAGE_NONE;
+            else {
+                rc = cli_errorf(EXIT_USAGE, "--preprocess '%s': expected imagenet, scale or none",
+                                val);
+                goto done;
+            }
         } else if (strcmp(arg, "--format") == 0) {
             if (strcmp(val, "npy") == 0)
                 want_npy = true, want_pb = false;
@@ -1208,7 +1363,7 @@ static int run_main(int argc, char **argv, bool bench) {
                 rc = cli_errorf(EXIT_USAGE, "--threads '%s': expected a number in 0..4096", val);
                 goto done;
             }
-        } else if (bench && strcmp(arg, "--json") == 0) {
+        } else if ((bench || mode == MODE_INFO) && strcmp(arg, "--json") == 0) {
             json = true;
         } else if (bench && strcmp(arg, "--profile") == 0) {
             profile = true;
@@ -1222,7 +1377,7 @@ static int run_main(int argc, char **argv, bool bench) {
                 rc = cli_errorf(EXIT_USAGE, "--warmup '%s': expected a number >= 0", val);
                 goto done;
             }
-        } else if (bench && strcmp(arg, "--batch") == 0) {
+        } else if ((bench || inspect) && strcmp(arg, "--batch") == 0) {
             int b;
             if (!parse_int(val, 1, 1 << 30, &b)) {
                 rc = cli_errorf(EXIT_USAGE, "--batch '%s': expected a number >= 1", val);
@@ -1239,17 +1394,31 @@ static int run_main(int argc, char **argv, bool bench) {
                 goto done;
             }
         } else if (arg[0] == '-' && arg[1]) {
-            rc = cli_errorf(EXIT_USAGE, "run: unknown option '%s' (see onnxexec run --help)", arg);
+            rc = cli_errorf(EXIT_USAGE, "%s: unknown option '%s' (see onnxexec %s --help)", cmd,
+                            arg, cmd);
             goto done;
         } else if (!model_path) {
             model_path = arg;
         } else {
-            rc = cli_errorf(EXIT_USAGE, "run: unexpected argument '%s' (inputs go with -i)", arg);
+            rc = cli_errorf(EXIT_USAGE, "%s: unexpected argument '%s'%s", cmd, arg,
+                            inspect ? " (one model at a time)" : " (inputs go with -i)");
             goto done;
         }
     }
     if (!model_path) {
-        rc = cli_errorf(EXIT_USAGE, "run: no model given (usage: onnxexec run MODEL [options])");
+        rc = cli_errorf(EXIT_USAGE, "%s: no model given (usage: onnxexec %s MODEL [options])", cmd,
+                        cmd);
+        goto done;
+    }
+    if (mode == MODE_INFO && out_dir) {
+        rc = cli_errorf(EXIT_USAGE,
+                        "info: -o: info prints on stdout (--json for tools); pictures come "
+                        "from onnxexec graph|plan MODEL -o FILE.svg");
+        goto done;
+    }
+    if ((mode == MODE_GRAPH || mode == MODE_PLAN) && !out_dir) {
+        rc = cli_errorf(EXIT_USAGE, "%s: needs -o FILE (%s)", cmd,
+                        mode == MODE_GRAPH ? "FILE.svg, .png, .pdf or .dot" : "FILE.svg");
         goto done;
     }
     ox_tensor *ts_shapes = NULL;
@@ -1287,6 +1456,10 @@ static int run_main(int argc, char **argv, bool bench) {
         r.in_names[i] = d.name;
     }
     if ((rc = bind_input_opts(&r, model_path))) goto done;
+    if (inspect) {
+        rc = inspect_main(&r, mode, model_path, out_dir, json, n_threads, seed);
+        goto done;
+    }
     if ((rc = prepare_inputs(&r, seed))) goto done;
 
     /* pass the inputs we hold, by name */
@@ -1330,11 +1503,11 @@ done:
 }
 
 static int cmd_run(int argc, char **argv) {
-    return run_main(argc, argv, false);
+    return run_main(argc, argv, MODE_RUN);
 }
 
 static int cmd_bench(int argc, char **argv) {
-    return run_main(argc, argv, true);
+    return run_main(argc, argv, MODE_BENCH);
 }
 
 /* ---- test ------------------------------------------------------------------------------ */
@@ -1969,12 +2142,16 @@ static int cmd_test(int argc, char **argv) {
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     int n_pass = 0, n_fail = 0, n_skip = 0;
+    struct cli_progress bar; /* on a terminal, below the case lines */
+    cli_progress_start(&bar, "test", cases.n);
     for (int i = 0; i < cases.n; i++) {
         char why[4096] = "";
+        cli_progress_clear(&bar);
         if (o.verbose) printf("RUN  %s\n", case_name(cases.v[i]));
         fflush(stdout);
         int r = run_case(cases.v[i], &o, why, sizeof why);
         const char *name = case_name(cases.v[i]);
+        cli_progress_clear(&bar);
         if (r == R_PASS)
             printf("PASS %s\n", name), n_pass++;
         else if (r == R_SKIP)
@@ -1982,7 +2159,11 @@ static int cmd_test(int argc, char **argv) {
         else
             printf("FAIL %s: %s\n", name, why[0] ? why : "failed"), n_fail++;
         fflush(stdout);
+        char counts[64];
+        snprintf(counts, sizeof counts, "%d failed, %d skipped", n_fail, n_skip);
+        cli_progress_update(&bar, i + 1, counts);
     }
+    cli_progress_clear(&bar);
     printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
     rc = n_fail ? EXIT_FAIL : 0;
     goto done;
@@ -1993,105 +2174,18 @@ done:
     return rc;
 }
 
-/* ---- info ------------------------------------------------------------------------------ */
-
-struct op_count {
-    const char *domain, *op_type;
-    int n;
-};
-
-static int cmp_op_count(const void *a, const void *b) {
-    const struct op_count *x = a, *y = b;
-    if (x->n != y->n) return x->n > y->n ? -1 : 1;
-    int c = strcmp(x->domain, y->domain);
-    return c ? c : strcmp(x->op_type, y->op_type);
-}
-
-static void print_io(const ox_model *m, bool is_in, int i) {
-    ox_tensor d = {0};
-    const char *dn[OX_MAX_RANK] = {0};
-    ox_status st = is_in ? ox_model_input(m, i, &d, dn) : ox_model_output(m, i, &d, dn);
-    if (st != OX_OK) {
-        printf("  %d: (%s)\n", i, cli_lib_msg(st));
-        return;
-    }
-    ox_io_kind kind = is_in ? ox_model_input_kind(m, i) : ox_model_output_kind(m, i);
-    char type[700];
-    if (d.rank > OX_MAX_RANK) d.rank = OX_MAX_RANK;
-    fmt_type(&d, dn, type, sizeof type);
-    if (kind != OX_IO_TENSOR) {
-        char t2[800];
-        snprintf(t2, sizeof t2, "%s(%s)", kind_name(kind), type);
-        memcpy(type, t2, sizeof type - 1);
-        type[sizeof type - 1] = 0;
-    }
-    printf("  %-24s %s%s\n", d.name ? d.name : "?", type,
-           is_in && ox_model_input_has_default(m, i) ? "  (has an initializer)" : "");
-}
+/* ---- info, graph, plan (tools/inspect.c) ---------------------------------------------- */
 
 static int cmd_info(int argc, char **argv) {
-    const char *path = NULL;
-    for (int a = 0; a < argc; a++) {
-        if (cli_is_help(argv[a])) {
-            cli_usage(usage_info);
-            return 0;
-        }
-        if (argv[a][0] == '-' && argv[a][1])
-            return cli_errorf(EXIT_USAGE, "info: unknown option '%s' (see onnxexec info --help)",
-                              argv[a]);
-        if (path)
-            return cli_errorf(EXIT_USAGE, "info: one model at a time ('%s' is extra)", argv[a]);
-        path = argv[a];
-    }
-    if (!path) return cli_errorf(EXIT_USAGE, "info: no model given (usage: onnxexec info MODEL)");
-    ox_model *m;
-    int rc = load_model(path, &m);
-    if (rc) return rc;
-    const char *prod = ox_model_producer(m), *ver = ox_model_producer_version(m);
-    printf("model:      %s\n", path);
-    printf("producer:   %s%s%s\n", prod && *prod ? prod : "(none)", ver && *ver ? " " : "",
-           ver ? ver : "");
-    printf("ir version: %" PRId64 "\n", ox_model_ir_version(m));
-    printf("opsets:    ");
-    int n_opsets = ox_model_n_opsets(m);
-    for (int i = 0; i < n_opsets; i++) {
-        const char *dom = NULL;
-        int64_t v = 0;
-        if (ox_model_opset(m, i, &dom, &v) != OX_OK) continue;
-        printf("%s %s %" PRId64, i ? "," : "", dom && *dom ? dom : "ai.onnx", v);
-    }
-    printf("%s\n", n_opsets ? "" : " (none)");
-    int n_in = ox_model_n_inputs(m), n_out = ox_model_n_outputs(m);
-    printf("inputs (%d):\n", n_in);
-    for (int i = 0; i < n_in; i++) print_io(m, true, i);
-    printf("outputs (%d):\n", n_out);
-    for (int i = 0; i < n_out; i++) print_io(m, false, i);
-    int n_nodes = ox_model_n_nodes(m);
-    printf("nodes:      %d\n", n_nodes);
-    struct op_count *ops = calloc((size_t)(n_nodes > 0 ? n_nodes : 1), sizeof *ops);
-    if (!ops) {
-        ox_model_free(m);
-        return cli_errorf(EXIT_FAIL, "out of memory");
-    }
-    int n_ops = 0;
-    for (int i = 0; i < n_nodes; i++) {
-        const char *op = NULL, *dom = NULL;
-        if (ox_model_node(m, i, NULL, &op, &dom) != OX_OK) continue;
-        if (!op) op = "?";
-        if (!dom) dom = "";
-        int j = 0;
-        while (j < n_ops && !(strcmp(ops[j].op_type, op) == 0 && strcmp(ops[j].domain, dom) == 0))
-            j++;
-        if (j == n_ops) ops[n_ops++] = (struct op_count){dom, op, 0};
-        ops[j].n++;
-    }
-    qsort(ops, (size_t)n_ops, sizeof *ops, cmp_op_count);
-    for (int j = 0; j < n_ops; j++)
-        printf("  %6d  %s%s%s\n", ops[j].n, ops[j].domain, *ops[j].domain ? "." : "",
-               ops[j].op_type);
-    free(ops);
-    ox_model_free(m);
-    return 0;
+    return run_main(argc, argv, MODE_INFO);
+}
+
+static int cmd_graph(int argc, char **argv) {
+    return run_main(argc, argv, MODE_GRAPH);
+}
+
+static int cmd_plan(int argc, char **argv) {
+    return run_main(argc, argv, MODE_PLAN);
 }
 
 /* ---- convert --------------------------------------------------------------------------- */
@@ -2132,6 +2226,17 @@ static const char usage_convert[] =
     "  onnxexec convert big.onnx out/big.onnx --external-data\n"
     "  onnxexec convert model.onnx model-opset18.onnx --opset 18\n"
     "  onnxexec convert resnet18.pt resnet18.onnx --shape x=1,3,224,224\n";
+
+/* convert's stages: on a terminal, a bar that names the stage; otherwise, for a big model
+ * (plain), one line per stage. */
+static void convert_stage(struct cli_progress *bar, bool plain, int k, const char *what,
+                          const char *file) {
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s %s", what, file);
+    if (plain) fprintf(stderr, "convert: %s\n", msg);
+    bar->drawn_at = -1e9; /* draw now */
+    cli_progress_update(bar, k, msg);
+}
 
 static int cmd_convert(int argc, char **argv) {
     const char *in = NULL, *out = NULL;
@@ -2205,23 +2310,36 @@ static int cmd_convert(int argc, char **argv) {
     ox_model *m;
     bool optimize = !model_opts.no_optimize;
     model_opts.no_optimize = true; /* the opset first, then the optimizations at the target */
+    struct cli_progress bar;
+    int stage = 0;
+    cli_progress_start(&bar, "convert", 2 + (opset != 0) + optimize);
+    struct stat isb;
+    bool plain = !bar.on && stat(in, &isb) == 0 && isb.st_size >= (256 << 20);
+    convert_stage(&bar, plain, stage++, "loading", in);
     int rc = load_model(in, &m);
-    if (rc) return rc;
+    if (rc) return cli_progress_clear(&bar), rc;
     ox_status st = OX_OK;
     if (opset) {
+        convert_stage(&bar, plain, stage++, "converting the opset of", in);
         st = ox_model_convert_opset(m, opset);
         if (st) {
             ox_model_free(m);
+            cli_progress_clear(&bar);
             return cli_errorf(EXIT_FAIL, "%s: %s", in, cli_lib_msg(st));
         }
     }
+    if (optimize) convert_stage(&bar, plain, stage++, "optimizing", in);
     if (optimize && (st = ox_model_optimize(m, model_opts.standard_ops_only))) {
         ox_model_free(m);
+        cli_progress_clear(&bar);
         return cli_errorf(EXIT_FAIL, "%s: %s", in, cli_lib_msg(st));
     }
+    convert_stage(&bar, plain, stage++, "writing", out);
     st = ox_model_save(m, out, &so);
     int n_nodes = ox_model_n_nodes(m);
     ox_model_free(m);
+    cli_progress_update(&bar, stage, "done");
+    cli_progress_clear(&bar);
     if (st) return cli_errorf(EXIT_FAIL, "%s", cli_lib_msg(st));
     struct stat sb;
     long long bytes = stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
@@ -2490,6 +2608,8 @@ static int cmd_help(int argc, char **argv) {
     if (strcmp(argv[0], "run") == 0) return cli_usage(usage_run);
     if (strcmp(argv[0], "test") == 0) return cli_usage(usage_test);
     if (strcmp(argv[0], "info") == 0) return cli_usage(usage_info);
+    if (strcmp(argv[0], "graph") == 0) return cli_usage(usage_graph);
+    if (strcmp(argv[0], "plan") == 0) return cli_usage(usage_plan);
     if (strcmp(argv[0], "bench") == 0) return cli_usage(usage_bench);
     if (strcmp(argv[0], "convert") == 0) return cli_usage(usage_convert);
     if (strcmp(argv[0], "grad") == 0) return cli_usage(usage_grad);
@@ -2524,15 +2644,17 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(cmd, "help") == 0) return cmd_help(argc - 2, argv + 2);
-    static const char *const loads_model[] = {"run",  "test",      "bench", "info",   "convert",
-                                              "grad", "gradcheck", "train", "compare"};
+    static const char *const loads_model[] = {"run",       "test",  "bench",   "info",
+                                              "graph",     "plan",  "convert", "grad",
+                                              "gradcheck", "train", "compare"};
     for (size_t i = 0; i < sizeof loads_model / sizeof *loads_model; i++)
         if (strcmp(cmd, loads_model[i]) == 0) {
             int rc = cli_take_limits(&argc, argv, 2, strcmp(cmd, "train") == 0);
             if (rc) return rc;
             model_opts.limits = cli_limits;
         }
-    if (strcmp(cmd, "run") == 0 || strcmp(cmd, "test") == 0 || strcmp(cmd, "bench") == 0) {
+    if (strcmp(cmd, "run") == 0 || strcmp(cmd, "test") == 0 || strcmp(cmd, "bench") == 0 ||
+        strcmp(cmd, "info") == 0 || strcmp(cmd, "graph") == 0 || strcmp(cmd, "plan") == 0) {
         int k = 2;
         for (int i = 2; i < argc; i++) { /* a model or folder is never named --no-optimize */
             if (strcmp(argv[i], "--no-optimize") == 0)
@@ -2546,6 +2668,8 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "test") == 0) return cmd_test(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
     if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
+    if (strcmp(cmd, "graph") == 0) return cmd_graph(argc - 2, argv + 2);
+    if (strcmp(cmd, "plan") == 0) return cmd_plan(argc - 2, argv + 2);
     if (strcmp(cmd, "convert") == 0) {
         model_opts.no_optimize = true; /* as read, unless --optimize */
         return cmd_convert(argc - 2, argv + 2);

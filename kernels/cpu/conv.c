@@ -922,6 +922,7 @@ static ox_status conv_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n, c
     int64_t group;
     ox_status st = conv_setup(n, x, w, &g, &group);
     if (st) return st;
+    if (ox_tensor_numel(y) == 0) return OX_OK; /* no output channels, or no batch */
     int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0];
     bool done = false;
     if (x->dtype == OX_FLOAT) {

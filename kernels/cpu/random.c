@@ -15,7 +15,9 @@ static void rng_seed(struct ox_mt19937 *r, const struct ox_node *n) {
     const struct ox_attr *a = ox_node_attr(n, "seed");
     uint32_t x;
     if (a && a->type == OX_ATTR_FLOAT) {
-        x = (uint32_t)(int64_t)a->f;
+        /* a seed beyond int64 or NaN (numpy would refuse it) must not reach the cast */
+        double f = a->f;
+        x = f > -9.2e18 && f < 9.2e18 ? (uint32_t)(int64_t)f : 0;
     } else {
         x = 0x6f6e6e78u; /* "onnx" */
         for (const char *p = n->name ? n->name : ""; *p; p++)

@@ -30,8 +30,7 @@ static void walk_expr(const struct ox_ts_expr *e, struct ox_arena *a, int depth)
     }
     walk_expr(e->base, a, depth + 1);
     walk_expr(e->index, a, depth + 1);
-    int n = e->kind == OX_TE_DICT ? 2 * e->n_args : e->n_args;
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < e->n_args; k++) { /* a dict's n_args counts keys and values */
         if (e->kw && e->kw[k]) sink += strlen(e->kw[k]);
         walk_expr(e->args[k], a, depth + 1);
     }

@@ -10,6 +10,7 @@
 #   P/include/onnxexec.h               the API
 #   P/bin/onnxexec                     the tool (linked statically with the library)
 #   P/share/man/man1/onnxexec.1        its manual page (tools/onnxexec.1)
+#   P/lib/python3/dist-packages/onnxexec.py   the Python module (python/onnxexec.py)
 #   P/lib/pkgconfig/onnxexec.pc        pkg-config: `pkg-config --cflags --libs onnxexec`,
 #                                      `--static` for libonnxexec.a's own dependencies
 #   P/lib/cmake/onnxexec/              find_package(onnxexec): onnxexec::onnxexec (shared),
@@ -93,6 +94,27 @@ install(TARGETS onnxexec_shared onnxexec_static EXPORT onnxexecTargets
 install(TARGETS onnxexec RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/onnxexec.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/tools/onnxexec.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+
+# The Python module (python/onnxexec.py, ctypes over libonnxexec.so.0) where Debian's Python
+# looks: PREFIX/lib/python3/dist-packages (on sys.path for /usr and /usr/local; elsewhere
+# PYTHONPATH). The installed copy finds the library through the path from its folder to
+# the library's, written into it here.
+set(OX_PYTHON_DIR "lib/python3/dist-packages"
+    CACHE STRING "where cmake --install puts onnxexec.py (relative to the prefix, or absolute)")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+                                       ${PROJECT_SOURCE_DIR}/python/onnxexec.py)
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(ox_py_libdir "${CMAKE_INSTALL_LIBDIR}")
+elseif(IS_ABSOLUTE "${OX_PYTHON_DIR}")
+  set(ox_py_libdir "${CMAKE_INSTALL_FULL_LIBDIR}")
+else()
+  file(RELATIVE_PATH ox_py_libdir /prefix/${OX_PYTHON_DIR} /prefix/${CMAKE_INSTALL_LIBDIR})
+endif()
+file(READ ${PROJECT_SOURCE_DIR}/python/onnxexec.py ox_py_module)
+string(REPLACE "\n_LIBDIR_FROM_MODULE = None\n" "\n_LIBDIR_FROM_MODULE = \"${ox_py_libdir}\"\n"
+               ox_py_module "${ox_py_module}")
+file(WRITE ${PROJECT_BINARY_DIR}/python/onnxexec.py "${ox_py_module}")
+install(FILES ${PROJECT_BINARY_DIR}/python/onnxexec.py DESTINATION ${OX_PYTHON_DIR})
 
 # CMake package. Before 1.0 a minor version may change the API, so only the same minor
 # version is compatible; from 1.0, the same major version.
