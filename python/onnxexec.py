@@ -172,7 +172,24 @@ def _describe(fn, handle, i):
     return (t.name.decode() if t.name else None, np.dtype(dt) if dt else None, shape)
 
 
-class Model:
+class _Owned:
+    """A library handle in self._h, freed by close(): with-blocks and garbage collection."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            if getattr(self, "_h", None):
+                self.close()
+        except Exception:  # at interpreter exit the module's globals may be gone
+            pass
+
+
+class Model(_Owned):
     """A loaded model. `optimize=False` keeps the graph as the file has it."""
 
     def __init__(self, path, optimize=True):
@@ -202,19 +219,6 @@ class Model:
                 s.close()
             _model_free(self._h)
             self._h = _P()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            if getattr(self, "_h", None):
-                self.close()
-        except Exception:  # at interpreter exit the module's globals may be gone
-            pass
 
 
 def _as_tensor(name, a, keep):
@@ -257,7 +261,7 @@ def _to_numpy(t):
     return np.frombuffer(buf, dtype=dt).reshape(shape).copy()
 
 
-class Session:
+class Session(_Owned):
     """Runs a model; plans are cached per input shape (see ox_session_create)."""
 
     def __init__(self, model, threads=0):
@@ -295,16 +299,3 @@ class Session:
         if self._h:
             _session_free(self._h)
             self._h = _P()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            if getattr(self, "_h", None):
-                self.close()
-        except Exception:  # at interpreter exit the module's globals may be gone
-            pass
