@@ -14,8 +14,10 @@
  * and leaves a message in a thread-local buffer that ox_errmsg() returns.
  * Ownership: pointers passed in are borrowed for the call; objects returned through
  * `**out` are owned by the caller and freed with their `_free`; `_free(NULL)` is a no-op.
- * Thread safety: a model may be shared by sessions in several threads; one session is
- * used by one thread at a time.
+ * Thread safety: a model may be shared by sessions in several threads, and a session may
+ * be run from several threads at once (see ox_session_create); functions that change a
+ * model (ox_model_gradient, ox_model_optimize, ox_model_convert_opset) need it to
+ * themselves; everything else is safe where its comment does not say otherwise.
  */
 #ifndef ONNXEXEC_H
 #define ONNXEXEC_H
@@ -538,6 +540,8 @@ void ox_values_free(ox_tensor *values, int n_values);
 ox_status ox_compare_reduce(const ox_model *model, const ox_tensor *values, int n_values,
                             const char *value_name, const char *dir);
 
+/* The number of graph inputs (initializers that are also inputs included) and outputs of
+ * the model's main graph. Thread-safe: the model is only read. */
 int ox_model_n_inputs(const ox_model *m);
 int ox_model_n_outputs(const ox_model *m);
 /* Describe graph input/output i: name, dtype and shape; a dim that is not fixed is -1 and
