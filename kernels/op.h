@@ -107,6 +107,10 @@ struct ox_gemm_b {
     bool trans;
     const void *ctx;     /* other packers' state */
     const float *packed; /* or all of B packed ahead by ox_sgemm_pack_b (pack unused) */
+    /* or B read in place, never packed (pack unused): element (k, j) at data[offs[k] + j],
+     * and rows are read whole blocks of OX_GEMM_NR wide, so data[offs[k] + j] must be
+     * readable up to the block past the last column (a direct convolution, conv.c) */
+    const int32_t *offs;
 };
 void ox_gemm_b_pack_matrix(const struct ox_gemm_b *b, int64_t k0, int64_t k1, int64_t j0,
                            int64_t j1, float *dst);

@@ -3,9 +3,10 @@
  * dilations, pads and output_padding, and its auto_pad/output_shape padding rules;
  * MatMulInteger against a plain integer loop with every kind of zero point; the opset
  * 18/21 difference of GroupNormalization; MaxRoiPool and MeanVarianceNormalization on
- * hand-checked values; float 2-D depthwise Conv and MaxPool against its definition on random
- * geometries; MaxUnpool's use of the default shape; and the errors bad input gives. The ONNX
- * backend node tests and the PyTorch cases cover the ordinary behaviour.
+ * hand-checked values; float 2-D dense, grouped and depthwise Conv (FusedConv with residual and
+ * activations) and MaxPool against their definitions on random geometries; MaxUnpool's use of the
+ * default shape; and the errors bad input gives. The ONNX backend node tests and the PyTorch cases
+ * cover the ordinary behaviour.
  *
  *     test_nn            # exit status 0 when all pass
  *     test_nn --bench    # also time a float32 ConvTranspose
@@ -305,6 +306,108 @@ static void test_mvn(void) {
     ox_tensor_free_data(&x);
 }
 
+/* A random 2-D convolution geometry: kernel 1-5, strides s_lo..s_hi, dilations 1-2, pads
+ * 0..max_pad at each side, rows of 1..narrow inputs or (every third iter) wide_lo..wide_hi;
+ * the spatial dims of x, w and y (indices 2, 3). False when the kernel does not fit. */
+static bool random_conv_geom(int iter, int64_t s_lo, int64_t s_hi, int64_t max_pad, int64_t narrow,
+                             int64_t wide_lo, int64_t wide_hi, int64_t k[2], int64_t s[2],
+                             int64_t d[2], int64_t pads[4], int64_t xd[4], int64_t wd[4],
+                             int64_t yd[4]) {
+    bool ok = true;
+    for (int i = 0; i < 2; i++) {
+        k[i] = irand(1, 5);
+        s[i] = irand(s_lo, s_hi);
+        d[i] = irand(1, 2);
+        pads[i] = irand(0, max_pad);
+        pads[i + 2] = irand(0, max_pad);
+        xd[i + 2] = i == 1 && iter % 3 == 0 ? irand(wide_lo, wide_hi) : irand(1, narrow);
+        wd[i + 2] = k[i];
+        int64_t num = xd[i + 2] + pads[i] + pads[i + 2] - ((k[i] - 1) * d[i] + 1);
+        if (num < 0) ok = false;
+        yd[i + 2] = num / s[i] + 1;
+    }
+    return ok;
+}
+
+/* ---- dense and grouped Conv (float 2-D), fused residual and activation ---------------- */
+
+/* Random convolutions through FusedConv (kernel 1-5, strides 1-3, unequal in the two
+ * dimensions, dilations, unequal pads, groups, rows narrower and wider than a 32-column
+ * block, a residual Z and each activation) against the definition in double. */
+static void test_conv_random(void) {
+    static const char *const acts[] = {"", "Relu", "Clip", "Silu"};
+    for (int iter = 0; iter < 240; iter++) {
+        int64_t k[2], s[2], d[2], pads[4], G = irand(1, 2), cg = irand(1, 20), mg = irand(1, 20);
+        int64_t N = irand(1, 2), C = G * cg, M = G * mg;
+        int64_t xd[4] = {N, C}, wd[4] = {M, cg}, yd[4] = {N, M};
+        if (!random_conv_geom(iter, 1, iter % 4 == 3 ? 3 : 1, 3, 20, 30, 70, k, s, d, pads, xd, wd,
+                              yd))
+            continue;
+        const char *act = acts[iter % 4];
+        ox_tensor x = mk(OX_FLOAT, 4, xd), w = mk(OX_FLOAT, 4, wd), b = mk(OX_FLOAT, 1, &M),
+                  z = mk(OX_FLOAT, 4, yd), y;
+        fill(&x);
+        fill(&w);
+        fill(&b);
+        fill(&z);
+        bool with_z = iter % 2 == 0;
+        float clip[2] = {-0.5f, 0.7f};
+        struct attrs at = {0};
+        attr_ints(&at, "kernel_shape", 2, k);
+        attr_ints(&at, "strides", 2, s);
+        attr_ints(&at, "dilations", 2, d);
+        attr_ints(&at, "pads", 4, pads);
+        attr_i(&at, "group", G);
+        attr_s(&at, "activation", act);
+        if (!strcmp(act, "Clip")) attr_floats(&at, "activation_params", 2, clip);
+        const ox_tensor *in[4] = {&x, &w, &b, with_z ? &z : NULL};
+        ox_status st =
+            run_node("ai.onnxexec", "FusedConv", 1, &at, 4, in, 1, (ox_tensor *[]){&y}, NULL);
+        CHECK(!st, "iter %d: %s", iter, ox_errmsg());
+        bool shape = !st && y.rank == 4 && !memcmp(y.dims, yd, sizeof yd);
+        CHECK(st || shape, "iter %d: shape", iter);
+        double worst = 0;
+        int64_t H = xd[2], W = xd[3];
+        for (int64_t n = 0; shape && n < N; n++)
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t oh = 0; oh < yd[2]; oh++)
+                    for (int64_t ow = 0; ow < yd[3]; ow++) {
+                        int64_t gr = m / mg, o = ((n * M + m) * yd[2] + oh) * yd[3] + ow;
+                        double acc = ox_get_f64(&b, m), mag = fabs(acc);
+                        for (int64_t c = 0; c < cg; c++)
+                            for (int64_t kh = 0; kh < k[0]; kh++)
+                                for (int64_t kw = 0; kw < k[1]; kw++) {
+                                    int64_t ih = oh * s[0] - pads[0] + kh * d[0];
+                                    int64_t iw = ow * s[1] - pads[1] + kw * d[1];
+                                    if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                    double t =
+                                        ox_get_f64(&x, ((n * C + gr * cg + c) * H + ih) * W + iw) *
+                                        ox_get_f64(&w, ((m * cg + c) * k[0] + kh) * k[1] + kw);
+                                    acc += t;
+                                    mag += fabs(t);
+                                }
+                        if (with_z) acc += ox_get_f64(&z, o), mag += 1;
+                        if (!strcmp(act, "Relu")) acc = acc > 0 ? acc : 0;
+                        if (!strcmp(act, "Clip"))
+                            acc = acc < clip[0] ? clip[0] : acc > clip[1] ? clip[1] : acc;
+                        if (!strcmp(act, "Silu")) acc = acc / (1 + exp(-acc));
+                        double e = fabs(ox_get_f64(&y, o) - acc) / (1 + mag);
+                        worst = e > worst ? e : worst;
+                    }
+        CHECK(worst < 1e-5,
+              "iter %d: error %g (x %lldx%lld, k %lldx%lld, s %lldx%lld, d %lldx%lld, group %lld, "
+              "%s%s)",
+              iter, worst, (long long)H, (long long)W, (long long)k[0], (long long)k[1],
+              (long long)s[0], (long long)s[1], (long long)d[0], (long long)d[1], (long long)G, act,
+              with_z ? ", residual" : "");
+        if (!st) ox_tensor_free_data(&y);
+        ox_tensor_free_data(&x);
+        ox_tensor_free_data(&w);
+        ox_tensor_free_data(&b);
+        ox_tensor_free_data(&z);
+    }
+}
+
 /* ---- depthwise Conv (float 2-D) ------------------------------------------------------ */
 
 /* Random depthwise geometries (kernel 1-5, strides 1-3, dilations, pads, rows narrower and
@@ -313,20 +416,7 @@ static void test_depthwise_random(void) {
     for (int iter = 0; iter < 200; iter++) {
         int64_t k[2], s[2], d[2], pads[4], C = irand(1, 4), N = irand(1, 2);
         int64_t xd[4] = {N, C}, wd[4] = {C, 1}, yd[4] = {N, C};
-        bool ok = true;
-        for (int i = 0; i < 2; i++) {
-            k[i] = irand(1, 5);
-            s[i] = irand(1, 3);
-            d[i] = irand(1, 2);
-            pads[i] = irand(0, 2);
-            pads[i + 2] = irand(0, 2);
-            xd[i + 2] = i == 1 && iter % 3 == 0 ? irand(17, 60) : irand(1, 16);
-            wd[i + 2] = k[i];
-            int64_t num = xd[i + 2] + pads[i] + pads[i + 2] - ((k[i] - 1) * d[i] + 1);
-            if (num < 0) ok = false;
-            yd[i + 2] = num / s[i] + 1;
-        }
-        if (!ok) continue;
+        if (!random_conv_geom(iter, 1, 3, 2, 16, 17, 60, k, s, d, pads, xd, wd, yd)) continue;
         ox_tensor x = mk(OX_FLOAT, 4, xd), w = mk(OX_FLOAT, 4, wd), b = mk(OX_FLOAT, 1, &C), y;
         fill(&x);
         fill(&w);
@@ -543,6 +633,7 @@ int main(int argc, char **argv) {
     test_matmulinteger();
     test_groupnorm();
     test_mvn();
+    test_conv_random();
     test_depthwise_random();
     test_maxpool_random();
     test_maxroipool();

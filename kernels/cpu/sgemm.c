@@ -9,13 +9,16 @@
  * C (M x N, row stride ldc) = A (M x K) B (K x N), then, per element: + bias_row[i] +
  * bias_col[j] + residual[i, j], clamped to [lo, hi]. A is packed once into panels of
  * OX_GEMM_MR rows (k-major: the MR values of column k side by side, rows past M zero),
- * so that constant weights are packed at the first run and then only read. B is packed
+ * so that constant weights are packed at the first run and then only read; the panels of
+ * one slab of OX_GEMM_KC columns lie together (pack_panels). B is packed
  * during the product, one block of OX_GEMM_KC rows by OX_GEMM_NR columns at a time, by a
  * callback: a plain matrix, or the patches of a convolution taken straight from its input
- * (no im2col matrix is ever built). The micro-kernel keeps an 8 x 32 block of C in 16
- * AVX-512 registers; the epilogue runs on that block while it is still in registers. The
- * threads of the pool take column blocks (or row panels, when C is narrow); each element
- * of C is summed over k in one fixed order whatever the thread count.
+ * (no im2col matrix is ever built); or B is not packed at all: its rows are read in place
+ * through a table of row offsets (ox_gemm_b.offs: a stride-1 convolution over a padded
+ * copy of its input, where every patch row is a contiguous run of that copy). The micro-kernel
+ * keeps an 8 x 32 block of C in 16 AVX-512 registers; the epilogue runs on that block while it is
+ * still in registers. The threads of the pool take column blocks (or row panels, when C is narrow);
+ * each element of C is summed over k in one fixed order whatever the thread count.
  *
  * ox_sgemm_is_fast() says whether this CPU has AVX-512; callers use OpenBLAS otherwise.
  */
@@ -49,23 +52,29 @@ int64_t ox_sgemm_packed_a_floats(int64_t M, int64_t K) {
     return (M + MR - 1) / MR * MR * K;
 }
 
-void ox_sgemm_pack_a(const float *A, int64_t lda, bool ta, int64_t M, int64_t K, float *dst) {
-    for (int64_t p = 0; p < M; p += MR) {
-        float *d = dst + p * K;
-        int64_t mr = M - p < MR ? M - p : MR;
-        if (!ta) {
-            for (int64_t k = 0; k < K; k++) {
-                for (int64_t i = 0; i < mr; i++) d[k * MR + i] = A[(p + i) * lda + k];
-                for (int64_t i = mr; i < MR; i++) d[k * MR + i] = 0;
-            }
-        } else {
-            for (int64_t k = 0; k < K; k++) {
-                const float *a = A + k * lda + p;
-                for (int64_t i = 0; i < mr; i++) d[k * MR + i] = a[i];
+/* Panels [p0, p1) of the packed layout of all M rows: for each slab of KC columns k0.. (kc
+ * wide), every panel of MR rows as kc x MR floats (k-major); slab k0 starts at k0 * Mp (Mp:
+ * M rounded up to MR), panel p at p * MR * kc within it. The kernels read the slabs of one
+ * k range in order, so the weights stream from memory front to back (and are prefetched). */
+static void pack_panels(const float *A, int64_t lda, bool ta, int64_t M, int64_t K, int64_t p0,
+                        int64_t p1, float *dst) {
+    int64_t Mp = (M + MR - 1) / MR * MR;
+    for (int64_t k0 = 0; k0 < K; k0 += KC) {
+        int64_t kc = K - k0 < KC ? K - k0 : KC;
+        for (int64_t p = p0; p < p1; p++) {
+            float *d = dst + k0 * Mp + p * MR * kc;
+            int64_t r = p * MR, mr = M - r < MR ? M - r : MR;
+            for (int64_t k = 0; k < kc; k++) {
+                for (int64_t i = 0; i < mr; i++)
+                    d[k * MR + i] = ta ? A[(k0 + k) * lda + r + i] : A[(r + i) * lda + k0 + k];
                 for (int64_t i = mr; i < MR; i++) d[k * MR + i] = 0;
             }
         }
     }
+}
+
+void ox_sgemm_pack_a(const float *A, int64_t lda, bool ta, int64_t M, int64_t K, float *dst) {
+    pack_panels(A, lda, ta, M, K, 0, (M + MR - 1) / MR, dst);
 }
 
 struct pack_a_job {
@@ -78,9 +87,7 @@ struct pack_a_job {
 static void pack_a_piece(void *arg, int64_t b, int64_t e, int tid) {
     (void)tid;
     const struct pack_a_job *j = arg;
-    int64_t r0 = b * MR, r1 = e * MR < j->M ? e * MR : j->M;
-    ox_sgemm_pack_a(j->ta ? j->A + r0 : j->A + r0 * j->lda, j->lda, j->ta, r1 - r0, j->K,
-                    j->dst + r0 * j->K);
+    pack_panels(j->A, j->lda, j->ta, j->M, j->K, b, e, j->dst);
 }
 
 void ox_sgemm_pack_a_pool(struct ox_pool *pool, const float *A, int64_t lda, bool ta, int64_t M,
@@ -121,10 +128,12 @@ void ox_gemm_b_pack_matrix(const struct ox_gemm_b *b, int64_t k0, int64_t k1, in
 #ifdef HAVE_AVX512_PATH
 
 /* One 8 x 32 block: C[0..mr, 0..nr) (+)= a (kc x MR) b (kc x NR), then the epilogue on
- * rows row0.. and columns col0.. of the whole product when ep is not NULL. */
-__attribute__((target("avx512f"))) static void
-kernel_8x32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr, int nr,
-            bool load_c, const struct ox_epilogue *ep, int64_t row0, int64_t col0) {
+ * rows row0.. and columns col0.. of the whole product when ep is not NULL. Row k of b is
+ * b + k * NR (packed), or b + offs[k] (direct: B read in place). */
+__attribute__((target("avx512f"), always_inline)) static inline void
+kernel_8x32_body(int64_t kc, const float *a, const float *b, const int32_t *offs, float *c,
+                 int64_t ldc, int mr, int nr, bool load_c, const struct ox_epilogue *ep,
+                 int64_t row0, int64_t col0) {
     __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
     __mmask16 m1 = nr >= 32 ? 0xFFFF : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
     __m512 c0[MR], c1[MR];
@@ -140,7 +149,11 @@ kernel_8x32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, i
     }
 #pragma GCC unroll 2
     for (int64_t k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+        /* the weights that come next, two pages ahead (the hardware prefetcher stops at
+         * page ends): from memory, not cache, in the late layers of a model */
+        if (!(k & 1)) _mm_prefetch((const char *)(a + 2048), _MM_HINT_T0);
+        const float *bk = offs ? b + offs[k] : b + k * NR;
+        __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16);
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             __m512 av = _mm512_set1_ps(a[i]);
@@ -148,7 +161,6 @@ kernel_8x32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, i
             c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
         }
         a += MR;
-        b += NR;
     }
     if (ep) {
         __m512 bc0 = _mm512_setzero_ps(), bc1 = _mm512_setzero_ps();
@@ -193,16 +205,27 @@ kernel_8x32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, i
     }
 }
 
+/* The packed and the direct kernel: one body, compiled twice. */
+__attribute__((target("avx512f"))) static void
+kernel_8x32(int64_t kc, const float *a, const float *b, const int32_t *offs, float *c, int64_t ldc,
+            int mr, int nr, bool load_c, const struct ox_epilogue *ep, int64_t row0, int64_t col0) {
+    if (offs)
+        kernel_8x32_body(kc, a, b, offs, c, ldc, mr, nr, load_c, ep, row0, col0);
+    else
+        kernel_8x32_body(kc, a, b, NULL, c, ldc, mr, nr, load_c, ep, row0, col0);
+}
+
 #else
 
 /* The portable twin of the AVX-512 kernel (same contract), for builds without it. */
-static void kernel_8x32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
-                        int nr, bool load_c, const struct ox_epilogue *ep, int64_t row0,
-                        int64_t col0) {
+static void kernel_8x32(int64_t kc, const float *a, const float *b, const int32_t *offs, float *c,
+                        int64_t ldc, int mr, int nr, bool load_c, const struct ox_epilogue *ep,
+                        int64_t row0, int64_t col0) {
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++) {
             float acc = load_c ? c[i * ldc + j] : 0;
-            for (int64_t k = 0; k < kc; k++) acc += a[k * MR + i] * b[k * NR + j];
+            for (int64_t k = 0; k < kc; k++)
+                acc += a[k * MR + i] * (offs ? b[offs[k] + j] : b[k * NR + j]);
             if (ep) {
                 if (ep->bias_row) acc += ep->bias_row[row0 + i];
                 if (ep->bias_col) acc += ep->bias_col[col0 + j];
@@ -222,7 +245,8 @@ static void sgemm_block(const float *ap, int64_t M, int64_t K, int64_t p0, int64
                         int64_t j1, const struct ox_gemm_b *b, float *C, int64_t ldc,
                         const struct ox_epilogue *ep, bool load_c) {
     static _Thread_local float bbuf[FEW_BLOCKS * KC * NR] __attribute__((aligned(64)));
-    int64_t n_blocks = (j1 - j0 + NR - 1) / NR;
+    int64_t n_blocks = (j1 - j0 + NR - 1) / NR, Mp = (M + MR - 1) / MR * MR;
+    const int32_t *offs = b->offs; /* direct: B read in place, never packed */
     if (!b->packed && n_blocks > 1 && n_blocks <= FEW_BLOCKS && p1 - p0 > 1) {
         /* Few columns (a late convolution layer: 49 or 196 positions): pack every column
          * block of a k slab first, then each panel of A meets all of them while it is in L1,
@@ -230,7 +254,7 @@ static void sgemm_block(const float *ap, int64_t M, int64_t K, int64_t p0, int64
         for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += KC) {
             int64_t kc = K - k0 < KC ? K - k0 : KC;
             bool last = k0 + kc >= K;
-            for (int64_t jb = 0; jb < n_blocks && kc > 0; jb++) {
+            for (int64_t jb = 0; jb < n_blocks && kc > 0 && !offs; jb++) {
                 int64_t j = j0 + jb * NR;
                 b->pack(b, k0, k0 + kc, j, j1 - j < NR ? j1 : j + NR, bbuf + jb * KC * NR);
             }
@@ -240,8 +264,10 @@ static void sgemm_block(const float *ap, int64_t M, int64_t K, int64_t p0, int64
                 for (int64_t jb = 0; jb < n_blocks; jb++) {
                     int64_t j = j0 + jb * NR;
                     int nr = (int)(j1 - j < NR ? j1 - j : NR);
-                    kernel_8x32(kc, ap + i * K + k0 * MR, bbuf + jb * KC * NR, C + i * ldc + j, ldc,
-                                mr, nr, load_c || k0 > 0, last ? ep : NULL, i, j);
+                    const float *bp = offs ? b->data + j : bbuf + jb * KC * NR;
+                    kernel_8x32(kc, ap + k0 * Mp + i * kc, bp, offs ? offs + k0 : NULL,
+                                C + i * ldc + j, ldc, mr, nr, load_c || k0 > 0, last ? ep : NULL, i,
+                                j);
                 }
             }
             if (kc == 0) break;
@@ -254,15 +280,17 @@ static void sgemm_block(const float *ap, int64_t M, int64_t K, int64_t p0, int64
         for (int64_t j = j0; j < j1; j += NR) {
             int nr = (int)(j1 - j < NR ? j1 - j : NR);
             const float *bp = bbuf;
-            if (b->packed)
+            if (offs)
+                bp = b->data + j;
+            else if (b->packed)
                 bp = b->packed + j * K + k0 * NR; /* column block j / NR, rows from k0 */
             else if (kc > 0)
                 b->pack(b, k0, k0 + kc, j, j + nr, bbuf);
             for (int64_t p = p0; p < p1; p++) {
                 int64_t i = p * MR;
                 int mr = (int)(M - i < MR ? M - i : MR);
-                kernel_8x32(kc, ap + i * K + k0 * MR, bp, C + i * ldc + j, ldc, mr, nr,
-                            load_c || k0 > 0, last ? ep : NULL, i, j);
+                kernel_8x32(kc, ap + k0 * Mp + i * kc, bp, offs ? offs + k0 : NULL, C + i * ldc + j,
+                            ldc, mr, nr, load_c || k0 > 0, last ? ep : NULL, i, j);
             }
         }
         if (kc == 0) break;
