@@ -286,6 +286,23 @@ static void test_vecmath(void) {
         if (u > worst) worst = u, at = i;
     }
     CHECK(worst <= 2, "exp(%g) = %g, exp in float64 %g: %.3g ulp", x[at], y[at], exp(x[at]), worst);
+    /* SiLU (the GEMM epilogue's, silu16 where the CPU has AVX-512): C = silu(1 * x) */
+    float one[1] = {1}, *ap = alloc_floats(ox_sgemm_packed_a_floats(1, 1)), *c = alloc_floats(N);
+    ox_sgemm_pack_a(one, 1, false, 1, 1, ap);
+    struct ox_gemm_b b = {.pack = ox_gemm_b_pack_matrix, .data = x, .ld = N};
+    struct ox_epilogue ep = {.lo = -INFINITY, .hi = INFINITY, .silu = true};
+    ox_sgemm_packed(NULL, ap, 1, N, 1, &b, c, N, &ep, false);
+    worst = 0;
+    for (int i = 0; i < N; i++) {
+        double xi = x[i], want = isinf(xi) && xi < 0 ? NAN : xi / (1 + exp(-xi));
+        double u = isnan(want) ? (isnan(c[i]) ? 0 : 1e9) : ulps(c[i], want);
+        /* where e^-|x| is subnormal, its few bits limit the product: absolute error there */
+        if (!isnan(want) && fabs(want) < 0x1p-100) u = fabs(c[i] - want) > 0x1p-120 ? 1e9 : 0;
+        if (u > worst) worst = u, at = i;
+    }
+    CHECK(worst <= 3, "silu(%g) = %g, in float64 %g: %.3g ulp", x[at], c[at],
+          x[at] / (1 + exp(-(double)x[at])), worst);
+    free(ap), free(c);
     /* softmax rows of several lengths (tails of the 16-lane loop), with large values */
     for (int n = 1; n <= 70; n += 3) {
         float r[70], o[70];
