@@ -616,7 +616,7 @@ static ox_status op_div(struct ev *e, struct tv **a, int n, struct tv **out) {
     }
     if (!strcmp(mode, "floor")) {
         if (integral) { /* ONNX integer Div truncates: fix up negative quotients */
-            struct tv *fx, *fy, *fq;
+            struct tv *fx = NULL, *fy = NULL, *fq;
             st = cast(e, x, OX_DOUBLE, &fx);
             if (!st) st = cast(e, y, OX_DOUBLE, &fy);
             struct tv *d[2] = {fx, fy};
@@ -628,7 +628,7 @@ static ox_status op_div(struct ev *e, struct tv **a, int n, struct tv **out) {
         return un(e, "Floor", q, out);
     }
     if (!strcmp(mode, "trunc")) { /* sign(q) * floor(|q|) */
-        struct tv *s, *ab, *fl;
+        struct tv *s = NULL, *ab, *fl = NULL;
         st = un(e, "Sign", q, &s);
         if (!st) st = un(e, "Abs", q, &ab);
         if (!st) st = un(e, "Floor", ab, &fl);
@@ -659,7 +659,7 @@ static ox_status op_remainder(struct ev *e, struct tv **a, int n, struct tv **ou
     struct ts_attrs at = {0};
     ta_int(&at, "fmod", ox_dtype_is_float(x->dt) ? 1 : 0);
     if (ox_dtype_is_float(x->dt)) { /* x - floor(x / y) * y: Python's sign rule */
-        struct tv *q, *f, *m;
+        struct tv *q, *f = NULL, *m = NULL;
         st = ts_emit1(e, "Div", 2, in, NULL, &q);
         if (!st) st = un(e, "Floor", q, &f);
         struct tv *p[2] = {f, y};
@@ -2137,7 +2137,7 @@ static ox_status sdpa(struct ev *e, struct tv *q, struct tv *k, struct tv *v, st
     perm[r - 2] = r - 1;
     perm[r - 1] = r - 2;
     double s = is_none(scale) ? 1.0 / sqrt((double)q->dims[q->rank - 1]) : tv_num(scale);
-    struct tv *kt, *qk, *w, *sc = tv_scalar_tensor(e, s, q->dt);
+    struct tv *kt, *qk, *w = NULL, *sc = tv_scalar_tensor(e, s, q->dt);
     if (!sc) return oom(e);
     st = transpose(e, k, r, perm, &kt);
     struct tv *in[2] = {q, kt};

@@ -1425,7 +1425,7 @@ static void max_row(float *dst, const float *a, const float *b, int64_t n) {
 #endif
     for (int64_t i = 0; i < n; i++) {
         float v = b[i], cur = a[i];
-        dst[i] = (v > cur) | (v != v) ? v : cur;
+        dst[i] = ((v > cur) | (v != v)) ? v : cur;
     }
 }
 
@@ -1492,7 +1492,7 @@ static void maxpool2d_rows(void *arg, int64_t c0, int64_t c1, int tid) {
                     int64_t w = w0 + kw * DW;
                     if ((uint64_t)w >= (uint64_t)W) continue;
                     float v = t[w];
-                    m = (v > m) | (v != v) ? v : m;
+                    m = ((v > m) | (v != v)) ? v : m;
                     nkw++;
                 }
                 yr[ow] = nkw ? m : 0.0f; /* wholly in the padding: 0 */
