@@ -578,6 +578,34 @@ static void test_maxunpool_bad_index(void) {
     ox_tensor_free_data(&ind);
 }
 
+/* RoiAlign over an empty feature map (H 0): every sample is off the map and weighs nothing,
+ * so the output is zeros and the map is never read (fuzz_e2e found a read past it). */
+static void test_roialign_empty_map(void) {
+    int64_t xd[4] = {1, 2, 0, 3}, rd[2] = {1, 4};
+    ox_tensor x = mk(OX_FLOAT, 4, xd), rois = mk(OX_FLOAT, 2, rd), bi = mk_i64(1, &(int64_t){0});
+    float r[4] = {0, 0, 2, 2};
+    memcpy(rois.data, r, sizeof r);
+    for (int max = 0; max < 2; max++) {
+        struct attrs at = {0};
+        attr_i(&at, "output_height", 2);
+        attr_i(&at, "output_width", 2);
+        attr_i(&at, "sampling_ratio", 2);
+        attr_s(&at, "mode", max ? "max" : "avg");
+        const ox_tensor *in[3] = {&x, &rois, &bi};
+        ox_tensor y;
+        ox_status st = run("RoiAlign", 16, &at, 3, in, &y);
+        CHECK(!st, "RoiAlign on an empty map (%s): %s", max ? "max" : "avg", ox_errmsg());
+        if (st) continue;
+        bool zeros = ox_tensor_numel(&y) == 8;
+        for (int64_t i = 0; i < ox_tensor_numel(&y); i++) zeros &= ((float *)y.data)[i] == 0;
+        CHECK(zeros, "RoiAlign on an empty map (%s): 8 zeros", max ? "max" : "avg");
+        ox_tensor_free_data(&y);
+    }
+    ox_tensor_free_data(&x);
+    ox_tensor_free_data(&rois);
+    ox_tensor_free_data(&bi);
+}
+
 /* GroupNormalization 18 takes per-group scale, 21 per-channel; MVN with negative axes. */
 static void test_normalizations(void) {
     int64_t xd[3] = {1, 4, 2}, g2 = 2, c4 = 4;
@@ -642,5 +670,6 @@ int main(int argc, char **argv) {
     test_cumprod();
     test_maxunpool_bad_index();
     test_normalizations();
+    test_roialign_empty_map();
     return harness_finish();
 }

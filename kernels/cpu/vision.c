@@ -853,7 +853,10 @@ ox_status ox_vis_cpu_roialign(struct ox_kernel_ctx *ctx, const struct ox_node *n
                         /* bilinear taps and weights; samples beyond the map weigh nothing */
                         int64_t pos[4] = {0, 0, 0, 0};
                         double w[4] = {0, 0, 0, 0};
-                        if (!(yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W)) {
+                        /* an empty map (H or W 0) has no taps to read: every sample is off */
+                        bool on = H > 0 && W > 0 &&
+                                  !(yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W);
+                        if (on) {
                             double sy = yy > 0 ? yy : 0, sx = xx > 0 ? xx : 0;
                             int64_t ylo = (int64_t)sy, xlo = (int64_t)sx, yhi, xhi;
                             if (ylo >= H - 1) {
@@ -881,10 +884,13 @@ ox_status ox_vis_cpu_roialign(struct ox_kernel_ctx *ctx, const struct ox_node *n
                         }
                         for (int64_t c = 0; c < C; c++) {
                             int64_t xb = (b * C + c) * H * W;
-                            double v0 = w[0] * ox_ld(x, xb + pos[0]),
-                                   v1 = w[1] * ox_ld(x, xb + pos[1]);
-                            double v2 = w[2] * ox_ld(x, xb + pos[2]),
-                                   v3 = w[3] * ox_ld(x, xb + pos[3]);
+                            double v0 = 0, v1 = 0, v2 = 0, v3 = 0;
+                            if (on) {
+                                v0 = w[0] * ox_ld(x, xb + pos[0]);
+                                v1 = w[1] * ox_ld(x, xb + pos[1]);
+                                v2 = w[2] * ox_ld(x, xb + pos[2]);
+                                v3 = w[3] * ox_ld(x, xb + pos[3]);
+                            }
                             int64_t yi = yo + c * plane;
                             if (o.max) {
                                 /* max over samples of the largest weighted tap */
