@@ -577,6 +577,36 @@ static void test_rnn(void) {
     for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) ox_tensor_free_data(fr[i]);
 }
 
+/* Empty batches and a hidden size of 0: every output is empty, and nothing is computed (the
+ * kernel once did pointer arithmetic on its NULL scratch: UBSan in fuzz_e2e). */
+static void test_rnn_empty(void) {
+    static const char *const ops[] = {"RNN", "GRU", "LSTM"};
+    for (int o = 0; o < 3; o++)
+        for (int empty_h = 0; empty_h < 2; empty_h++) {
+            int64_t G = o == 0 ? 1 : o == 1 ? 3 : 4, H = empty_h ? 0 : 4, NB = empty_h ? 2 : 0;
+            int64_t xd[] = {3, NB, 5}, wd[] = {1, G * H, 5}, rd[] = {1, G * H, H};
+            ox_tensor X = mk(OX_FLOAT, 3, xd), W = mk(OX_FLOAT, 3, wd), R = mk(OX_FLOAT, 3, rd);
+            ox_tensor Y, Yh;
+            struct attrs at = {0};
+            attr_i(&at, "hidden_size", H);
+            const ox_tensor *in[] = {&X, &W, &R};
+            ox_tensor *outs[] = {&Y, &Yh};
+            ox_status st = run_node("", ops[o], 14, &at, 3, in, 2, outs, NULL);
+            CHECK(!st, "%s with %s: %s", ops[o], empty_h ? "hidden_size 0" : "batch 0",
+                  ox_errmsg());
+            if (!st) {
+                CHECK(ox_tensor_numel(&Y) == 0 && ox_tensor_numel(&Yh) == 0 && Y.rank == 4 &&
+                          Y.dims[0] == 3 && Y.dims[2] == NB && Y.dims[3] == H,
+                      "%s: empty outputs of the right shapes", ops[o]);
+                ox_tensor_free_data(&Y);
+                ox_tensor_free_data(&Yh);
+            }
+            ox_tensor_free_data(&X);
+            ox_tensor_free_data(&W);
+            ox_tensor_free_data(&R);
+        }
+}
+
 int main(int argc, char **argv) {
     (void)argc, (void)argv;
     srand(7);
@@ -587,5 +617,6 @@ int main(int argc, char **argv) {
     test_gru();
     test_lstm();
     test_rnn();
+    test_rnn_empty();
     return harness_finish();
 }

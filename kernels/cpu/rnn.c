@@ -311,7 +311,8 @@ static inline int64_t seq_len(const struct rnn *r, int64_t b) {
     static void rnn_dir_##T(const struct rnn *r, int d, T *ws, T *Y, T *Yh, T *Yc) {               \
         int64_t NT = r->nt, B = r->nb, H = r->nh, GH = r->G * r->nh, rows = NT * B;                \
         T *xw = ws, *hr = xw + NT * B * GH, *h = hr + B * GH, *c = h + B * H, *tmp = c + B * H;    \
-        const T *W = (const T *)r->W->data + d * GH * r->ni;                                       \
+        /* an input size of 0 leaves W without data: no offset into NULL */                        \
+        const T *W = r->ni ? (const T *)r->W->data + d * GH * r->ni : (const T *)r->W->data;       \
         const T *R = (const T *)r->R->data + d * GH * H;                                           \
         const T *bias = r->Bias ? (const T *)r->Bias->data + d * 2 * GH : NULL;                    \
         const T *P = r->P ? (const T *)r->P->data + d * 3 * H : NULL;                              \
@@ -415,8 +416,11 @@ static ox_status rnn_run(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     }
     ox_tensor *y = n->n_outputs > 0 ? out[0] : NULL, *yh = n->n_outputs > 1 ? out[1] : NULL;
     ox_tensor *yc = kind == K_LSTM && n->n_outputs > 2 ? out[2] : NULL;
+    /* a batch or hidden size of 0: every output is empty, and the scratch is NULL */
+    if (r.nb == 0 || r.nh == 0) return OX_OK;
     /* steps past a sequence's end stay zero in Y */
-    if (y) memset(y->data, 0, (size_t)ox_tensor_numel(y) * ox_dtype_size(y->dtype));
+    if (y && ox_tensor_numel(y))
+        memset(y->data, 0, (size_t)ox_tensor_numel(y) * ox_dtype_size(y->dtype));
     for (int d = 0; d < r.ndir; d++) {
         if (r.X->dtype == OX_FLOAT)
             rnn_dir_float(&r, d, ctx->scratch, y ? y->data : NULL, yh ? yh->data : NULL,
