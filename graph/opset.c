@@ -866,7 +866,7 @@ static ox_status drop_outputs_from(struct work *w, int k) {
 }
 
 static ox_status one_rule(struct work *w, const char *rule, bool up) {
-    char word[32], arg[128], name[96];
+    char word[32], arg[128], name[128];
     const char *val = NULL;
     arg[0] = '\0';
     if (sscanf(rule, "%31s %127s", word, arg) < 1) return OX_OK;
