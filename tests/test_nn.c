@@ -468,6 +468,27 @@ static void test_depthwise_random(void) {
  * wider than one and two 16-lane vectors, for the masked tails) against the definition:
  * the max over the taps inside the input, a NaN winning, 0 for a window wholly in the
  * padding (ceil_mode can make one). */
+/* MaxPool over rows of no columns (W 0) with padding: every window lies in the padding, so
+ * every output is 0, and the kernel takes no scratch (fuzz_e2e: an offset into NULL). */
+static void test_maxpool_empty_rows(void) {
+    int64_t xd[4] = {1, 2, 3, 0}, k[2] = {2, 2}, pads[4] = {1, 1, 1, 1};
+    ox_tensor x = mk(OX_FLOAT, 4, xd), y;
+    struct attrs at = {0};
+    attr_ints(&at, "kernel_shape", 2, k);
+    attr_ints(&at, "pads", 4, pads);
+    const ox_tensor *in[1] = {&x};
+    ox_status st = run("MaxPool", 12, &at, 1, in, &y);
+    CHECK(!st, "MaxPool of 3x0 maps: %s", ox_errmsg());
+    if (!st) {
+        bool zeros = y.rank == 4 && y.dims[2] == 4 && y.dims[3] == 1;
+        for (int64_t i = 0; zeros && i < ox_tensor_numel(&y); i++)
+            zeros = ((float *)y.data)[i] == 0;
+        CHECK(zeros, "MaxPool of 3x0 maps: [1,2,4,1] of zeros");
+        ox_tensor_free_data(&y);
+    }
+    ox_tensor_free_data(&x);
+}
+
 static void test_maxpool_random(void) {
     for (int iter = 0; iter < 300; iter++) {
         int64_t k[2], s[2], d[2], pads[4], xd[4] = {irand(1, 2), irand(1, 3)}, yd[4];
@@ -636,6 +657,7 @@ int main(int argc, char **argv) {
     test_conv_random();
     test_depthwise_random();
     test_maxpool_random();
+    test_maxpool_empty_rows();
     test_maxroipool();
     test_maxunpool();
     return harness_finish_bench(argc, argv, bench);

@@ -1448,6 +1448,11 @@ static void maxpool2d_rows(void *arg, int64_t c0, int64_t c1, int tid) {
     int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1], KH = g->k[0];
     int64_t KW = g->k[1], SH = g->s[0], SW = g->s[1], DH = g->d[0], DW = g->d[1];
     int64_t PT = g->pb[0], PL = g->pb[1];
+    if (H == 0 || W == 0) { /* every window lies in the padding: 0, and no scratch */
+        if (g->out_size)
+            memset(j->y + c0 * g->out_size, 0, sizeof(float) * (size_t)((c1 - c0) * g->out_size));
+        return;
+    }
     int64_t Wr = (W + 15) / 16 * 16;
     float *t = j->scratch + tid * 2 * Wr, *u = t + Wr;
     /* u[i]: the max of t over the window whose first tap is column i, for i < nu */
