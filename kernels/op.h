@@ -84,6 +84,12 @@ void ox_sgemm(struct ox_pool *pool, bool ta, bool tb, int64_t M, int64_t N, int6
               const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
               int64_t ldc);
 
+/* base + off bytes, but base itself when off is 0: a kernel whose scratch is empty gets a
+ * NULL base, and NULL + 0 is undefined behaviour in C. */
+static inline void *ox_scratch_at(void *base, size_t off) {
+    return off ? (char *)base + off : base;
+}
+
 /* Packed-operand float GEMM with a fused epilogue (kernels/cpu/sgemm.c, where the layout
  * is described). Fast on CPUs with AVX-512 (ox_sgemm_is_fast), else use ox_sgemm. */
 #define OX_GEMM_MR 8   /* rows of a packed A panel */

@@ -1099,11 +1099,11 @@ ox_status ox_attn_cpu_flex(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     const size_t es = dbl ? sizeof(double) : sizeof(float);
     char *w = ctx->scratch;
     void *q = w;
-    void *k = w += (size_t)(B * Hq * L * E) * es;
-    void *v = w += (size_t)(B * Hkv * S * E) * es;
-    void *sc = w += (size_t)(B * Hkv * S * Ev) * es;
-    void *y = w += (size_t)(B * Hq * L * S) * es;
-    void *conv = ox_dtype_size(sp) == es ? NULL : (char *)ctx->scratch + conv_off;
+    void *k = w = ox_scratch_at(w, (size_t)(B * Hq * L * E) * es);
+    void *v = w = ox_scratch_at(w, (size_t)(B * Hkv * S * E) * es);
+    void *sc = w = ox_scratch_at(w, (size_t)(B * Hkv * S * Ev) * es);
+    void *y = w = ox_scratch_at(w, (size_t)(B * Hq * L * S) * es);
+    void *conv = ox_dtype_size(sp) == es ? NULL : ox_scratch_at(ctx->scratch, conv_off);
 
     const double sq = rnd(dt, sqrtf((float)f.scale));
     int64_t nq = B * Hq * L * E, nk = B * Hkv * S * E, nv = B * Hkv * S * Ev;

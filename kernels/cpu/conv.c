@@ -569,14 +569,18 @@ static void conv_unit(const struct conv_job *j, int64_t u, int64_t p0, int64_t p
 
 static void conv_units_piece(void *arg, int64_t b, int64_t e, int tid) {
     const struct conv_job *j = arg;
-    for (int64_t u = b; u < e; u++) conv_unit(j, u, 0, j->g->out_size, j->scratch + tid * j->slot);
+    for (int64_t u = b; u < e; u++)
+        conv_unit(j, u, 0, j->g->out_size,
+                  ox_scratch_at(j->scratch, sizeof(float) * (size_t)(tid * j->slot)));
 }
 
 static void conv_cols_piece(void *arg, int64_t b, int64_t e, int tid) {
     const struct conv_job *j = arg;
     int64_t p0 = b * CONV_COL_BLOCK, p1 = e * CONV_COL_BLOCK;
     if (p1 > j->g->out_size) p1 = j->g->out_size;
-    if (p1 > p0) conv_unit(j, j->unit, p0, p1, j->scratch + tid * j->slot);
+    if (p1 > p0)
+        conv_unit(j, j->unit, p0, p1,
+                  ox_scratch_at(j->scratch, sizeof(float) * (size_t)(tid * j->slot)));
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)

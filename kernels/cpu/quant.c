@@ -861,7 +861,7 @@ ox_status ox_q_cpu_qlinear_conv(struct ox_kernel_ctx *ctx, const struct ox_node 
     if (st) return st;
     size_t base;
     if ((st = conv_scratch(n, &j.g, &base))) return st;
-    double *mult = (double *)((char *)ctx->scratch + base);
+    double *mult = ox_scratch_at(ctx->scratch, base);
     bool wcol = ox_tensor_numel(ws) != 1;
     float xsv = ((const float *)xs->data)[0], ysv = ((const float *)ys->data)[0];
     for (int64_t m = 0; m < j.g.M; m++)
