@@ -55,6 +55,7 @@ expect "over --limit=tensor_bytes" "over the limit tensor_bytes=23" -- info "$B/
 expect "over the default tensor_bytes" "--limit tensor_bytes=N" -- info "$B/huge_dims.onnx"
 expect "over --limit plan_bytes" "over the limit plan_bytes=63" -- bench "$B/good_relu.onnx" --limit plan_bytes=63 --runs 1
 expect "a zip bomb" "over the limit model_bytes" -- convert "$B/ts_zip_bomb.pt" "$T/bomb.onnx" --shape x=2,3
+expect "an .npz bomb" "more than DEFLATE can give" -- compare "$B/good_relu.onnx" cpu "$B/npz_bomb.npz"
 expect "--limit unknown name" "no limit 'bogus'" -- run "$B/good_relu.onnx" --limit bogus=1
 expect "--limit bad value" "'12Q' is not a positive number" -- info "$B/good_relu.onnx" --limit rank=12Q
 expect "--limit rank too high" "rank can be at most 16" -- info "$B/good_relu.onnx" --limit rank=17

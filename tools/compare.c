@@ -345,6 +345,13 @@ static int npz_entry(const char *path, const uint8_t *z, uint64_t size, uint64_t
                               e->name);
         e->data = z + data;
     } else if (method == 8) {
+        /* DEFLATE expands at most 1032 times (plus a block header; importer/torchscript/zip.c):
+         * a member that claims more is refused before anything is allocated for it */
+        if (usize / 1032 > csize + 1)
+            return cli_errorf(EXIT_NORUN,
+                              "%s: member '%.*s' claims %" PRIu64 " bytes from %" PRIu64
+                              " compressed: more than DEFLATE can give (a damaged or hostile file)",
+                              path, nl, e->name, usize, csize);
         if (usize > (uint64_t)SIZE_MAX / 2 || !(e->owned = malloc(usize ? (size_t)usize : 1)))
             return cli_errorf(EXIT_NORUN, "%s: member '%.*s': out of memory for %" PRIu64 " bytes",
                               path, nl, e->name, usize);

@@ -225,6 +225,9 @@ open("ts_truncated.pt", "wb").write(good[: len(good) // 2])
 # limit) from a few bytes: refused before anything is inflated.
 open("ts_zip_bomb.pt", "wb").write(archive(extra=[
     ("ts/extra/bomb%d" % k, b"\0" * 1024, 8, 0xFFFFFFF0) for k in range(20)]))
+# An .npz (reference values for onnxexec compare) whose member claims 4 GiB from 1 KiB of
+# DEFLATE data: refused before anything is allocated.
+open("npz_bomb.npz", "wb").write(zip_archive([("y.npy", b"\0" * 1024, 8, 0xFFFFFFF0)]))
 # An honest 4 MiB record of zeros (4 KiB compressed): over model_bytes=1M, loads at 8M.
 open("ts_inflate.pt", "wb").write(archive(extra=[("ts/extra/zeros", b"\0" * (4 << 20), 8,
                                                    None)]))
