@@ -1,5 +1,6 @@
 /* Plans: shape inference, constant folding, lifetimes, arena offsets, and the run loop. */
 #include "executor/plan.h"
+#include "graph/opset.h"
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -267,7 +268,16 @@ static ox_status run_owned(struct ox_plan *p, const struct ox_node *n, const ox_
 }
 
 static bool check_op(const struct ox_graph *g, const struct ox_node *n, ox_status *st) {
-    if (n->op) return true;
+    if (n->op) {
+        /* kernels write their first output without looking: it must have a value */
+        if (ox_opset_first_output_required(n->domain, n->op_type, n->opset) &&
+            (n->n_outputs == 0 || n->outputs[0] < 0)) {
+            *st = ox_node_err(n, OX_E_INVALID, "%s needs its first output, and the node names none",
+                              n->op_type);
+            return false;
+        }
+        return true;
+    }
     if (ox_op_known(n->domain, n->op_type))
         *st = ox_node_err(n, OX_E_UNSUPPORTED, "op %s%s%s is not supported at opset %d", n->domain,
                           *n->domain ? "." : "", n->op_type, n->opset);

@@ -231,6 +231,11 @@ static const struct row *version_at(const char *op, int v) {
     return r;
 }
 
+bool ox_opset_first_output_required(const char *domain, const char *op_type, int version) {
+    const struct row *r = *domain ? NULL : version_at(op_type, version);
+    return !r || r->min_out != 0;
+}
+
 static bool is_first(const struct row *r) {
     return r == table || strcmp(r[-1].op, r->op) != 0;
 }

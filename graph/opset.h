@@ -44,4 +44,10 @@
  * borrowed and modified in place. */
 ox_status ox_graph_convert_opset(struct ox_graph *g, int64_t target);
 
+/* Whether a node of `op_type` in `domain` at `version` must name its first output: the
+ * schema says so for every default-domain operator but RNN, GRU and LSTM (all of whose outputs
+ * are optional), and every operator of other domains has a required first output. Kernels
+ * accept later outputs left out (or given as "") even where the schema requires them. */
+bool ox_opset_first_output_required(const char *domain, const char *op_type, int version);
+
 #endif

@@ -141,6 +141,8 @@ static void corpus(void) {
          "node 'softmax0' (Softmax)|attribute 'axis' must be of type int, got string"},
         {"missing_attr.onnx", "run", OX_E_INVALID,
          "node 'concat0' (Concat)|attribute 'axis' is required"},
+        {"no_first_output.onnx", "run", OX_E_INVALID,
+         "node 'topk0' (TopK)|TopK needs its first output"},
         {"ir_version_99.onnx", "load", OX_E_UNSUPPORTED, "IR version 99|1 to 13"},
         {"ext_absolute.onnx", "load", OX_E_INVALID,
          "initializer 'w'|'/etc/hostname' is an absolute path"},

@@ -82,6 +82,11 @@ onnx.save(model([helper.make_node("Relu", ["x"], ["y"], name="relu0"),
 onnx.save(model([helper.make_node("Concat", ["x", "x"], ["y"], name="concat0")], [X],
                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])]),
           "missing_attr.onnx")
+# TopK whose first output (values, required) is left out: only the indices are named.
+onnx.save(model([helper.make_node("TopK", ["x", "k"], ["", "i"], name="topk0", axis=1)], [X],
+                [helper.make_tensor_value_info("i", TensorProto.INT64, [2, 2])],
+                [numpy_helper.from_array(np.array([2], np.int64), "k")]),
+          "no_first_output.onnx")
 # An IR version from the future.
 m = model([helper.make_node("Relu", ["x"], ["y"], name="relu0")], [X], [Y])
 m.ir_version = 99
