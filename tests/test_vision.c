@@ -578,6 +578,36 @@ static void test_maxunpool_bad_index(void) {
     ox_tensor_free_data(&ind);
 }
 
+/* RoiAlign with a sampling_ratio of 130 million (fuzz_e2e: a model that ran for hours on a
+ * few outputs) is refused with what the limit is; 256, the largest taken, still runs and
+ * averages a constant map to that constant. */
+static void test_roialign_huge_ratio(void) {
+    int64_t xd[4] = {1, 1, 4, 4}, rd[2] = {1, 4};
+    ox_tensor x = mk(OX_FLOAT, 4, xd), rois = mk(OX_FLOAT, 2, rd), bi = mk_i64(1, &(int64_t){0});
+    float r[4] = {0, 0, 3, 3};
+    memcpy(rois.data, r, sizeof r);
+    for (int i = 0; i < 16; i++) ((float *)x.data)[i] = 2.5f;
+    for (int k = 0; k < 2; k++) {
+        struct attrs at = {0};
+        attr_i(&at, "sampling_ratio", k ? 256 : 130842132);
+        const ox_tensor *in[3] = {&x, &rois, &bi};
+        ox_tensor y;
+        ox_status st = run("RoiAlign", 16, &at, 3, in, &y);
+        if (!k) {
+            CHECK(st == OX_E_UNSUPPORTED && strstr(ox_errmsg(), "sampling_ratio 130842132") &&
+                      strstr(ox_errmsg(), "at most 256"),
+                  "RoiAlign sampling_ratio 130842132: %s (%s)", ox_status_name(st), ox_errmsg());
+        } else {
+            CHECK(!st && ox_tensor_numel(&y) == 1 && fabsf(((float *)y.data)[0] - 2.5f) < 1e-5f,
+                  "RoiAlign sampling_ratio 256 on a constant map: %s", st ? ox_errmsg() : "value");
+        }
+        if (!st) ox_tensor_free_data(&y);
+    }
+    ox_tensor_free_data(&x);
+    ox_tensor_free_data(&rois);
+    ox_tensor_free_data(&bi);
+}
+
 /* RoiAlign over an empty feature map (H 0): every sample is off the map and weighs nothing,
  * so the output is zeros and the map is never read (fuzz_e2e found a read past it). */
 static void test_roialign_empty_map(void) {
@@ -671,5 +701,6 @@ int main(int argc, char **argv) {
     test_maxunpool_bad_index();
     test_normalizations();
     test_roialign_empty_map();
+    test_roialign_huge_ratio();
     return harness_finish();
 }

@@ -732,6 +732,8 @@ struct ra_opts {
     double scale;
 };
 
+#define RA_MAX_RATIO 256
+
 static ox_status ra_opts(const struct ox_node *n, struct ra_opts *o) {
     const char *mode = ox_attr_str(n, "mode", "avg");
     const char *ctm = ox_attr_str(n, "coordinate_transformation_mode",
@@ -753,6 +755,13 @@ static ox_status ra_opts(const struct ox_node *n, struct ra_opts *o) {
         return ox_node_err(n, OX_E_INVALID,
                            "output_height and output_width must be positive, sampling_ratio "
                            "not negative");
+    /* every output element averages ratio^2 samples, wherever they fall on the map: a ratio
+     * in the millions is hours of work for a few outputs (a file can ask for it) */
+    if (o->ratio > RA_MAX_RATIO)
+        return ox_node_err(n, OX_E_UNSUPPORTED,
+                           "sampling_ratio %lld: at most %d samples per bin side are taken "
+                           "(0, adaptive, or 2 are usual)",
+                           (long long)o->ratio, RA_MAX_RATIO);
     return OX_OK;
 }
 
