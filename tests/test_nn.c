@@ -332,12 +332,14 @@ static bool random_conv_geom(int iter, int64_t s_lo, int64_t s_hi, int64_t max_p
 /* ---- dense and grouped Conv (float 2-D), fused residual and activation ---------------- */
 
 /* Random convolutions through FusedConv (kernel 1-5, strides 1-3, unequal in the two
- * dimensions, dilations, unequal pads, groups, rows narrower and wider than a 32-column
- * block, a residual Z and each activation) against the definition in double. */
+ * dimensions, dilations, unequal pads, groups, depthwise ones of 1 to 40 channels, rows
+ * narrower and wider than a 32-column block, a residual Z and each activation) against the
+ * definition in double. */
 static void test_conv_random(void) {
     static const char *const acts[] = {"", "Relu", "Clip", "Silu"};
     for (int iter = 0; iter < 240; iter++) {
         int64_t k[2], s[2], d[2], pads[4], G = irand(1, 2), cg = irand(1, 20), mg = irand(1, 20);
+        if (iter % 5 == 4) G = irand(1, 40), cg = mg = 1; /* depthwise, blocks of 16 channels */
         int64_t N = irand(1, 2), C = G * cg, M = G * mg;
         int64_t xd[4] = {N, C}, wd[4] = {M, cg}, yd[4] = {N, M};
         if (!random_conv_geom(iter, 1, iter % 4 == 3 ? 3 : 1, 3, 20, 30, 70, k, s, d, pads, xd, wd,
