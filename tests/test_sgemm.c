@@ -197,6 +197,13 @@ static void test_packed_gemm(void) {
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
         for (int epi = 0; epi < 64; epi += 9)
             check_product(shapes[s][0], shapes[s][1], shapes[s][2], s & 1, s & 2, epi, pools);
+    /* one column (the GEMV path): long K over several slabs and odd, threaded, empty K, K
+     * past the spread copy's 8192 (the 8 x 32 kernel again) */
+    static const int64_t columns[][2] = {{1152, 48}, {48, 1152}, {300, 777}, {1000, 2048},
+                                         {5, 0},     {9, 9000},  {7, 1},     {13, 257}};
+    for (size_t s = 0; s < sizeof columns / sizeof *columns; s++)
+        for (int epi = 0; epi < 64; epi += 5)
+            check_product(columns[s][0], 1, columns[s][1], s & 1, s & 2, epi, pools);
     /* random shapes */
     for (int r = 0; r < 40; r++)
         check_product(irand(1, 70), irand(1, 150), irand(1, 600), irand(0, 1), irand(0, 1),

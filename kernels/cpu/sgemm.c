@@ -297,6 +297,88 @@ static void sgemm_block(const float *ap, int64_t M, int64_t K, int64_t p0, int64
     }
 }
 
+/* A product of one column (N 1: a pointwise convolution over a 1x1 map, EfficientNet's
+ * squeeze-and-excitation layers; a Gemm of batch 1 with B not transposed): the 8 x 32
+ * kernel would use one lane in 32. Here x (B's column) is spread once into MR copies of each
+ * value, k-major like a panel of A, so that every panel is a dot product of two contiguous
+ * runs, 16 lanes (two k) per FMA; lanes i and i + 8 then hold row i. */
+#define GEMV_MAX_K 8192
+
+struct gemv_job {
+    const float *ap, *xx;
+    int64_t M, K, ldc;
+    float *C;
+    const struct ox_epilogue *ep;
+    bool load_c;
+};
+
+#ifdef HAVE_AVX512_PATH
+__attribute__((target("avx512f"))) static void gemv_piece(void *arg, int64_t b, int64_t e,
+                                                          int tid) {
+    (void)tid;
+    const struct gemv_job *j = arg;
+    int64_t Mp = (j->M + MR - 1) / MR * MR;
+    for (int64_t p = b; p < e; p++) {
+        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                         _mm512_setzero_ps()};
+        for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
+            int64_t kc = j->K - k0 < KC ? j->K - k0 : KC, n = kc * MR, t = 0;
+            const float *a = j->ap + k0 * Mp + p * MR * kc, *x = j->xx + k0 * MR;
+            for (; t + 64 <= n; t += 64)
+                for (int u = 0; u < 4; u++)
+                    acc[u] = _mm512_fmadd_ps(_mm512_loadu_ps(a + t + 16 * u),
+                                             _mm512_loadu_ps(x + t + 16 * u), acc[u]);
+            for (; t < n; t += 16) {
+                __mmask16 m = n - t >= 16 ? 0xFFFF : 0x00FF;
+                acc[0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + t),
+                                         _mm512_maskz_loadu_ps(m, x + t), acc[0]);
+            }
+        }
+        __m512 s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+        float r[16];
+        _mm512_storeu_ps(r, s);
+        for (int64_t i = 0; i < MR && p * MR + i < j->M; i++) {
+            int64_t row = p * MR + i;
+            float v = r[i] + r[i + MR] + (j->load_c ? j->C[row * j->ldc] : 0.0f);
+            const struct ox_epilogue *ep = j->ep;
+            if (ep) {
+                if (ep->bias_row) v += ep->bias_row[row];
+                if (ep->bias_col) v += ep->bias_col[0];
+                if (ep->residual) v += ep->residual[row * ep->ld_residual];
+                v = ox_fused_act(v, ep->lo, ep->hi, ep->silu);
+            }
+            j->C[row * j->ldc] = v;
+        }
+    }
+}
+
+/* Whether the product was done here (N 1, K not too long for the spread copy of x). */
+static bool sgemv_packed(struct ox_pool *pool, const float *ap, int64_t M, int64_t K,
+                         const struct ox_gemm_b *b, float *C, int64_t ldc,
+                         const struct ox_epilogue *ep, bool load_c) {
+    static _Thread_local float xx[GEMV_MAX_K * MR] __attribute__((aligned(64)));
+    static _Thread_local float col[KC * NR] __attribute__((aligned(64)));
+    if (K > GEMV_MAX_K || K <= 0) return false;
+    for (int64_t k0 = 0; k0 < K; k0 += KC) {
+        int64_t kc = K - k0 < KC ? K - k0 : KC;
+        if (!b->offs && !b->packed) b->pack(b, k0, k0 + kc, 0, 1, col);
+        for (int64_t k = k0; k < k0 + kc; k++) {
+            float v = b->offs     ? b->data[b->offs[k]]
+                      : b->packed ? b->packed[k * NR]
+                                  : col[(k - k0) * NR];
+            for (int i = 0; i < MR; i++) xx[k * MR + i] = v;
+        }
+    }
+    struct gemv_job j = {ap, xx, M, K, ldc, C, ep, load_c};
+    int64_t panels = (M + MR - 1) / MR;
+    if (ox_pool_size(pool) == 1 || 2.0 * (double)M * (double)K < 200000.)
+        gemv_piece(&j, 0, panels, 0);
+    else
+        ox_parallel_for(pool, panels, gemv_piece, &j);
+    return true;
+}
+#endif
+
 struct sgemm_job {
     const float *ap;
     int64_t M, N, K, ldc;
@@ -322,6 +404,9 @@ void ox_sgemm_packed(struct ox_pool *pool, const float *ap, int64_t M, int64_t N
                      const struct ox_gemm_b *b, float *C, int64_t ldc, const struct ox_epilogue *ep,
                      bool load_c) {
     if (M <= 0 || N <= 0) return;
+#ifdef HAVE_AVX512_PATH
+    if (N == 1 && sgemv_packed(pool, ap, M, K, b, C, ldc, ep, load_c)) return;
+#endif
     struct sgemm_job j = {ap, M, N, K, ldc, b, C, ep, load_c, true};
     int T = ox_pool_size(pool);
     int64_t col_blocks = (N + NR - 1) / NR, row_panels = (M + MR - 1) / MR;
