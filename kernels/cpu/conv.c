@@ -161,6 +161,7 @@ static int64_t conv_slot(const struct geom *g, int64_t cg, int64_t mg) {
 
 static int64_t dw_padded_floats(const struct geom *g);
 static int64_t dw_tiled_floats(const struct geom *g);
+static int64_t maxpool_tiled_floats(const struct geom *g);
 
 /* A 2-D float convolution is computed in place over a zero-padded copy of one (image,
  * group) input, split by stride into phases: phase (ph, pw) of channel c is the Hq x Wq
@@ -805,39 +806,71 @@ static int64_t dw_tiled_floats(const struct geom *g) {
     return n;
 }
 
+/* The tile of cn <= 16 channels of x (planes in_size apart): pixel-major, 16 floats per
+ * pixel, `pad` where the padded map lies outside the input (lanes past cn: 0). */
+__attribute__((target("avx512f"))) static void tile_fill(const float *x, int64_t cn,
+                                                         const struct geom *g,
+                                                         const struct dw_tile *t, float pad,
+                                                         float *tile) {
+    int64_t H = g->in[0], W = g->in[1], PT = g->pb[0], PL = g->pb[1];
+    __mmask16 mc = (__mmask16)((1u << cn) - 1);
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i in_idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)g->in_size));
+    __m512 vpad = _mm512_set1_ps(pad);
+    for (int64_t r = 0; r < t->hp; r++) {
+        int64_t ih = r - PT;
+        float *row = tile + r * t->wp * 16;
+        if (ih < 0 || ih >= H) {
+            for (int64_t c = 0; c < t->wp; c++) _mm512_storeu_ps(row + c * 16, vpad);
+            continue;
+        }
+        for (int64_t c = 0; c < t->wp; c++) {
+            int64_t iw = c - PL;
+            __m512 v = iw >= 0 && iw < W ? _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mc, in_idx,
+                                                                    x + ih * W + iw, 4)
+                                         : vpad;
+            _mm512_storeu_ps(row + c * 16, v);
+        }
+    }
+}
+
+/* Channel planes y (os apart, cn of them) from the pixel-major tile ot of os pixels, 16
+ * pixels of a channel at a time: + the residual z (y's layout) when given, then SiLU or the
+ * clamp to [lo, hi] (NaN kept). */
+__attribute__((target("avx512f"))) static void tile_unpack(const float *ot, int64_t os, int64_t cn,
+                                                           float *y, const float *z, float lo,
+                                                           float hi, bool silu) {
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i px_idx = _mm512_slli_epi32(lane, 4); /* 16 pixels of one channel in the tile */
+    __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+    for (int64_t c = 0; c < cn; c++) {
+        float *yc = y + c * os;
+        const float *zc = z ? z + c * os : NULL;
+        for (int64_t p = 0; p < os; p += 16) {
+            __mmask16 m = os - p >= 16 ? 0xFFFF : (__mmask16)((1u << (os - p)) - 1);
+            __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, px_idx, ot + p * 16 + c, 4);
+            if (zc) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, zc + p));
+            v = silu ? silu16(v) : _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
+            _mm512_mask_storeu_ps(yc + p, m, v);
+        }
+    }
+}
+
 __attribute__((target("avx512f"))) static void
 depthwise2d_tiled(const float *x, const float *w, const float *bias, float *y, const float *z,
                   int64_t cn, const struct geom *g, float lo, float hi, bool silu, float *scratch) {
     struct dw_tile t = dw_tile_geom(g);
-    int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
-    int64_t SH = g->s[0], SW = g->s[1], DH = g->d[0], DW = g->d[1], PT = g->pb[0], PL = g->pb[1];
-    int64_t KH = g->k[0], KW = g->k[1], ks = g->k_size, os = g->out_size;
+    int64_t OH = g->out[0], OW = g->out[1], SH = g->s[0], SW = g->s[1], DH = g->d[0];
+    int64_t DW = g->d[1], KH = g->k[0], KW = g->k[1], ks = g->k_size, os = g->out_size;
     float *tile = scratch, *wt = scratch + t.tile, *ot = wt + t.wt;
     __mmask16 mc = (__mmask16)((1u << cn) - 1);
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    __m512i in_idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)g->in_size));
     __m512i w_idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)ks));
-    __m512i px_idx = _mm512_slli_epi32(lane, 4); /* 16 pixels of one channel in the out tile */
     /* weights: tap-major, 16 channels per tap */
     for (int64_t k = 0; k < ks; k++)
         _mm512_storeu_ps(wt + k * 16,
                          _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mc, w_idx, w + k, 4));
-    /* the tile: the map's pixels, zeros in the padding */
-    for (int64_t r = 0; r < t.hp; r++) {
-        int64_t ih = r - PT;
-        float *row = tile + r * t.wp * 16;
-        if (ih < 0 || ih >= H) {
-            for (int64_t c = 0; c < t.wp; c++) _mm512_storeu_ps(row + c * 16, _mm512_setzero_ps());
-            continue;
-        }
-        for (int64_t c = 0; c < t.wp; c++) {
-            int64_t iw = c - PL;
-            __m512 v = iw >= 0 && iw < W ? _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mc, in_idx,
-                                                                    x + ih * W + iw, 4)
-                                         : _mm512_setzero_ps();
-            _mm512_storeu_ps(row + c * 16, v);
-        }
-    }
+    tile_fill(x, cn, g, &t, 0.0f, tile);
     __m512 vb = bias ? _mm512_mask_loadu_ps(_mm512_setzero_ps(), mc, bias) : _mm512_setzero_ps();
     /* the sums, four output pixels of a row at a time (each tap's weights loaded once) */
     for (int64_t oh = 0; oh < OH; oh++) {
@@ -873,28 +906,100 @@ depthwise2d_tiled(const float *x, const float *w, const float *bias, float *y, c
             _mm512_storeu_ps(orow + ow * 16, a);
         }
     }
-    /* out: each channel's plane, 16 pixels at a time, with residual and activation */
-    __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
-    for (int64_t c = 0; c < cn; c++) {
-        float *yc = y + c * os;
-        const float *zc = z ? z + c * os : NULL;
-        for (int64_t p = 0; p < os; p += 16) {
-            __mmask16 m = os - p >= 16 ? 0xFFFF : (__mmask16)((1u << (os - p)) - 1);
-            __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, px_idx, ot + p * 16 + c, 4);
-            if (zc) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, zc + p));
-            v = silu ? silu16(v) : _mm512_min_ps(vhi, _mm512_max_ps(vlo, v)); /* NaN kept */
-            _mm512_mask_storeu_ps(yc + p, m, v);
+    tile_unpack(ot, os, cn, y, z, lo, hi, silu);
+}
+
+/* Max pooling over small maps, 16 channels at a time through the same tile (-inf in the
+ * padding): each output pixel is the max of its taps, full-width vectors whatever the width
+ * or stride, four pixels at a time; a NaN wins; a window wholly in the padding gives 0. The
+ * row-at-a-time kernel (maxpool2d_rows) spends its time on per-row overhead on 13- to
+ * 55-wide maps. Scratch: the tile and the output tile. */
+__attribute__((target("avx512f"))) static inline __m512 nanmax16(__m512 acc, __m512 v) {
+    acc = _mm512_max_ps(v, acc); /* a NaN acc stays */
+    return _mm512_mask_mov_ps(acc, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
+}
+
+__attribute__((target("avx512f"))) static void
+maxpool2d_tiled(const float *x, float *y, int64_t cn, const struct geom *g, float *scratch) {
+    struct dw_tile t = dw_tile_geom(g);
+    int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1], SH = g->s[0];
+    int64_t SW = g->s[1], DH = g->d[0], DW = g->d[1], KH = g->k[0], KW = g->k[1];
+    int64_t PT = g->pb[0], PL = g->pb[1];
+    float *tile = scratch, *ot = scratch + t.tile;
+    tile_fill(x, cn, g, &t, -INFINITY, tile);
+    for (int64_t oh = 0; oh < OH; oh++) {
+        const float *tr = tile + oh * SH * t.wp * 16;
+        float *orow = ot + oh * OW * 16;
+        bool row_in = false; /* some tap row inside the input */
+        for (int64_t kh = 0; kh < KH; kh++) {
+            int64_t ih = oh * SH - PT + kh * DH;
+            row_in |= ih >= 0 && ih < H;
+        }
+        int64_t ow = 0;
+        for (; ow + 4 <= OW; ow += 4) {
+            __m512 a0 = _mm512_set1_ps(-INFINITY), a1 = a0, a2 = a0, a3 = a0;
+            for (int64_t kh = 0; kh < KH; kh++) {
+                const float *p = tr + (kh * DH * t.wp + ow * SW) * 16;
+                for (int64_t kw = 0; kw < KW; kw++) {
+                    const float *q = p + kw * DW * 16;
+                    a0 = nanmax16(a0, _mm512_loadu_ps(q));
+                    a1 = nanmax16(a1, _mm512_loadu_ps(q + SW * 16));
+                    a2 = nanmax16(a2, _mm512_loadu_ps(q + SW * 32));
+                    a3 = nanmax16(a3, _mm512_loadu_ps(q + SW * 48));
+                }
+            }
+            _mm512_storeu_ps(orow + ow * 16, a0);
+            _mm512_storeu_ps(orow + ow * 16 + 16, a1);
+            _mm512_storeu_ps(orow + ow * 16 + 32, a2);
+            _mm512_storeu_ps(orow + ow * 16 + 48, a3);
+        }
+        for (; ow < OW; ow++) {
+            __m512 a = _mm512_set1_ps(-INFINITY);
+            for (int64_t kh = 0; kh < KH; kh++)
+                for (int64_t kw = 0; kw < KW; kw++)
+                    a = nanmax16(a,
+                                 _mm512_loadu_ps(tr + (kh * DH * t.wp + ow * SW + kw * DW) * 16));
+            _mm512_storeu_ps(orow + ow * 16, a);
+        }
+        /* windows wholly in the padding (rows, or columns at either end): 0 */
+        for (ow = 0; ow < OW; ow++) {
+            bool col_in = false;
+            for (int64_t kw = 0; kw < KW && row_in && !col_in; kw++) {
+                int64_t iw = ow * SW - PL + kw * DW;
+                col_in = iw >= 0 && iw < W;
+            }
+            if (!col_in) _mm512_storeu_ps(orow + ow * 16, _mm512_setzero_ps());
         }
     }
+    tile_unpack(ot, g->out_size, cn, y, NULL, -INFINITY, INFINITY, false);
+}
+
+/* Floats of scratch per thread for maxpool2d_tiled, 0 where it does not apply: 2-D, AVX-512,
+ * output rows under 32 wide (55-wide ones were slower: 0.24 -> 0.29 ms), the tile within 1 MiB,
+ * 32-bit gather offsets. */
+static int64_t maxpool_tiled_floats(const struct geom *g) {
+    if (g->nsp != 2 || !ox_sgemm_is_fast() || g->out[1] >= 32) return 0;
+    struct dw_tile t = dw_tile_geom(g);
+    int64_t n = t.tile + t.out;
+    if (n > (1 << 18) || g->in_size > INT32_MAX / 16 || g->out_size > INT32_MAX / 16) return 0;
+    return n;
+}
+
+/* Unit u of a tiled kernel (image u / blocks, block u % blocks of 16 channels of C): its
+ * first channel c0, its cn channels, and the plane index ch of channel c0 in the batch. */
+static void channel_block(int64_t u, int64_t C, int64_t *c0, int64_t *cn, int64_t *ch) {
+    int64_t ng = (C + 15) / 16;
+    *c0 = u % ng * 16;
+    *cn = C - *c0 < 16 ? C - *c0 : 16;
+    *ch = u / ng * C + *c0;
 }
 
 static void depthwise_tiled_piece(void *arg, int64_t b, int64_t e, int tid) {
     const struct conv_job *j = arg;
     const struct geom *g = j->g;
-    int64_t ng = (j->C + 15) / 16;
-    for (int64_t u = b; u < e; u++) { /* u = image * ng + channel block */
-        int64_t c0 = u % ng * 16, cn = j->C - c0 < 16 ? j->C - c0 : 16;
-        int64_t ch = u / ng * j->C + c0;
+    for (int64_t u = b; u < e; u++) {
+        int64_t c0, cn, ch;
+        channel_block(u, j->C, &c0, &cn, &ch);
         depthwise2d_tiled(j->x + ch * g->in_size, j->w + c0 * g->k_size, j->b ? j->b + c0 : NULL,
                           j->y + ch * g->out_size, j->z ? j->z + ch * g->out_size : NULL, cn, g,
                           j->lo, j->hi, j->silu, j->scratch + tid * j->slot);
@@ -1365,9 +1470,15 @@ static ox_status infer_pool(struct ox_infer_ctx *ctx, const struct ox_node *n,
     for (int i = 0; i < g.nsp; i++) dims[i + 2] = g.out[i];
     ox_set_shape(out[0], x->dtype, x->rank, dims);
     if (n->n_outputs > 1 && out[1]) ox_set_shape(out[1], OX_INT64, x->rank, dims);
-    if (kind == POOL_MAX && x->dtype == OX_FLOAT && g.nsp == 2) /* maxpool2d_rows' 2 rows */
-        ctx->scratch_bytes = (size_t)((g.in[1] + 15) / 16 * 16) * 2 * sizeof(float) *
-                             (size_t)(ctx->n_threads > 1 ? ctx->n_threads : 1);
+    if (kind == POOL_MAX && x->dtype == OX_FLOAT && g.nsp == 2) { /* a tile, or 2 rows */
+        int64_t slot = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+        slot = maxpool_tiled_floats(&g);
+#endif
+        if (!slot) slot = (g.in[1] + 15) / 16 * 16 * 2;
+        ctx->scratch_bytes =
+            (size_t)slot * sizeof(float) * (size_t)(ctx->n_threads > 1 ? ctx->n_threads : 1);
+    }
     return OX_OK;
 }
 
@@ -1531,8 +1642,23 @@ struct maxpool_job {
     const float *x;
     float *y;
     const struct geom *g;
-    float *scratch; /* two rows of W floats per thread, each rounded to 16 */
+    float *scratch; /* per thread: maxpool_tiled_floats, or two rows of W floats each
+                       rounded to 16 */
+    int64_t C;      /* channels */
 };
+
+#ifdef HAVE_DEPTHWISE_AVX512
+static void maxpool_tiled_piece(void *arg, int64_t b, int64_t e, int tid) {
+    const struct maxpool_job *j = arg;
+    const struct geom *g = j->g;
+    for (int64_t u = b; u < e; u++) {
+        int64_t c0, cn, ch;
+        channel_block(u, j->C, &c0, &cn, &ch);
+        maxpool2d_tiled(j->x + ch * g->in_size, j->y + ch * g->out_size, cn, g,
+                        j->scratch + tid * maxpool_tiled_floats(g));
+    }
+}
+#endif
 
 /* dst[i] = max(a[i], b[i]) for i < n, a NaN winning (a may be dst); and y[o] = u[o * 2] for
  * o < n (stride-2 outputs). AVX-512 with masked tails where the CPU has it: rows of pooled
@@ -1712,7 +1838,14 @@ static ox_status cpu_pool(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     if (st) return st;
     ox_tensor *idx = n->n_outputs > 1 ? out[1] : NULL;
     if (in[0]->dtype == OX_FLOAT && g.nsp == 2 && !idx && kind == POOL_MAX) {
-        struct maxpool_job j = {in[0]->data, out[0]->data, &g, ctx->scratch};
+        struct maxpool_job j = {in[0]->data, out[0]->data, &g, ctx->scratch, in[0]->dims[1]};
+#ifdef HAVE_DEPTHWISE_AVX512
+        if (maxpool_tiled_floats(&g) && g.in[0] && g.in[1]) {
+            ox_parallel_for(ctx->pool, in[0]->dims[0] * ((in[0]->dims[1] + 15) / 16),
+                            maxpool_tiled_piece, &j);
+            return OX_OK;
+        }
+#endif
         ox_parallel_for(ctx->pool, in[0]->dims[0] * in[0]->dims[1], maxpool2d_rows, &j);
         return OX_OK;
     }
