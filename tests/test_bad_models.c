@@ -143,6 +143,8 @@ static void corpus(void) {
          "node 'concat0' (Concat)|attribute 'axis' is required"},
         {"no_first_output.onnx", "run", OX_E_INVALID,
          "node 'topk0' (TopK)|TopK needs its first output"},
+        {"scan8_batch_mismatch.onnx", "run", OX_E_SHAPE,
+         "node 'scan0' (Scan)|input 2 has another batch axis where input 1's is 3"},
         {"ir_version_99.onnx", "load", OX_E_UNSUPPORTED, "IR version 99|1 to 13"},
         {"ext_absolute.onnx", "load", OX_E_INVALID,
          "initializer 'w'|'/etc/hostname' is an absolute path"},

@@ -391,6 +391,12 @@ ox_status ox_cf_cpu_scan(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     const ox_tensor **items = calloc((size_t)(N + M + 1), sizeof *items);
     ox_tensor *views = calloc((size_t)(N + M + 1), sizeof *views);
     ox_status st = items && views ? OX_OK : ox_node_err(n, OX_E_NOMEM, "out of memory");
+    for (int i = 0; i < N + M && !st; i++) /* each item is read at b * its size */
+        if (in[1 + i]->rank < 1 || in[1 + i]->dims[0] != B)
+            st = ox_node_err(n, OX_E_SHAPE,
+                             "input %d has %s batch axis where input 1's is %lld (opset 8: every "
+                             "state and scan input has the batch axis first)",
+                             1 + i, in[1 + i]->rank < 1 ? "no" : "another", (long long)B);
     for (int64_t b = 0; b < B && !st; b++) {
         for (int i = 0; i < N + M; i++) {
             const ox_tensor *t = in[1 + i];

@@ -87,6 +87,22 @@ onnx.save(model([helper.make_node("TopK", ["x", "k"], ["", "i"], name="topk0", a
                 [helper.make_tensor_value_info("i", TensorProto.INT64, [2, 2])],
                 [numpy_helper.from_array(np.array([2], np.int64), "k")]),
           "no_first_output.onnx")
+# Scan-8 whose inputs disagree on the batch axis: the state has 3 items, the scan input 1
+# (each item was read at b * its size: a read past the scan input).
+body = helper.make_graph(
+    [helper.make_node("Add", ["s_in", "nx"], ["s_out"]),
+     helper.make_node("Identity", ["s_out"], ["o"])], "body",
+    [helper.make_tensor_value_info("s_in", TensorProto.FLOAT, [2]),
+     helper.make_tensor_value_info("nx", TensorProto.FLOAT, [2])],
+    [helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [2]),
+     helper.make_tensor_value_info("o", TensorProto.FLOAT, [2])])
+onnx.save(model([helper.make_node("Scan", ["", "init", "xs"], ["final", "ys"], name="scan0",
+                                  num_scan_inputs=1, body=body)],
+                [helper.make_tensor_value_info("init", TensorProto.FLOAT, [3, 2]),
+                 helper.make_tensor_value_info("xs", TensorProto.FLOAT, [1, 4, 2])],
+                [helper.make_tensor_value_info("final", TensorProto.FLOAT, [3, 2]),
+                 helper.make_tensor_value_info("ys", TensorProto.FLOAT, [3, 4, 2])], opset=8),
+          "scan8_batch_mismatch.onnx")
 # An IR version from the future.
 m = model([helper.make_node("Relu", ["x"], ["y"], name="relu0")], [X], [Y])
 m.ir_version = 99
