@@ -129,7 +129,8 @@ typedef struct ox_session_options {
     /* Threads of the session's pool (0: number of cores). Every kernel, OpenBLAS included
      * (on one thread inside the pool's pieces), runs on it. OpenBLAS starts threads of its
      * own when it loads and lets them spin for a while; run the program with
-     * OPENBLAS_NUM_THREADS=1 so that it does not (the onnxexec tool does this itself). */
+     * OPENBLAS_NUM_THREADS=1 so that it does not (the onnxexec tool does this itself), and
+     * OPENBLAS_CORETYPE where OpenBLAS does not know the CPU (README, "Measuring"). */
     int n_threads;
     /* Time every node of every run (two clock reads per node); ox_session_profile reports
      * the times. */
