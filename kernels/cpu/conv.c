@@ -834,24 +834,53 @@ __attribute__((target("avx512f"))) static void tile_fill(const float *x, int64_t
     }
 }
 
+/* 16 x 16 floats transposed in registers: r[i] lane j becomes r[j] lane i. */
+__attribute__((target("avx512f"), always_inline)) static inline void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 2]);
+        __m512d c = _mm512_castps_pd(t[i + 1]), d = _mm512_castps_pd(t[i + 3]);
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; i++) {
+            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
 /* Channel planes y (os apart, cn of them) from the pixel-major tile ot of os pixels, 16
- * pixels of a channel at a time: + the residual z (y's layout) when given, then SiLU or the
- * clamp to [lo, hi] (NaN kept). */
+ * pixels at a time: their 16 channel vectors (1 KiB in a row) transposed in registers into
+ * 16 pixels of each channel, + the residual z (y's layout) when given, then SiLU or the
+ * clamp to [lo, hi] (NaN kept). (Gathering each channel's pixels instead, 64 bytes apart,
+ * took two thirds of a 28x28 depthwise convolution.) */
 __attribute__((target("avx512f"))) static void tile_unpack(const float *ot, int64_t os, int64_t cn,
                                                            float *y, const float *z, float lo,
                                                            float hi, bool silu) {
-    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    __m512i px_idx = _mm512_slli_epi32(lane, 4); /* 16 pixels of one channel in the tile */
     __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
-    for (int64_t c = 0; c < cn; c++) {
-        float *yc = y + c * os;
-        const float *zc = z ? z + c * os : NULL;
-        for (int64_t p = 0; p < os; p += 16) {
-            __mmask16 m = os - p >= 16 ? 0xFFFF : (__mmask16)((1u << (os - p)) - 1);
-            __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, px_idx, ot + p * 16 + c, 4);
-            if (zc) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, zc + p));
-            v = silu ? silu16(v) : _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
-            _mm512_mask_storeu_ps(yc + p, m, v);
+    for (int64_t p = 0; p < os; p += 16) {
+        int64_t n = os - p < 16 ? os - p : 16;
+        __mmask16 m = (__mmask16)((1u << n) - 1);
+        __m512 v[16];
+        for (int i = 0; i < 16; i++)
+            v[i] = i < n ? _mm512_loadu_ps(ot + (p + i) * 16) : _mm512_setzero_ps();
+        transpose16(v);
+        for (int64_t c = 0; c < cn; c++) {
+            __m512 u = v[c];
+            if (z) u = _mm512_add_ps(u, _mm512_maskz_loadu_ps(m, z + c * os + p));
+            u = silu ? silu16(u) : _mm512_min_ps(vhi, _mm512_max_ps(vlo, u));
+            _mm512_mask_storeu_ps(y + c * os + p, m, u);
         }
     }
 }
