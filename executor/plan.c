@@ -52,7 +52,7 @@ void ox_plan_free(struct ox_plan *p) {
     for (int i = 0; i < p->n_steps; i++) {
         free(p->steps[i].in);
         free(p->steps[i].out);
-        free(p->steps[i].prepared);
+        if (!p->prepared_borrowed) free(p->steps[i].prepared);
     }
     free(p->steps);
     free(p->vals);

@@ -90,6 +90,9 @@ struct ox_plan {
      * that of its last read (a graph output's last is n_steps); read it for arena values (other
      * slots may hold -1). For tools that draw the plan. */
     int *first_step, *last_step;
+    /* The steps' prepared memory belongs to another plan of the same graph and shapes
+     * (executor/session.c's batch lanes share one copy of the packed weights). */
+    bool prepared_borrowed;
 };
 
 /* Build a plan for these inputs (bound in graph-input order; descriptors only, the data is

@@ -3,16 +3,24 @@
 #include "exporter/onnx.h"
 #include "graph/opset.h"
 #include "graph/autograd.h"
+#include "graph/batch.h"
 #include "graph/optimize.h"
 #include "importer/onnx.h"
 #include "importer/torchscript/torchscript.h"
 
 #include <cblas.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* Split runs: the most bytes of one-row products' weights (a classifier's head, read again for
+ * every item) under which a batch is split by default, and the most inputs a split model has. */
+#define SPLIT_MAX_ROW_WEIGHTS        ((int64_t)16 << 20)
+#define OX_SPLIT_MAX_INPUTS          64
+#define SPLIT_WEIGHTS_PER_ACTIVATION 3.0
 
 struct ox_model {
     struct ox_graph *graph;
@@ -29,6 +37,13 @@ struct ox_run_ctx {
     struct ox_plan *plans; /* cache, most recently used first */
     const ox_tensor **bound;
     ox_node_time *times; /* ox_session_profile's answer */
+    /* A batch run one item at a time (split_run): one plan per lane (thread), for one item,
+     * lane 0's prepared memory shared by the others; the batch's outputs gathered here. */
+    struct ox_plan **lanes; /* n_threads, built as needed */
+    int n_lanes;            /* lanes of the last split run */
+    ox_tensor *outs;        /* per graph output (data owned) */
+    bool split_last;        /* the last run was split: memory and profile come from the lanes */
+    int64_t split_runs;
 };
 
 struct ox_session {
@@ -36,7 +51,10 @@ struct ox_session {
     int n_threads;
     struct ox_pool *pool; /* shared: a job that finds it busy runs on its caller's thread */
     bool profile;
-    uint64_t plan_bytes;     /* the most one plan may take (ox_limits.plan_bytes) */
+    uint64_t plan_bytes; /* the most one plan may take (ox_limits.plan_bytes) */
+    int batch_split;     /* OX_BATCH_SPLIT_* */
+    double weight_bytes; /* of the graph's initializers */
+    struct ox_batch_info batch;
     pthread_mutex_t mu;      /* guards ctxs */
     struct ox_run_ctx *ctxs; /* one per thread that has run the session */
 };
@@ -309,6 +327,13 @@ ox_status ox_session_create(ox_model *m, const ox_session_options *opt, ox_sessi
     if (s->n_threads < 1) s->n_threads = 1;
     s->profile = opt && opt->profile;
     s->plan_bytes = opt && opt->plan_bytes ? opt->plan_bytes : m->limits.plan_bytes;
+    s->batch_split = opt ? opt->batch_split : OX_BATCH_SPLIT_AUTO;
+    if (s->batch_split != OX_BATCH_SPLIT_OFF) ox_graph_batch_info(m->graph, &s->batch);
+    for (int v = 0; v < m->graph->n_values; v++) {
+        const ox_tensor *t = m->graph->values[v].init;
+        if (t && t->kind == OX_IO_TENSOR)
+            s->weight_bytes += (double)ox_tensor_numel(t) * (double)ox_dtype_size(t->dtype);
+    }
     if (pthread_mutex_init(&s->mu, NULL)) {
         free(s);
         return ox_err(OX_E_NOMEM, "out of memory (a mutex)");
@@ -325,6 +350,201 @@ ox_status ox_session_create(ox_model *m, const ox_session_options *opt, ox_sessi
     return OX_OK;
 }
 
+/* ---- a batch run one item at a time (ox_session_options.batch_split) ---------------------- */
+
+static void free_split(ox_session *s, struct ox_run_ctx *c) {
+    if (c->lanes) { /* the borrowers first: lane 0 owns the prepared memory */
+        for (int i = s->n_threads - 1; i >= 0; i--) ox_plan_free(c->lanes[i]);
+        free(c->lanes);
+        c->lanes = NULL;
+    }
+    if (c->outs) {
+        for (int k = 0; k < s->model->graph->n_outputs; k++) free(c->outs[k].data);
+        free(c->outs);
+        c->outs = NULL;
+    }
+    c->split_last = false;
+}
+
+/* The batch size to split, or 0 to run the batch whole. */
+static int64_t split_batch(const ox_session *s, const ox_tensor *const *bound) {
+    const struct ox_graph *g = s->model->graph;
+    if (s->batch_split == OX_BATCH_SPLIT_OFF || !s->batch.is_separable ||
+        g->n_inputs > OX_SPLIT_MAX_INPUTS)
+        return 0;
+    int64_t B = -1;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const ox_tensor *t = bound[i];
+        if (!t || t->kind != OX_IO_TENSOR || t->rank != g->values[g->inputs[i]].rank ||
+            t->dtype == OX_STRING || t->dims[0] < 2 || (B >= 0 && t->dims[0] != B))
+            return 0;
+        B = t->dims[0];
+    }
+    for (int k = 0; k < g->n_outputs; k++)
+        if (g->values[g->outputs[k]].dtype == OX_STRING) return 0;
+    if (s->batch_split == OX_BATCH_SPLIT_ON) return B;
+    /* auto: where the items' activations are what moves through memory (convolutions), and
+     * running items apart does not turn wide products into many reads of big weights */
+    if (s->batch.n_convs == 0 || B < s->n_threads) return 0;
+    if (s->batch.row_product_weight_bytes > SPLIT_MAX_ROW_WEIGHTS) return 0;
+    return B; /* and split_run weighs the weights against an item's activations */
+}
+
+struct split_job {
+    ox_session *s;
+    struct ox_run_ctx *c;
+    const ox_tensor *const *bound;
+    atomic_int failed; /* the first failure's status (0: none) */
+    char msg[512];     /* and its message */
+    pthread_mutex_t mu;
+};
+
+static size_t item_bytes(const ox_tensor *t) {
+    int64_t n = 1;
+    for (int d = 1; d < t->rank; d++) n *= t->dims[d];
+    return (size_t)n * ox_dtype_size(t->dtype);
+}
+
+/* Items [b, e) on lane `tid`: each item's inputs are views of the batch's, its outputs are
+ * copied into the batch's outputs. */
+static void split_items(void *arg, int64_t b, int64_t e, int tid) {
+    struct split_job *j = arg;
+    const struct ox_graph *g = j->s->model->graph;
+    struct ox_plan *p = j->c->lanes[tid];
+    ox_tensor in[OX_SPLIT_MAX_INPUTS];
+    const ox_tensor *inp[OX_SPLIT_MAX_INPUTS];
+    for (int64_t item = b; item < e && !atomic_load(&j->failed); item++) {
+        for (int i = 0; i < g->n_inputs; i++) {
+            in[i] = *j->bound[i];
+            in[i].dims[0] = 1;
+            in[i].data = (char *)j->bound[i]->data + (size_t)item * item_bytes(j->bound[i]);
+            inp[i] = &in[i];
+        }
+        ox_status st = ox_plan_run(p, inp);
+        for (int k = 0; !st && k < g->n_outputs; k++) {
+            const ox_tensor *y = &p->vals[g->outputs[k]];
+            ox_tensor *o = &j->c->outs[k];
+            size_t n = item_bytes(o);
+            if (y->kind != OX_IO_TENSOR || y->rank != o->rank || y->dims[0] != 1 ||
+                item_bytes(y) != n)
+                st = ox_err(OX_E_INTERNAL, "output '%s' of one item is %s, not an item of %s",
+                            g->values[g->outputs[k]].name, "of another shape", "the batch's");
+            else if (n)
+                memcpy((char *)o->data + (size_t)item * n, y->data, n);
+        }
+        if (st) {
+            pthread_mutex_lock(&j->mu);
+            if (!atomic_load(&j->failed)) {
+                snprintf(j->msg, sizeof j->msg, "%s", ox_errmsg());
+                atomic_store(&j->failed, st);
+            }
+            pthread_mutex_unlock(&j->mu);
+        }
+    }
+}
+
+/* Lane plans for one item, and the batch's output tensors for B items. */
+static ox_status split_prepare(ox_session *s, struct ox_run_ctx *c, int64_t B, int n_lanes,
+                               const ox_tensor *const *item_inputs) {
+    const struct ox_graph *g = s->model->graph;
+    ox_status st;
+    if (!c->lanes && !(c->lanes = calloc((size_t)s->n_threads, sizeof *c->lanes)))
+        return ox_err(OX_E_NOMEM, "out of memory");
+    for (int l = 0; l < n_lanes; l++) {
+        struct ox_plan *p = c->lanes[l];
+        if (p && ox_plan_matches(p, item_inputs)) continue;
+        if (l == 0 && p) { /* other shapes: every lane borrows from lane 0, so all go */
+            for (int k = s->n_threads - 1; k >= 0; k--) {
+                ox_plan_free(c->lanes[k]);
+                c->lanes[k] = NULL;
+            }
+        } else if (p) {
+            ox_plan_free(p);
+            c->lanes[l] = NULL;
+        }
+        /* a lane runs its kernels serially: the threads take items, not pieces of nodes */
+        if ((st = ox_plan_build_limited(g, item_inputs, NULL, s->plan_bytes, &p))) return st;
+        if (s->profile && p->n_steps > 0 &&
+            !(p->step_seconds = calloc((size_t)p->n_steps, sizeof *p->step_seconds))) {
+            ox_plan_free(p);
+            return ox_err(OX_E_NOMEM, "out of memory");
+        }
+        if (l > 0) { /* the same graph and shapes: the same steps, the same packed weights */
+            struct ox_plan *p0 = c->lanes[0];
+            if (p->n_steps != p0->n_steps) {
+                ox_plan_free(p);
+                return ox_err(OX_E_INTERNAL, "batch lanes planned differently");
+            }
+            for (int i = 0; i < p->n_steps; i++) {
+                free(p->steps[i].prepared);
+                p->steps[i].prepared = p0->steps[i].prepared;
+            }
+            p->prepared_borrowed = true;
+        }
+        c->lanes[l] = p;
+    }
+    /* the batch's outputs: an item's shape (from lane 0's plan) with B items */
+    if (!c->outs && !(c->outs = calloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *c->outs)))
+        return ox_err(OX_E_NOMEM, "out of memory");
+    for (int k = 0; k < g->n_outputs; k++) {
+        const ox_tensor *y = &c->lanes[0]->vals[g->outputs[k]];
+        ox_tensor *o = &c->outs[k];
+        if (y->kind != OX_IO_TENSOR || y->rank < 1 || y->dims[0] != 1)
+            return ox_err(OX_E_INTERNAL, "output '%s' has no batch axis",
+                          g->values[g->outputs[k]].name);
+        bool same = o->data && o->dtype == y->dtype && o->rank == y->rank && o->dims[0] == B;
+        for (int d = 1; same && d < y->rank; d++) same = o->dims[d] == y->dims[d];
+        if (same) continue;
+        free(o->data);
+        *o = *y;
+        o->dims[0] = B;
+        o->name = g->values[g->outputs[k]].name;
+        size_t n = item_bytes(o) * (size_t)B;
+        o->data = malloc(n ? n : 1);
+        if (!o->data) return ox_err(OX_E_NOMEM, "out of memory for %zu bytes of outputs", n);
+    }
+    return OX_OK;
+}
+
+/* *done: the batch ran split (else it is to be run whole). */
+static ox_status split_run(ox_session *s, struct ox_run_ctx *c, int64_t B, bool *done) {
+    const struct ox_graph *g = s->model->graph;
+    ox_tensor item[OX_SPLIT_MAX_INPUTS];
+    const ox_tensor *item_in[OX_SPLIT_MAX_INPUTS];
+    for (int i = 0; i < g->n_inputs; i++) {
+        item[i] = *c->bound[i];
+        item[i].dims[0] = 1;
+        item_in[i] = &item[i];
+    }
+    int n_lanes = (int)(B < s->n_threads ? B : s->n_threads);
+    ox_status st = split_prepare(s, c, B, 1, item_in);
+    if (st) return st;
+    /* auto: each item reads all the weights again, from memory once they pass the caches;
+     * that pays where an item's activations (what a whole batch would move through memory)
+     * are not much smaller than the weights (docs/PERFORMANCE.md, "Batches one item at a time") */
+    if (s->batch_split == OX_BATCH_SPLIT_AUTO &&
+        (double)s->weight_bytes > SPLIT_WEIGHTS_PER_ACTIVATION * (double)c->lanes[0]->sum_bytes) {
+        *done = false;
+        return OX_OK;
+    }
+    if (n_lanes > 1 && (st = split_prepare(s, c, B, n_lanes, item_in))) return st;
+    *done = true;
+    struct split_job j = {.s = s, .c = c, .bound = c->bound};
+    atomic_init(&j.failed, 0);
+    pthread_mutex_init(&j.mu, NULL);
+    /* one item per piece: a lane on a slower core takes fewer */
+    if (n_lanes > 1)
+        ox_parallel_for_pieces(s->pool, B, (int)B, split_items, &j);
+    else
+        split_items(&j, 0, B, 0);
+    pthread_mutex_destroy(&j.mu);
+    c->n_lanes = n_lanes;
+    c->split_last = true;
+    c->split_runs++;
+    if (atomic_load(&j.failed)) return ox_err(atomic_load(&j.failed), "%s", j.msg);
+    return OX_OK;
+}
+
 void ox_session_free(ox_session *s) {
     if (!s) return;
     while (s->ctxs) {
@@ -335,6 +555,7 @@ void ox_session_free(ox_session *s) {
             c->plans = p->next;
             ox_plan_free(p);
         }
+        free_split(s, c);
         free(c->bound);
         free(c->times);
         free(c);
@@ -421,21 +642,54 @@ ox_status ox_session_run(ox_session *s, const ox_tensor *inputs, int n_inputs,
     struct ox_run_ctx *c;
     ox_status st = run_ctx(s, true, &c);
     if (st || (st = bind_inputs(s, c, inputs, n_inputs))) return st;
+    const struct ox_graph *g = s->model->graph;
+    int64_t B = split_batch(s, c->bound);
+    bool split = false;
+    if (B > 0 && (st = split_run(s, c, B, &split))) return st;
+    if (split) {
+        for (int k = 0; k < g->n_outputs; k++) outputs[k] = &c->outs[k];
+        return OX_OK;
+    }
+    c->split_last = false;
     struct ox_plan *p;
     if ((st = ctx_plan(s, c, &p))) return st;
     if ((st = ox_plan_run(p, c->bound))) return st;
-    const struct ox_graph *g = s->model->graph;
     for (int k = 0; k < g->n_outputs; k++) outputs[k] = &p->vals[g->outputs[k]];
     return OX_OK;
 }
 
 ox_status ox_session_memory(ox_session *s, size_t *arena, size_t *no_reuse, size_t *peak) {
     struct ox_run_ctx *c;
-    if (run_ctx(s, false, &c) || !c->plans)
+    if (run_ctx(s, false, &c) || (!c->plans && !c->split_last))
         return ox_err(OX_E_INVALID, "the session has not run yet (on this thread)");
+    if (c->split_last) { /* the lanes side by side, and the batch's outputs */
+        size_t outs = 0;
+        for (int k = 0; k < s->model->graph->n_outputs; k++)
+            outs += item_bytes(&c->outs[k]) * (size_t)c->outs[k].dims[0];
+        *arena = *no_reuse = *peak = outs;
+        for (int l = 0; l < c->n_lanes; l++) {
+            *arena += c->lanes[l]->arena_bytes;
+            *no_reuse += c->lanes[l]->sum_bytes;
+            *peak += c->lanes[l]->peak_bytes;
+        }
+        return OX_OK;
+    }
     *arena = c->plans->arena_bytes;
     *no_reuse = c->plans->sum_bytes;
     *peak = c->plans->peak_bytes;
+    return OX_OK;
+}
+
+ox_status ox_session_split(ox_session *s, int64_t *items, int *lanes) {
+    struct ox_run_ctx *c;
+    *items = 0;
+    *lanes = 0;
+    if (!s || run_ctx(s, false, &c) || (!c->plans && !c->split_last))
+        return ox_err(OX_E_INVALID, "the session has not run yet (on this thread)");
+    if (c->split_last) {
+        *items = c->outs[0].dims[0];
+        *lanes = c->n_lanes;
+    }
     return OX_OK;
 }
 
@@ -444,9 +698,9 @@ ox_status ox_session_profile(ox_session *s, bool reset, const ox_node_time **tim
     *n = 0;
     if (!s->profile) return ox_err(OX_E_INVALID, "the session was not created with profile");
     struct ox_run_ctx *c;
-    if (run_ctx(s, false, &c) || !c->plans)
+    if (run_ctx(s, false, &c) || (!c->plans && !c->split_last))
         return ox_err(OX_E_INVALID, "the session has not run yet (on this thread)");
-    struct ox_plan *p = c->plans;
+    struct ox_plan *p = c->split_last ? c->lanes[0] : c->plans;
     free(c->times);
     c->times = malloc(sizeof *c->times * (size_t)(p->n_steps ? p->n_steps : 1));
     if (!c->times) return ox_err(OX_E_NOMEM, "out of memory");
@@ -454,13 +708,23 @@ ox_status ox_session_profile(ox_session *s, bool reset, const ox_node_time **tim
     for (int i = 0; i < p->n_steps; i++) {
         if (p->steps[i].is_skipped) continue;
         const struct ox_node *nd = &p->graph->nodes[p->steps[i].node];
-        c->times[k++] = (ox_node_time){nd->name ? nd->name : "", nd->op_type,
-                                       p->step_seconds ? p->step_seconds[i] : 0, p->profiled_runs};
+        double sec = p->step_seconds ? p->step_seconds[i] : 0;
+        int64_t runs = p->profiled_runs;
+        if (c->split_last) { /* every lane's time, over the batch runs times the lanes */
+            sec = 0;
+            for (int l = 0; l < c->n_lanes; l++)
+                sec += c->lanes[l]->step_seconds ? c->lanes[l]->step_seconds[i] : 0;
+            runs = c->split_runs * c->n_lanes;
+        }
+        c->times[k++] = (ox_node_time){nd->name ? nd->name : "", nd->op_type, sec, runs};
     }
-    if (reset && p->step_seconds) {
-        memset(p->step_seconds, 0, sizeof *p->step_seconds * (size_t)p->n_steps);
-        p->profiled_runs = 0;
+    for (int l = 0; reset && l < (c->split_last ? c->n_lanes : 1); l++) {
+        struct ox_plan *q = c->split_last ? c->lanes[l] : p;
+        if (q->step_seconds)
+            memset(q->step_seconds, 0, sizeof *q->step_seconds * (size_t)q->n_steps);
+        q->profiled_runs = 0;
     }
+    if (reset) c->split_runs = 0;
     *times = c->times;
     *n = k;
     return OX_OK;

@@ -138,7 +138,23 @@ typedef struct ox_session_options {
     /* The most bytes one plan may take (see ox_limits.plan_bytes); 0: the model's
      * limits.plan_bytes. A plan over it fails with OX_E_LIMIT when the session runs. */
     uint64_t plan_bytes;
+    /* Running a batch one item at a time, for models that compute each item on its own
+     * (every input and output has the batch on axis 0 and no op mixes items: CNNs
+     * exported with a dynamic batch axis). Each item's activations then stay in cache, and
+     * with n_threads > 1 the items run on the threads side by side (one plan per thread,
+     * the packed weights shared), instead of each node being split over the threads.
+     * Results are the same as a whole-batch run up to float rounding (a kernel may sum in
+     * another order at another width). OX_BATCH_SPLIT_AUTO (0, the default) splits a batch of
+     * at least n_threads items, at least 2, where the model has convolutions, its one-row
+     * products (a classifier's Gemm) read at most 16 MiB of weights, and all its weights
+     * are at most 3 times the bytes of one item's intermediates (each item reads the
+     * weights again); _ON splits every batch of a separable model; _OFF never splits. */
+    int batch_split;
 } ox_session_options;
+
+#define OX_BATCH_SPLIT_AUTO 0
+#define OX_BATCH_SPLIT_ON   1
+#define OX_BATCH_SPLIT_OFF  (-1)
 
 /* The message of the last error on this thread ("" if none). Borrowed. */
 const char *ox_errmsg(void);
@@ -592,6 +608,11 @@ ox_status ox_session_run(ox_session *s, const ox_tensor *inputs, int n_inputs,
 /* The memory plan of the calling thread's last run: arena bytes, the sum of all intermediates (no
  * reuse) and the lower bound (most bytes alive at one step). OX_E_INVALID before the first run. */
 ox_status ox_session_memory(ox_session *s, size_t *arena, size_t *no_reuse, size_t *peak);
+/* Whether the calling thread's last run split its batch (ox_session_options.batch_split):
+ * *items, the batch size run one item at a time (0: the batch ran whole), and *lanes, the
+ * threads that took items side by side. A split run's memory (ox_session_memory) is that
+ * of every lane's plan plus the batch's outputs. OX_E_INVALID before the first run. */
+ox_status ox_session_split(ox_session *s, int64_t *items, int *lanes);
 
 /* One node's time in a profiled session (ox_session_options.profile). */
 typedef struct ox_node_time {

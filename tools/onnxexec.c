@@ -80,6 +80,7 @@ static const char usage_bench[] =
     "usage: onnxexec bench MODEL [-i [NAME=]FILE]... [--shape NAME=d0,d1,...]...\n"
     "                            [--batch N] [--threads N] [--runs N] [--json]\n"
     "                            [--warmup N] [--profile] [--no-optimize]\n"
+    "                            [--batch-split auto|on|off]\n"
     "\n"
     "Time MODEL: model load, session creation, the first run (which plans), then N more\n"
     "runs (median, p90, min), the peak resident memory of the process, and the memory\n"
@@ -94,6 +95,10 @@ static const char usage_bench[] =
     "                        folding, no fused Conv/Gemm/MatMul; for comparisons)\n"
     "  --runs N              timed runs after the first (default 20)\n"
     "  --warmup N            untimed runs between the first and the timed ones (default 0)\n"
+    "  --batch-split S       run a batch one item at a time, the threads taking items side\n"
+    "                        by side, where the model keeps items apart (CNNs with a\n"
+    "                        dynamic batch axis): auto (default: where it pays, see the\n"
+    "                        README), on (whenever the model allows it), off\n"
     "  --json                one JSON object on stdout instead of the table\n"
     "  --profile             also time every node of the timed runs: the time per op\n"
     "                        type and the slowest nodes (with --json: every node)\n"
@@ -106,7 +111,7 @@ static const char usage_run[] =
     "usage: onnxexec run MODEL [-i [NAME=]FILE]... [-o DIR] [--format npy|pb|both]\n"
     "                          [--seed N] [--shape NAME=d0,d1,...]... [--threads N]\n"
     "                          [--repeat N] [--labels FILE] [--truth FILE]\n"
-    "                          [--no-optimize]\n"
+    "                          [--no-optimize] [--batch-split auto|on|off]\n"
     "\n"
     "Run MODEL once and print, per output: name, dtype, shape, the first values and\n"
     "min/max/mean; then the run time.\n"
@@ -134,6 +139,7 @@ static const char usage_run[] =
     "  --threads N           threads for the CPU kernels (default: number of cores).\n"
     "  --no-optimize         run the graph as the file has it (no BatchNormalization\n"
     "                        folding, no fused Conv/Gemm/MatMul; for comparisons)\n"
+    "  --batch-split S       auto (default), on or off: as for `bench`.\n"
     "  --repeat N            run N times and report the fastest and mean time (default 1).\n"
     "  --labels FILE         treat the first output as class scores [batch, classes]: print\n"
     "                        the top class of the first rows, named by FILE's lines.\n"
@@ -1215,13 +1221,18 @@ static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, b
     double p90 = t[i90 < 0 ? 0 : i90], tmin = t[0];
     size_t arena = 0, no_reuse = 0, peak = 0;
     ox_session_memory(r->s, &arena, &no_reuse, &peak);
+    int64_t split_items = 0;
+    int split_lanes = 0;
+    ox_session_split(r->s, &split_items, &split_lanes);
     long rss = cli_peak_rss_kb();
     if (json) {
         printf("{\"model\": \"%s\", \"load_ms\": %.3f, \"create_ms\": %.3f, "
                "\"first_run_ms\": %.3f, \"runs\": %d, \"median_ms\": %.3f, \"p90_ms\": %.3f, "
                "\"min_ms\": %.3f, \"peak_rss_kb\": %ld, \"arena_bytes\": %zu, "
-               "\"no_reuse_bytes\": %zu, \"lower_bound_bytes\": %zu",
-               path, t_load, t_create, t_first, runs, med, p90, tmin, rss, arena, no_reuse, peak);
+               "\"no_reuse_bytes\": %zu, \"lower_bound_bytes\": %zu, \"split_items\": %lld, "
+               "\"split_lanes\": %d",
+               path, t_load, t_create, t_first, runs, med, p90, tmin, rss, arena, no_reuse, peak,
+               (long long)split_items, split_lanes);
         int prc = profile ? print_profile(r->s, true) : 0;
         printf("}\n");
         if (prc) {
@@ -1236,6 +1247,10 @@ static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, b
         printf("peak RSS     %.1f MiB\n", rss / 1024.0);
         printf("arena        %.2f MiB (no reuse %.2f MiB, lower bound %.2f MiB)\n",
                arena / 1048576.0, no_reuse / 1048576.0, peak / 1048576.0);
+        if (split_items)
+            printf("batch        %lld items run one at a time, on %d thread%s side by side "
+                   "(memory: every thread's plan and the batch's outputs)\n",
+                   (long long)split_items, split_lanes, split_lanes == 1 ? "" : "s");
         if (profile) {
             int prc = print_profile(r->s, false);
             if (prc) {
@@ -1292,7 +1307,7 @@ static int run_main(int argc, char **argv, enum run_mode mode) {
     const char *labels_path = NULL, *truth_path = NULL;
     bool want_npy = true, want_pb = false;
     uint64_t seed = 0;
-    int n_threads = 0, repeat = 1, rc;
+    int n_threads = 0, repeat = 1, rc, batch_split = OX_BATCH_SPLIT_AUTO;
     struct run_state r = {0};
     r.iopts = calloc((size_t)argc + 1, sizeof *r.iopts);
     r.sopts = calloc((size_t)argc + 1, sizeof *r.sopts);
@@ -1308,6 +1323,7 @@ static int run_main(int argc, char **argv, enum run_mode mode) {
                      strcmp(arg, "--seed") == 0 || strcmp(arg, "--shape") == 0 ||
                      strcmp(arg, "--threads") == 0 || strcmp(arg, "--preprocess") == 0 ||
                      (!inspect && (strcmp(arg, "--format") == 0 || strcmp(arg, "--repeat") == 0 ||
+                                   strcmp(arg, "--batch-split") == 0 ||
                                    strcmp(arg, "--labels") == 0 || strcmp(arg, "--truth") == 0)) ||
                      ((bench || inspect) && strcmp(arg, "--batch") == 0) ||
                      (bench && (strcmp(arg, "--runs") == 0 || strcmp(arg, "--warmup") == 0));
@@ -1362,6 +1378,18 @@ static int run_main(int argc, char **argv, enum run_mode mode) {
         } else if (strcmp(arg, "--threads") == 0) {
             if (!parse_int(val, 0, 4096, &n_threads)) {
                 rc = cli_errorf(EXIT_USAGE, "--threads '%s': expected a number in 0..4096", val);
+                goto done;
+            }
+        } else if (!inspect && strcmp(arg, "--batch-split") == 0) {
+            if (val && strcmp(val, "auto") == 0)
+                batch_split = OX_BATCH_SPLIT_AUTO;
+            else if (val && strcmp(val, "on") == 0)
+                batch_split = OX_BATCH_SPLIT_ON;
+            else if (val && strcmp(val, "off") == 0)
+                batch_split = OX_BATCH_SPLIT_OFF;
+            else {
+                rc = cli_errorf(EXIT_USAGE, "--batch-split '%s': expected auto, on or off",
+                                val ? val : "");
                 goto done;
             }
         } else if ((bench || mode == MODE_INFO) && strcmp(arg, "--json") == 0) {
@@ -1467,7 +1495,8 @@ static int run_main(int argc, char **argv, enum run_mode mode) {
     int n_pass = 0;
     for (int i = 0; i < r.n_in; i++)
         if (r.has[i]) r.pass[n_pass++] = r.ins[i];
-    ox_session_options so = {.n_threads = n_threads, .profile = profile};
+    ox_session_options so = {
+        .n_threads = n_threads, .profile = profile, .batch_split = batch_split};
     double t_create = cli_now_ms();
     ox_status st = ox_session_create(r.m, &so, &r.s);
     t_create = cli_now_ms() - t_create;
