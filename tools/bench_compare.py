@@ -404,6 +404,8 @@ def bench_config(args, js, case, model, meta, inputs, th, gflop):
          "arena_bytes": ox_mem["arena_bytes"] if ox_mem else None,
          "no_reuse_bytes": ox_mem["no_reuse_bytes"] if ox_mem else None,
          "lower_bound_bytes": ox_mem["lower_bound_bytes"] if ox_mem else None,
+         "split_items": ox_mem.get("split_items", 0) if ox_mem else None,
+         "split_lanes": ox_mem.get("split_lanes", 0) if ox_mem else None,
          "ox_error": ox_err, "ort_error": ort_err}
     r["ratio"] = r["ox_ms"] / r["ort_ms"] if r["ox_ms"] and r["ort_ms"] else None
     r["ort_rss_net_kb"] = (r["ort_rss_kb"] - r["ort_base_rss_kb"]) if r["ort_rss_kb"] else None
@@ -417,8 +419,8 @@ def tables(rows):
            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     mem = ["| model | threads | onnxexec peak RSS (MiB) | ORT peak RSS (MiB) "
            "| ORT peak RSS net of node (MiB) | arena (MiB) | no-reuse sum (MiB) "
-           "| lower bound (MiB) | arena / lower bound |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "| lower bound (MiB) | arena / lower bound | onnxexec batch |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in rows:
         gf = r["gflop"]
         gfs = "n/a" if gf is None else ("%.4g" % gf[0] + ("+" if gf[1] else ""))
@@ -431,7 +433,10 @@ def tables(rows):
             fmt(r["ox_load_ms"], "%.1f"), fmt(r["ort_load_ms"], "%.1f"),
             fmt(r["ox_first_ms"], "%.1f"), fmt(r["ort_first_ms"], "%.1f")))
         lb = r["lower_bound_bytes"]
-        mem.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
+        split = ("%d items one at a time on %d lane%s" % (
+            r["split_items"], r["split_lanes"], "" if r["split_lanes"] == 1 else "s")
+            if r.get("split_items") else "whole")
+        mem.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["model"], r["threads"],
             fmt(r["ox_rss_kb"] and r["ox_rss_kb"] / 1024, "%.1f"),
             fmt(r["ort_rss_kb"] and r["ort_rss_kb"] / 1024, "%.1f"),
@@ -439,7 +444,7 @@ def tables(rows):
             fmt(mib_or_none(r["arena_bytes"]), "%.3f"),
             fmt(mib_or_none(r["no_reuse_bytes"]), "%.3f"),
             fmt(mib_or_none(lb), "%.3f"),
-            "n/a" if not lb else "%.3f" % (r["arena_bytes"] / lb)))
+            "n/a" if not lb else "%.3f" % (r["arena_bytes"] / lb), split))
     errs = [r for r in rows if r["ox_error"] or r["ort_error"]]
     notes = []
     for r in errs:
