@@ -516,7 +516,8 @@ static ox_status split_run(ox_session *s, struct ox_run_ctx *c, int64_t B, bool 
         item[i].dims[0] = 1;
         item_in[i] = &item[i];
     }
-    int n_lanes = (int)(B < s->n_threads ? B : s->n_threads);
+    /* a lane per thread of the pool, even for fewer items: any thread may take an item */
+    int n_lanes = s->n_threads;
     ox_status st = split_prepare(s, c, B, 1, item_in);
     if (st) return st;
     /* auto: each item reads all the weights again, from memory once they pass the caches;

@@ -196,6 +196,22 @@ def main():
             want = BATCH if (mode == "on" and separable) or (mode == "auto" and auto) else 0
             check(items == want, f"{name} --batch-split {mode}: {items} items split "
                   f"(expected {want})")
+    # fewer items than threads: any thread may take one, each on a plan of its own
+    model = os.path.join(tmp, "cnn.onnx")
+    x2 = np.load(os.path.join(tmp, "cnn_x.npy"))[:2]
+    x2_path = os.path.join(tmp, "cnn_x2.npy")
+    np.save(x2_path, x2)
+    _, ref2 = export(Cnn, model, (3, 16, 16), "float")
+    for threads in ("8", "3"):
+        r = subprocess.run([a.onnxexec, "run", model, "-i", "x=" + x2_path, "--threads", threads,
+                            "--batch-split", "on", "--repeat", "200", "-o",
+                            os.path.join(tmp, "cnn2")],
+                           capture_output=True, text=True)
+        y = np.load(os.path.join(tmp, "cnn2", "y.npy")) if not r.returncode else None
+        ok = y is not None and np.linalg.norm(y - ref2[:2]) <= 1e-5 * np.linalg.norm(ref2[:2])
+        check(ok, f"cnn at batch 2 on {threads} threads, 200 runs, --batch-split on: "
+              + ("PyTorch's outputs" if ok else r.stderr.strip() or
+                 (f"exit status {r.returncode}" if r.returncode else "outputs differ")))
     print(f"{checks - fails} of {checks} checks passed")
     return 1 if fails else 0
 

@@ -335,16 +335,30 @@ static bool random_conv_geom(int iter, int64_t s_lo, int64_t s_hi, int64_t max_p
  * dimensions, dilations, unequal pads, groups, depthwise ones of 1 to 40 channels, rows
  * narrower and wider than a 32-column block, a residual Z and each activation) against the
  * definition in double. */
-static void test_conv_random(void) {
+/* narrow: maps of at most 20 x 20 outputs with 16-150 output channels per group, K up to 2700
+ * (several 256-deep slabs) and every fourth case a stride-1 1x1 convolution: the shapes of
+ * late layers (7x7, 13x13, 14x14 maps), where the GEMM's last column block is partly empty. */
+static void test_conv_random(bool narrow) {
     static const char *const acts[] = {"", "Relu", "Clip", "Silu"};
-    for (int iter = 0; iter < 240; iter++) {
+    for (int iter = 0; iter < (narrow ? 80 : 240); iter++) {
         int64_t k[2], s[2], d[2], pads[4], G = irand(1, 2), cg = irand(1, 20), mg = irand(1, 20);
         if (iter % 5 == 4) G = irand(1, 40), cg = mg = 1; /* depthwise, blocks of 16 channels */
+        if (narrow) G = irand(1, 2), cg = irand(2, iter % 8 == 0 ? 300 : 40), mg = irand(16, 150);
         int64_t N = irand(1, 2), C = G * cg, M = G * mg;
         int64_t xd[4] = {N, C}, wd[4] = {M, cg}, yd[4] = {N, M};
-        if (!random_conv_geom(iter, 1, iter % 4 == 3 ? 3 : 1, 3, 20, 30, 70, k, s, d, pads, xd, wd,
-                              yd))
+        if (!(narrow ? random_conv_geom(iter, 1, iter % 3 == 2 ? 2 : 1, 2, 16, 10, 20, k, s, d,
+                                        pads, xd, wd, yd)
+                     : random_conv_geom(iter, 1, iter % 4 == 3 ? 3 : 1, 3, 20, 30, 70, k, s, d,
+                                        pads, xd, wd, yd)))
             continue;
+        if (narrow && iter % 4 == 1) { /* a stride-1 1x1 convolution */
+            for (int i = 0; i < 2; i++) {
+                k[i] = s[i] = d[i] = 1;
+                pads[i] = pads[i + 2] = 0;
+                wd[i + 2] = 1;
+                yd[i + 2] = xd[i + 2];
+            }
+        }
         const char *act = acts[iter % 4];
         ox_tensor x = mk(OX_FLOAT, 4, xd), w = mk(OX_FLOAT, 4, wd), b = mk(OX_FLOAT, 1, &M),
                   z = mk(OX_FLOAT, 4, yd), y;
@@ -658,7 +672,8 @@ int main(int argc, char **argv) {
     test_matmulinteger();
     test_groupnorm();
     test_mvn();
-    test_conv_random();
+    test_conv_random(false);
+    test_conv_random(true);
     test_depthwise_random();
     test_maxpool_random();
     test_maxpool_empty_rows();
