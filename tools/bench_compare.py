@@ -2,7 +2,7 @@
 """Compare onnxexec with ONNX Runtime on the same models, inputs and thread counts.
 
     tools/bench_compare.py --onnxexec build/onnxexec CASE_DIR... [--threads 1,2] [--runs 30]
-                           [--rounds 3] [--out docs/BENCHMARKS.md] [--json-out FILE]
+                           [--rounds 3] [--pin] [--out docs/BENCHMARKS.md] [--json-out FILE]
 
 Each CASE_DIR is a model in the backend-test layout (model.onnx + test_data_set_0/input_*.pb),
 as models/export_parity.py and models/export_bench.py write them. A CASE_DIR may be a glob
@@ -336,10 +336,23 @@ def count_flops(model_path, input_shapes, max_small=4096):
 
 # ---------------------------------------------------------------------------------------
 
-def run_json(cmd, timeout):
-    """(parsed last stdout line as JSON, None) or (None, error message)."""
+def pinned_cpus(threads, pin):
+    """The CPUs both runtimes are held to for a thread count: with --pin, the first `threads`
+    CPUs this process may use when that is fewer than all of them (a 1-thread run then stays on
+    one CPU for both sides, where a VM's vCPUs may differ in speed); else None (anywhere)."""
+    if not pin or not hasattr(os, "sched_getaffinity"):
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    return set(cpus[:threads]) if threads < len(cpus) else None
+
+
+def run_json(cmd, timeout, cpus=None):
+    """(parsed last stdout line as JSON, None) or (None, error message); cpus: the CPUs the
+    process may run on (None: any)."""
+    pre = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           preexec_fn=pre)
     except subprocess.TimeoutExpired:
         return None, "timed out after %d s" % timeout
     if r.returncode != 0:
@@ -372,11 +385,12 @@ def bench_config(args, js, case, model, meta, inputs, th, gflop):
     ox_mem, ox_rss, ort_rss, ort_base, ort_ver = None, 0, 0, 0, "?"
     ox_err = ort_err = None
     per_round = max(1, args.runs // args.rounds)
+    cpus = pinned_cpus(th, args.pin)
     for _ in range(args.rounds):  # alternate the two runtimes
         if ox_err is None:
             j, ox_err = run_json([args.onnxexec, "bench", model, "--json", "--threads", str(th),
                                   "--runs", str(per_round), "--warmup", str(args.warmup)] + inputs,
-                                 args.timeout)
+                                 args.timeout, cpus)
             if j is not None:
                 ox_t.append(j["median_ms"])
                 ox_load.append(j["load_ms"] + j["create_ms"])
@@ -386,7 +400,7 @@ def bench_config(args, js, case, model, meta, inputs, th, gflop):
         if ort_err is None:
             j, ort_err = run_json(["node", js, model, meta, str(th), str(per_round),
                                    str(args.warmup)],
-                                  args.timeout)
+                                  args.timeout, cpus)
             if j is not None:
                 ort_t.append(statistics.median(j["times"]))
                 ort_load.append(j["load_ms"])
@@ -546,6 +560,9 @@ def main():
     ap.add_argument("--ort-dir", default="build/ort")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per process (default 600)")
     ap.add_argument("--no-flops", action="store_true", help="skip counting FLOPs")
+    ap.add_argument("--pin", action="store_true",
+                    help="hold both runtimes to the same first N CPUs when a configuration uses "
+                         "N threads and the machine has more (1-thread runs on one CPU)")
     ap.add_argument("--out", help="write the Markdown report here")
     ap.add_argument("--json-out", help="write the raw figures here")
     args = ap.parse_args()
@@ -599,8 +616,11 @@ def main():
                     "unknown, not counted). Load: onnxexec model load + session creation, ORT "
                     "InferenceSession.create; onnxexec plans at the first run. Peak RSS: VmHWM of "
                     "each process; \"net of node\" subtracts node's RSS before ONNX Runtime was "
-                    "loaded.\n\n" % ("/".join(versions) or "?", args.runs, args.rounds,
-                                       args.warmup))
+                    "loaded.%s\n\n" % ("/".join(versions) or "?", args.runs, args.rounds,
+                                       args.warmup,
+                                       " With --pin: a configuration of N threads on a machine "
+                                       "of more CPUs runs both sides on the same first N CPUs."
+                                       if args.pin else ""))
             f.write("\n".join(text) + "\n")
     if args.json_out:
         with open(args.json_out, "w") as f:

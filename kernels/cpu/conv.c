@@ -807,34 +807,6 @@ static int64_t dw_tiled_floats(const struct geom *g) {
     return n;
 }
 
-/* The tile of cn <= 16 channels of x (planes in_size apart): pixel-major, 16 floats per
- * pixel, `pad` where the padded map lies outside the input (lanes past cn: 0). */
-__attribute__((target("avx512f"))) static void tile_fill(const float *x, int64_t cn,
-                                                         const struct geom *g,
-                                                         const struct dw_tile *t, float pad,
-                                                         float *tile) {
-    int64_t H = g->in[0], W = g->in[1], PT = g->pb[0], PL = g->pb[1];
-    __mmask16 mc = (__mmask16)((1u << cn) - 1);
-    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    __m512i in_idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)g->in_size));
-    __m512 vpad = _mm512_set1_ps(pad);
-    for (int64_t r = 0; r < t->hp; r++) {
-        int64_t ih = r - PT;
-        float *row = tile + r * t->wp * 16;
-        if (ih < 0 || ih >= H) {
-            for (int64_t c = 0; c < t->wp; c++) _mm512_storeu_ps(row + c * 16, vpad);
-            continue;
-        }
-        for (int64_t c = 0; c < t->wp; c++) {
-            int64_t iw = c - PL;
-            __m512 v = iw >= 0 && iw < W ? _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mc, in_idx,
-                                                                    x + ih * W + iw, 4)
-                                         : vpad;
-            _mm512_storeu_ps(row + c * 16, v);
-        }
-    }
-}
-
 /* 16 x 16 floats transposed in registers: r[i] lane j becomes r[j] lane i. */
 __attribute__((target("avx512f"), always_inline)) static inline void transpose16(__m512 r[16]) {
     __m512 t[16];
@@ -858,6 +830,43 @@ __attribute__((target("avx512f"), always_inline)) static inline void transpose16
     for (int i = 0; i < 8; i++) {
         r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
         r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
+/* The tile of cn <= 16 channels of x (planes in_size apart): pixel-major, 16 floats per
+ * pixel, `pad` where the padded map lies outside the input (lanes past cn: 0). Inside the
+ * input, 16 pixels of each of the 16 channel rows are loaded and transposed in registers
+ * into 16 pixel vectors (on this AMD EPYC, 16-lane gathers per pixel cost 2-3x as much:
+ * 144 channels 56x56 stride 2 0.19 -> 0.07 ms). */
+__attribute__((target("avx512f"))) static void tile_fill(const float *x, int64_t cn,
+                                                         const struct geom *g,
+                                                         const struct dw_tile *t, float pad,
+                                                         float *tile) {
+    int64_t H = g->in[0], W = g->in[1], PT = g->pb[0], PL = g->pb[1];
+    /* tile columns [c_lo, c_hi) lie over input columns c - PL; the others are padding */
+    int64_t c_lo = PL < t->wp ? PL : t->wp, c_hi = W + PL < t->wp ? W + PL : t->wp;
+    __m512 vpad = _mm512_set1_ps(pad);
+    for (int64_t r = 0; r < t->hp; r++) {
+        int64_t ih = r - PT;
+        float *row = tile + r * t->wp * 16;
+        if (ih < 0 || ih >= H) {
+            for (int64_t c = 0; c < t->wp; c++) _mm512_storeu_ps(row + c * 16, vpad);
+            continue;
+        }
+        for (int64_t c = 0; c < c_lo; c++) _mm512_storeu_ps(row + c * 16, vpad);
+        for (int64_t c = c_hi > c_lo ? c_hi : c_lo; c < t->wp; c++)
+            _mm512_storeu_ps(row + c * 16, vpad);
+        const float *src = x + ih * W - PL;
+        for (int64_t c = c_lo; c < c_hi; c += 16) {
+            int64_t n = c_hi - c < 16 ? c_hi - c : 16;
+            __mmask16 m = (__mmask16)((1u << n) - 1);
+            __m512 v[16];
+            for (int k = 0; k < 16; k++)
+                v[k] = k < cn ? _mm512_maskz_loadu_ps(m, src + k * g->in_size + c)
+                              : _mm512_setzero_ps();
+            transpose16(v);
+            for (int k = 0; k < n; k++) _mm512_storeu_ps(row + (c + k) * 16, v[k]);
+        }
     }
 }
 
