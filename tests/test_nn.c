@@ -505,6 +505,61 @@ static void test_maxpool_empty_rows(void) {
     ox_tensor_free_data(&x);
 }
 
+/* Pooling with a kernel far wider than its input (kernel_shape is an attribute: 3 x 2097151
+ * with SAME_UPPER padding, the window mostly padding) against the definition over the window's
+ * taps inside the input, and in milliseconds: every tap was visited before (40 s for a
+ * 3 x 32 x 32 AveragePool, found by fuzz_e2e). */
+static void test_pool_huge_kernel(void) {
+    int64_t xd[4] = {1, 2, 5, 7}, k[2] = {3, 2097151};
+    ox_tensor x = mk(OX_FLOAT, 4, xd);
+    fill(&x);
+    static const struct {
+        const char *op;
+        int include_pad; /* AveragePool's count_include_pad; p for LpPool */
+    } cases[] = {{"AveragePool", 0}, {"AveragePool", 1}, {"MaxPool", 0}, {"LpPool", 2}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        struct attrs at = {0};
+        attr_ints(&at, "kernel_shape", 2, k);
+        attr_s(&at, "auto_pad", "SAME_UPPER");
+        if (!strcmp(cases[c].op, "AveragePool"))
+            attr_i(&at, "count_include_pad", cases[c].include_pad);
+        if (!strcmp(cases[c].op, "LpPool")) attr_i(&at, "p", cases[c].include_pad);
+        const ox_tensor *in[1] = {&x};
+        ox_tensor y;
+        ox_status st = run(cases[c].op, 11, &at, 1, in, &y);
+        CHECK(!st, "%s: %s", cases[c].op, ox_errmsg());
+        if (st) continue;
+        CHECK(y.rank == 4 && !memcmp(y.dims, xd, sizeof xd), "%s: shape", cases[c].op);
+        double worst = 0;
+        for (int64_t ch = 0; ch < 2; ch++)
+            for (int64_t oh = 0; oh < 5; oh++)
+                for (int64_t ow = 0; ow < 7; ow++) {
+                    /* SAME_UPPER, stride 1: total padding k - 1, the smaller half first */
+                    int64_t h0 = oh - (k[0] - 1) / 2, w0 = ow - (k[1] - 1) / 2;
+                    double sum = 0, sq = 0, mx = -INFINITY;
+                    int64_t n = 0;
+                    for (int64_t ih = h0 < 0 ? 0 : h0; ih < h0 + k[0] && ih < 5; ih++)
+                        for (int64_t iw = w0 < 0 ? 0 : w0; iw < w0 + k[1] && iw < 7; iw++) {
+                            double v = ox_get_f64(&x, (ch * 5 + ih) * 7 + iw);
+                            sum += v, sq += v * v, n++;
+                            mx = v > mx ? v : mx;
+                        }
+                    double want =
+                        !strcmp(cases[c].op, "MaxPool") ? mx
+                        : !strcmp(cases[c].op, "LpPool")
+                            ? sqrt(sq)
+                            : sum / (cases[c].include_pad ? (double)(k[0] * k[1]) : (double)n);
+                    double e =
+                        fabs(ox_get_f64(&y, (ch * 5 + oh) * 7 + ow) - want) / (1 + fabs(want));
+                    worst = e > worst ? e : worst;
+                }
+        CHECK(worst < 1e-5, "%s (count_include_pad or p %d): error %g", cases[c].op,
+              cases[c].include_pad, worst);
+        ox_tensor_free_data(&y);
+    }
+    ox_tensor_free_data(&x);
+}
+
 static void test_maxpool_random(void) {
     for (int iter = 0; iter < 300; iter++) {
         /* some with many channels: the tiled kernel's blocks of 16 and a partial one */
@@ -676,6 +731,7 @@ int main(int argc, char **argv) {
     test_conv_random(true);
     test_depthwise_random();
     test_maxpool_random();
+    test_pool_huge_kernel();
     test_maxpool_empty_rows();
     test_maxroipool();
     test_maxunpool();

@@ -1485,6 +1485,18 @@ ox_status ox_nn_cpu_fused_conv(struct ox_kernel_ctx *ctx, const struct ox_node *
 
 enum { POOL_MAX, POOL_AVG, POOL_LP };
 
+/* Taps t in [0, k) of a window that starts at `start` (dilation d) and land in [0, n): the
+ * first in *lo, their count returned (0: none). The pooling kernels loop over these only: a
+ * kernel_shape is an attribute, and one of 2 x 2097151 with SAME padding (its window mostly
+ * padding) made a 3 x 32 x 32 AveragePool take 40 s (fuzz_e2e). */
+static int64_t taps_inside(int64_t start, int64_t k, int64_t d, int64_t n, int64_t *lo) {
+    int64_t a = start >= 0 ? 0 : (-start + d - 1) / d;
+    int64_t b = start >= n ? 0 : (n - 1 - start) / d + 1;
+    if (b > k) b = k;
+    *lo = a;
+    return b > a ? b - a : 0;
+}
+
 static ox_status pool_setup(const struct ox_node *n, const ox_tensor *x, struct geom *g) {
     const int64_t *ks;
     int nks = ox_attr_ints(n, "kernel_shape", &ks);
@@ -1565,13 +1577,19 @@ static ox_status pool_run(const struct ox_node *n, const ox_tensor *x, ox_tensor
                 lo[i] = start;
                 hi[i] = end;
             }
+            /* only the taps inside the input: per dim [klo, klo + kn) */
+            int64_t klo[MAX_SP], kn[MAX_SP], n_taps = 1;
+            for (int i = 0; i < g->nsp; i++) {
+                kn[i] = taps_inside(lo[i], g->k[i], g->d[i], g->in[i], &klo[i]);
+                n_taps *= kn[i];
+            }
             int64_t ko[MAX_SP] = {0};
-            for (int64_t kk = 0; kk < g->k_size; kk++) {
+            for (int64_t kk = 0; kk < n_taps; kk++) {
                 int64_t off = 0;
                 bool inside = true;
                 int64_t pos[MAX_SP];
                 for (int i = 0; i < g->nsp; i++) {
-                    int64_t v = lo[i] + ko[i] * g->d[i];
+                    int64_t v = lo[i] + (klo[i] + ko[i]) * g->d[i];
                     pos[i] = v;
                     if (v < 0 || v >= g->in[i] || v >= hi[i]) inside = false;
                     off = off * g->in[i] + v;
@@ -1595,7 +1613,7 @@ static ox_status pool_run(const struct ox_node *n, const ox_tensor *x, ox_tensor
                     count++;
                 }
                 for (int i = g->nsp - 1; i >= 0; i--) {
-                    if (++ko[i] < g->k[i]) break;
+                    if (++ko[i] < kn[i]) break;
                     ko[i] = 0;
                 }
             }
@@ -1628,19 +1646,23 @@ OX_HOT static void pool2d_float(const struct ox_node *n, const ox_tensor *x, ox_
     int64_t OH = g->out[0], OW = g->out[1], KH = g->k[0], KW = g->k[1];
     int64_t SH = g->s[0], SW = g->s[1], DH = g->d[0], DW = g->d[1], PT = g->pb[0], PL = g->pb[1];
     bool is_max = kind == POOL_MAX;
+    /* the taps that some output of a row reaches inside the input: [kw0, kw0 + nkw0) */
+    int64_t kw0 = 0, nkw0 = 0;
+    if (OW > 0 && W > 0) {
+        /* tap kw meets column kw DW - PL + ow SW for ow in [0, OW): some in [0, W) */
+        nkw0 = taps_inside((OW - 1) * SW - PL, KW, DW, W + (OW - 1) * SW, &kw0);
+    }
     for (int64_t c = 0; c < NC; c++) {
         const float *xc = (const float *)x->data + c * g->in_size;
         float *yc = (float *)y->data + c * g->out_size;
         for (int64_t oh = 0; oh < OH; oh++) {
             float *yr = yc + oh * OW;
-            int64_t h0 = oh * SH - PT, nkh = 0;
+            int64_t h0 = oh * SH - PT, kh0, nkh = taps_inside(h0, KH, DH, H, &kh0);
             for (int64_t ow = 0; ow < OW; ow++) yr[ow] = is_max ? -INFINITY : 0.0f;
-            for (int64_t kh = 0; kh < KH; kh++) {
+            for (int64_t kh = kh0; kh < kh0 + nkh; kh++) {
                 int64_t ih = h0 + kh * DH;
-                if (ih < 0 || ih >= H) continue;
-                nkh++;
                 const float *xr = xc + ih * W;
-                for (int64_t kw = 0; kw < KW; kw++) {
+                for (int64_t kw = kw0; kw < kw0 + nkw0; kw++) {
                     int64_t off = kw * DW - PL;
                     int64_t lo = off >= 0 ? 0 : (-off + SW - 1) / SW;
                     int64_t hi = W - off <= 0 ? 0 : (W - off - 1) / SW + 1;
@@ -1659,8 +1681,7 @@ OX_HOT static void pool2d_float(const struct ox_node *n, const ox_tensor *x, ox_
             int64_t h1 = h0 + (KH - 1) * DH + 1, hl = H + g->pe[0];
             int64_t ph = ((h1 < hl ? h1 : hl) - h0 + DH - 1) / DH;
             for (int64_t ow = 0; ow < OW; ow++) {
-                int64_t w0 = ow * SW - PL, nkw = 0;
-                for (int64_t kw = 0; kw < KW; kw++) nkw += (uint64_t)(w0 + kw * DW) < (uint64_t)W;
+                int64_t w0 = ow * SW - PL, kw1, nkw = taps_inside(w0, KW, DW, W, &kw1);
                 int64_t count = nkh * nkw;
                 if (is_max) {
                     if (count == 0) yr[ow] = 0;
@@ -1782,12 +1803,11 @@ static void maxpool2d_rows(void *arg, int64_t c0, int64_t c1, int tid) {
         float *yc = j->y + c * g->out_size;
         for (int64_t oh = 0; oh < OH; oh++) {
             float *yr = yc + oh * OW;
-            int64_t nkh = 0;
-            for (int64_t kh = 0; kh < KH; kh++) {
+            int64_t kh0, nkh = taps_inside(oh * SH - PT, KH, DH, H, &kh0);
+            for (int64_t kh = kh0; kh < kh0 + nkh; kh++) {
                 int64_t ih = oh * SH - PT + kh * DH;
-                if (ih < 0 || ih >= H) continue;
                 const float *xr = xc + ih * W;
-                if (nkh++ == 0)
+                if (kh == kh0)
                     memcpy(t, xr, sizeof(float) * (size_t)W);
                 else
                     max_row(t, t, xr, W);
@@ -1807,14 +1827,11 @@ static void maxpool2d_rows(void *arg, int64_t c0, int64_t c1, int tid) {
             for (int64_t ow = 0; ow < OW; ow++) { /* windows that reach past the row */
                 if (ow == ilo && ilo < ihi) ow = ihi;
                 if (ow >= OW) break;
-                int64_t w0 = ow * SW - PL, nkw = 0;
+                int64_t w0 = ow * SW - PL, kw0, nkw = taps_inside(w0, KW, DW, W, &kw0);
                 float m = -INFINITY;
-                for (int64_t kw = 0; kw < KW; kw++) {
-                    int64_t w = w0 + kw * DW;
-                    if ((uint64_t)w >= (uint64_t)W) continue;
-                    float v = t[w];
+                for (int64_t kw = kw0; kw < kw0 + nkw; kw++) {
+                    float v = t[w0 + kw * DW];
                     m = ((v > m) | (v != v)) ? v : m;
-                    nkw++;
                 }
                 yr[ow] = nkw ? m : 0.0f; /* wholly in the padding: 0 */
             }
@@ -1850,13 +1867,13 @@ OX_HOT static void maxpool2d_idx_rows(void *arg, int64_t c0, int64_t c1, int tid
             for (int64_t ow = 0; ow < OW; ow++) {
                 int64_t w0 = ow * SW - PL, best = -1;
                 float acc = 0;
-                for (int64_t kh = 0; kh < KH; kh++) {
+                int64_t kh0, nkh = taps_inside(h0, KH, DH, H, &kh0);
+                int64_t kw0, nkw = taps_inside(w0, KW, DW, W, &kw0);
+                for (int64_t kh = kh0; kh < kh0 + nkh; kh++) {
                     int64_t ih = h0 + kh * DH;
-                    if (ih < 0 || ih >= H) continue;
                     const float *xr = xc + ih * W;
-                    for (int64_t kw = 0; kw < KW; kw++) {
+                    for (int64_t kw = kw0; kw < kw0 + nkw; kw++) {
                         int64_t iw = w0 + kw * DW;
-                        if (iw < 0 || iw >= W) continue;
                         float v = xr[iw];
                         if (best < 0 || v > acc || v != v) {
                             acc = v;
