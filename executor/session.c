@@ -427,8 +427,8 @@ static void split_items(void *arg, int64_t b, int64_t e, int tid) {
             size_t n = item_bytes(o);
             if (y->kind != OX_IO_TENSOR || y->rank != o->rank || y->dims[0] != 1 ||
                 item_bytes(y) != n)
-                st = ox_err(OX_E_INTERNAL, "output '%s' of one item is %s, not an item of %s",
-                            g->values[g->outputs[k]].name, "of another shape", "the batch's");
+                st = ox_err(OX_E_INTERNAL, "output '%s' of one item is not an item of the batch's",
+                            g->values[g->outputs[k]].name);
             else if (n)
                 memcpy((char *)o->data + (size_t)item * n, y->data, n);
         }
@@ -443,9 +443,9 @@ static void split_items(void *arg, int64_t b, int64_t e, int tid) {
     }
 }
 
-/* Lane plans for one item, and the batch's output tensors for B items. */
-static ox_status split_prepare(ox_session *s, struct ox_run_ctx *c, int64_t B, int n_lanes,
-                               const ox_tensor *const *item_inputs) {
+/* Lane plans [0, n_lanes) for one item (kept while the item's shapes stay the same). */
+static ox_status split_lanes(ox_session *s, struct ox_run_ctx *c, int n_lanes,
+                             const ox_tensor *const *item_inputs) {
     const struct ox_graph *g = s->model->graph;
     ox_status st;
     if (!c->lanes && !(c->lanes = calloc((size_t)s->n_threads, sizeof *c->lanes)))
@@ -483,7 +483,12 @@ static ox_status split_prepare(ox_session *s, struct ox_run_ctx *c, int64_t B, i
         }
         c->lanes[l] = p;
     }
-    /* the batch's outputs: an item's shape (from lane 0's plan) with B items */
+    return OX_OK;
+}
+
+/* The batch's output tensors: an item's shape (from lane 0's plan) with B items. */
+static ox_status split_outputs(ox_session *s, struct ox_run_ctx *c, int64_t B) {
+    const struct ox_graph *g = s->model->graph;
     if (!c->outs && !(c->outs = calloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *c->outs)))
         return ox_err(OX_E_NOMEM, "out of memory");
     for (int k = 0; k < g->n_outputs; k++) {
@@ -518,7 +523,7 @@ static ox_status split_run(ox_session *s, struct ox_run_ctx *c, int64_t B, bool 
     }
     /* a lane per thread of the pool, even for fewer items: any thread may take an item */
     int n_lanes = s->n_threads;
-    ox_status st = split_prepare(s, c, B, 1, item_in);
+    ox_status st = split_lanes(s, c, 1, item_in);
     if (st) return st;
     /* auto: each item reads all the weights again, from memory once they pass the caches;
      * that pays where an item's activations (what a whole batch would move through memory)
@@ -528,7 +533,9 @@ static ox_status split_run(ox_session *s, struct ox_run_ctx *c, int64_t B, bool 
         *done = false;
         return OX_OK;
     }
-    if (n_lanes > 1 && (st = split_prepare(s, c, B, n_lanes, item_in))) return st;
+    if ((n_lanes > 1 && (st = split_lanes(s, c, n_lanes, item_in))) ||
+        (st = split_outputs(s, c, B)))
+        return st;
     *done = true;
     struct split_job j = {.s = s, .c = c, .bound = c->bound};
     atomic_init(&j.failed, 0);
