@@ -124,15 +124,16 @@ static ox_status copy_keeping_all(ox_model *m, ox_model **out) {
 
 /* Run m once, keeping its graph outputs, or every value its main graph computes, or those
  * and its inputs and initializers too; borrowed: views (see struct run). */
-static ox_status run_values(ox_model *m, const ox_tensor *inputs, int n_inputs, int n_threads,
-                            enum keep keep, bool borrowed, struct run *r) {
+static ox_status run_values(ox_model *m, const ox_tensor *inputs, int n_inputs,
+                            const ox_session_options *so, enum keep keep, bool borrowed,
+                            struct run *r) {
     memset(r, 0, sizeof *r);
     r->borrowed = borrowed;
     ox_status st = keep == KEEP_OUTPUTS ? OX_OK : copy_keeping_all(m, &r->copy);
     ox_model *run = r->copy ? r->copy : m;
     const struct ox_graph *g = ox_model_graph(run);
     const ox_tensor **outs = NULL;
-    if (!st) st = ox_session_create(run, &(ox_session_options){.n_threads = n_threads}, &r->s);
+    if (!st) st = ox_session_create(run, so, &r->s);
     if (!st) {
         outs = calloc((size_t)g->n_outputs + 1, sizeof *outs);
         r->vals = calloc((size_t)(keep == KEEP_OUTPUTS ? g->n_outputs : g->n_values) + 1,
@@ -157,7 +158,8 @@ ox_status ox_model_run_all(ox_model *m, const ox_tensor *inputs, int n_inputs, i
                            ox_tensor **values, int *n_values) {
     if (!m || !values || !n_values) return ox_err(OX_E_INVALID, "ox_model_run_all: NULL argument");
     struct run r;
-    ox_status st = run_values(m, inputs, n_inputs, n_threads, KEEP_ALL, false, &r);
+    ox_status st = run_values(m, inputs, n_inputs, &(ox_session_options){.n_threads = n_threads},
+                              KEEP_ALL, false, &r);
     *values = st ? NULL : r.vals;
     *n_values = st ? 0 : r.n;
     return st;
@@ -219,8 +221,9 @@ static ox_status side_load(const ox_compare_side *cs, const ox_compare_options *
     int n_src = cs->n_values;
     if (cs->model) {
         enum keep keep = o->outputs_only ? KEEP_OUTPUTS : KEEP_COMPUTED;
-        ox_status st =
-            run_values(cs->model, o->inputs, o->n_inputs, cs->n_threads, keep, true, &sd->run);
+        ox_session_options so = {
+            .n_threads = cs->n_threads, .device = cs->device, .precision = cs->precision};
+        ox_status st = run_values(cs->model, o->inputs, o->n_inputs, &so, keep, true, &sd->run);
         if (st) return ox_err_prefix(st, "side %s: ", sd->label);
         src = sd->run.vals;
         n_src = sd->run.n;
@@ -413,11 +416,12 @@ static ox_status metrics(const ox_tensor *a, const ox_tensor *b, ox_compare_valu
 
 /* Compare a value the sides share: shape, metrics, verdict. */
 static ox_status compare_value(const ox_tensor *a, const ox_tensor *b, const ox_compare_options *o,
-                               ox_compare_value *cv) {
+                               bool reduced, ox_compare_value *cv) {
     cv->dtype = a->dtype;
     cv->rank = a->rank;
     memcpy(cv->dims, a->dims, sizeof(int64_t) * (size_t)a->rank);
-    tolerances(a->dtype, o, &cv->rtol, &cv->atol);
+    /* a side that computed in float16 (or TF32) is held to float16's tolerances */
+    tolerances(reduced && a->dtype == OX_FLOAT ? OX_FLOAT16 : a->dtype, o, &cv->rtol, &cv->atol);
     cv->cosine = cv->dtype == OX_STRING ? 1 : 0;
     if (!same_shape(a, b)) {
         cv->shape_mismatch = cv->diverges = true;
@@ -665,6 +669,9 @@ ox_status ox_compare(const ox_compare_side *a, const ox_compare_side *b,
         if (!c || (!c->model && !(c->values && c->n_values > 0)))
             return ox_err(OX_E_INVALID, "compare: side %s has neither a model nor values", label);
     }
+    bool reduced = false; /* a side ran below float32's precision */
+    for (int k = 0; k < 2; k++)
+        reduced |= sides[k]->model && sides[k]->device && sides[k]->precision != 0;
     /* the reference: the first side that is a model */
     int ref = a->model ? 0 : b->model ? 1 : 0;
     const struct ox_graph *g = sides[ref]->model ? ox_model_graph(sides[ref]->model) : NULL;
@@ -686,7 +693,7 @@ ox_status ox_compare(const ox_compare_side *a, const ox_compare_side *b,
         ox_compare_value *cv = &report->values[report->n_values++];
         cv->name = strdup(rs->t[i]->name);
         if (!cv->name) st = ox_err(OX_E_NOMEM, "out of memory");
-        if (!st) st = compare_value(ta, tb, opt, cv);
+        if (!st) st = compare_value(ta, tb, opt, reduced, cv);
         if (!st && g) st = describe(g, rs, cv);
         if (!st && !g) cv->is_output = true; /* no graph to tell: every value counts */
         if (st) break;

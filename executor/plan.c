@@ -1,5 +1,6 @@
 /* Plans: shape inference, constant folding, lifetimes, arena offsets, and the run loop. */
 #include "executor/plan.h"
+#include "executor/device.h"
 #include "graph/opset.h"
 #include <pthread.h>
 #include <stdatomic.h>
@@ -44,6 +45,7 @@ static double ox_seconds(void) {
 
 void ox_plan_free(struct ox_plan *p) {
     if (!p) return;
+    ox_devplan_free(p->devplan);
     if (p->vals && p->slot) { /* either may be missing when the plan's building failed */
         for (int v = 0; v < p->graph->n_values; v++)
             if (p->slot[v] == OX_SLOT_FOLDED || p->slot[v] == OX_SLOT_DYNAMIC)
@@ -797,8 +799,8 @@ ox_status ox_plan_run(struct ox_plan *p, const ox_tensor *const *inputs) {
     return ox_plan_run_scoped(p, inputs, NULL);
 }
 
-ox_status ox_plan_run_scoped(struct ox_plan *p, const ox_tensor *const *inputs,
-                             const struct ox_scope *scope) {
+ox_status ox_plan_bind(struct ox_plan *p, const ox_tensor *const *inputs,
+                       const struct ox_scope *scope) {
     const struct ox_graph *g = p->graph;
     if (p->has_dynamic) free_dynamic(p);
     for (int i = 0; i < g->n_inputs; i++)
@@ -811,49 +813,56 @@ ox_status ox_plan_run_scoped(struct ox_plan *p, const ox_tensor *const *inputs,
         if (p->slot[v] == OX_SLOT_OUTER) bind_value(&p->vals[v], t);
     }
     if (p->n_views) bind_views(p);
+    if (p->step_seconds) p->profiled_runs++;
+    return OX_OK;
+}
+
+ox_status ox_plan_run_step(struct ox_plan *p, int s, const struct ox_scope *scope) {
+    const struct ox_graph *g = p->graph;
+    struct ox_step *st = &p->steps[s];
+    const struct ox_node *n = &g->nodes[st->node];
     struct ox_kernel_ctx kc = {.scratch = p->scratch,
                                .scratch_bytes = p->scratch_bytes,
                                .pool = p->pool,
                                .strings = &p->strings,
                                .plan = p,
-                               .scope = scope};
-    if (p->step_seconds) p->profiled_runs++;
-    for (int s = 0; s < p->n_steps; s++) {
-        struct ox_step *st = &p->steps[s];
-        const struct ox_node *n = &g->nodes[st->node];
-        ox_status rc;
-        if (st->is_skipped) continue;
-        double t0 = p->step_seconds ? ox_seconds() : 0;
-        if (st->is_dynamic) {
-            struct ox_infer_ctx ic = {.graph = g, .n_threads = ox_pool_size(p->pool)};
-            bool seq_in = false;
-            for (int k = 0; k < n->n_inputs; k++)
-                if (st->in[k] && st->in[k]->kind != OX_IO_TENSOR) seq_in = true;
-            if (seq_in && !(n->op->flags & OX_OP_ALLOCATES)) {
-                /* Identity passes any value through; other ops take tensors only */
-                if (strcmp(n->op_type, "Identity") != 0 || !st->out[0])
-                    return ox_node_err(n, OX_E_UNSUPPORTED,
-                                       "a sequence or optional input, "
-                                       "but %s takes tensors",
-                                       n->op_type);
-                if ((rc = ox_kernel_copy(&kc, st->out[0], st->in[0]))) return rc;
-                continue;
-            }
-            if (!(n->op->flags & OX_OP_ALLOCATES)) {
-                rc = n->op->infer(&ic, n, st->in, st->out);
-                if (rc == OX_NEED_DATA)
-                    rc = ox_node_err(n, OX_E_INTERNAL,
-                                     "shape still unknown with all inputs present");
-                if (rc) return rc;
-            }
-            rc = run_owned(p, n, st->in, st->out, ic.scratch_bytes, ic.prepared_bytes, p->pool,
-                           scope);
-        } else {
-            kc.prepared = st->prepared;
-            rc = n->op->cpu(&kc, n, st->in, st->out);
+                               .scope = scope,
+                               .prepared = st->prepared};
+    ox_status rc;
+    if (st->is_skipped) return OX_OK;
+    double t0 = p->step_seconds ? ox_seconds() : 0;
+    if (st->is_dynamic) {
+        struct ox_infer_ctx ic = {.graph = g, .n_threads = ox_pool_size(p->pool)};
+        bool seq_in = false;
+        for (int k = 0; k < n->n_inputs; k++)
+            if (st->in[k] && st->in[k]->kind != OX_IO_TENSOR) seq_in = true;
+        if (seq_in && !(n->op->flags & OX_OP_ALLOCATES)) {
+            /* Identity passes any value through; other ops take tensors only */
+            if (strcmp(n->op_type, "Identity") != 0 || !st->out[0])
+                return ox_node_err(n, OX_E_UNSUPPORTED,
+                                   "a sequence or optional input, "
+                                   "but %s takes tensors",
+                                   n->op_type);
+            return ox_kernel_copy(&kc, st->out[0], st->in[0]);
         }
-        if (rc) return rc;
-        if (p->step_seconds) p->step_seconds[s] += ox_seconds() - t0;
+        if (!(n->op->flags & OX_OP_ALLOCATES)) {
+            rc = n->op->infer(&ic, n, st->in, st->out);
+            if (rc == OX_NEED_DATA)
+                rc = ox_node_err(n, OX_E_INTERNAL, "shape still unknown with all inputs present");
+            if (rc) return rc;
+        }
+        rc = run_owned(p, n, st->in, st->out, ic.scratch_bytes, ic.prepared_bytes, p->pool, scope);
+    } else {
+        rc = n->op->cpu(&kc, n, st->in, st->out);
     }
+    if (rc) return rc;
+    if (p->step_seconds) p->step_seconds[s] += ox_seconds() - t0;
     return OX_OK;
+}
+
+ox_status ox_plan_run_scoped(struct ox_plan *p, const ox_tensor *const *inputs,
+                             const struct ox_scope *scope) {
+    ox_status rc = ox_plan_bind(p, inputs, scope);
+    for (int s = 0; !rc && s < p->n_steps; s++) rc = ox_plan_run_step(p, s, scope);
+    return rc;
 }

@@ -93,6 +93,7 @@ struct ox_plan {
     /* The steps' prepared memory belongs to another plan of the same graph and shapes
      * (executor/session.c's batch lanes share one copy of the packed weights). */
     bool prepared_borrowed;
+    struct ox_devplan *devplan; /* the same plan on a device (executor/devplan.c), or NULL */
 };
 
 /* Build a plan for these inputs (bound in graph-input order; descriptors only, the data is
@@ -118,5 +119,11 @@ ox_status ox_plan_run(struct ox_plan *p, const ox_tensor *const *inputs);
 ox_status ox_plan_run_scoped(struct ox_plan *p, const ox_tensor *const *inputs,
                              const struct ox_scope *scope);
 void ox_plan_free(struct ox_plan *p);
+/* A run in parts (ox_plan_run_scoped is both): bind the inputs (and outer values) and the
+ * views over them, then run step s (in order, each once). For the device plans, which run
+ * some steps elsewhere. */
+ox_status ox_plan_bind(struct ox_plan *p, const ox_tensor *const *inputs,
+                       const struct ox_scope *scope);
+ox_status ox_plan_run_step(struct ox_plan *p, int s, const struct ox_scope *scope);
 
 #endif

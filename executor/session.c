@@ -1,5 +1,6 @@
 /* The public model and session API (include/onnxexec.h) over the importer and plans. */
 #include "executor/session.h"
+#include "executor/device.h"
 #include "exporter/onnx.h"
 #include "graph/opset.h"
 #include "graph/autograd.h"
@@ -55,8 +56,9 @@ struct ox_session {
     int batch_split;     /* OX_BATCH_SPLIT_* */
     double weight_bytes; /* of the graph's initializers */
     struct ox_batch_info batch;
-    pthread_mutex_t mu;      /* guards ctxs */
-    struct ox_run_ctx *ctxs; /* one per thread that has run the session */
+    struct ox_device *device; /* NULL: the CPU */
+    pthread_mutex_t mu;       /* guards ctxs */
+    struct ox_run_ctx *ctxs;  /* one per thread that has run the session */
 };
 
 /* The calling thread's context; a new one when it has none and create is set. */
@@ -328,6 +330,8 @@ ox_status ox_session_create(ox_model *m, const ox_session_options *opt, ox_sessi
     s->profile = opt && opt->profile;
     s->plan_bytes = opt && opt->plan_bytes ? opt->plan_bytes : m->limits.plan_bytes;
     s->batch_split = opt ? opt->batch_split : OX_BATCH_SPLIT_AUTO;
+    if (opt && opt->device && *opt->device && strcmp(opt->device, "cpu") != 0)
+        s->batch_split = OX_BATCH_SPLIT_OFF;
     if (s->batch_split != OX_BATCH_SPLIT_OFF) ox_graph_batch_info(m->graph, &s->batch);
     for (int v = 0; v < m->graph->n_values; v++) {
         const ox_tensor *t = m->graph->values[v].init;
@@ -340,8 +344,10 @@ ox_status ox_session_create(ox_model *m, const ox_session_options *opt, ox_sessi
     }
     /* our pool splits the work; OpenBLAS runs one thread inside each piece */
     openblas_set_num_threads(1);
-    ox_status st = ox_pool_create(s->n_threads, &s->pool);
+    ox_status st = ox_device_open(opt ? opt->device : NULL, opt ? opt->precision : 0, &s->device);
+    if (!st) st = ox_pool_create(s->n_threads, &s->pool);
     if (st) {
+        ox_device_close(s->device);
         pthread_mutex_destroy(&s->mu);
         free(s);
         return st;
@@ -469,6 +475,10 @@ static ox_status split_lanes(ox_session *s, struct ox_run_ctx *c, int n_lanes,
             ox_plan_free(p);
             return ox_err(OX_E_NOMEM, "out of memory");
         }
+        if (s->device && (st = ox_devplan_build(s->device, p, &p->devplan))) {
+            ox_plan_free(p);
+            return st;
+        }
         if (l > 0) { /* the same graph and shapes: the same steps, the same packed weights */
             struct ox_plan *p0 = c->lanes[0];
             if (p->n_steps != p0->n_steps) {
@@ -569,6 +579,7 @@ void ox_session_free(ox_session *s) {
         free(c);
     }
     ox_pool_free(s->pool);
+    ox_device_close(s->device);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -627,6 +638,10 @@ static ox_status ctx_plan(ox_session *s, struct ox_run_ctx *c, struct ox_plan **
             ox_plan_free(p);
             return ox_err(OX_E_NOMEM, "out of memory");
         }
+        if (s->device && (st = ox_devplan_build(s->device, p, &p->devplan))) {
+            ox_plan_free(p);
+            return st;
+        }
     } else if (prev) {
         prev->next = p->next;
     }
@@ -661,7 +676,8 @@ ox_status ox_session_run(ox_session *s, const ox_tensor *inputs, int n_inputs,
     c->split_last = false;
     struct ox_plan *p;
     if ((st = ctx_plan(s, c, &p))) return st;
-    if ((st = ox_plan_run(p, c->bound))) return st;
+    if ((st = p->devplan ? ox_devplan_run(p->devplan, c->bound) : ox_plan_run(p, c->bound)))
+        return st;
     for (int k = 0; k < g->n_outputs; k++) outputs[k] = &p->vals[g->outputs[k]];
     return OX_OK;
 }
@@ -685,6 +701,26 @@ ox_status ox_session_memory(ox_session *s, size_t *arena, size_t *no_reuse, size
     *arena = c->plans->arena_bytes;
     *no_reuse = c->plans->sum_bytes;
     *peak = c->plans->peak_bytes;
+    return OX_OK;
+}
+
+ox_status ox_session_device(ox_session *s, const char **name, int *n_device_steps, int *n_cpu_steps,
+                            const int **cpu_nodes, bool *is_captured) {
+    struct ox_run_ctx *c = NULL;
+    if (name) *name = s && s->device ? s->device->name : "cpu";
+    int nd = 0, nc = 0, nn = 0;
+    const int *nodes = NULL;
+    bool cap = false;
+    if (s && !run_ctx(s, false, &c) && c->plans && c->plans->devplan) {
+        ox_devplan_stats(c->plans->devplan, &nd, &nc, &cap);
+        nodes = ox_devplan_cpu_nodes(c->plans->devplan, &nn);
+    } else if (s && c && c->plans) {
+        nc = c->plans->n_steps;
+    }
+    if (n_device_steps) *n_device_steps = nd;
+    if (n_cpu_steps) *n_cpu_steps = nc;
+    if (cpu_nodes) *cpu_nodes = nodes;
+    if (is_captured) *is_captured = cap;
     return OX_OK;
 }
 

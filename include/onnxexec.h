@@ -150,7 +150,23 @@ typedef struct ox_session_options {
      * are at most 3 times the bytes of one item's intermediates (each item reads the
      * weights again); _ON splits every batch of a separable model; _OFF never splits. */
     int batch_split;
+    /* Where the session runs: NULL or "cpu", "cuda" (the first GPU) or "cuda:N". On a GPU
+     * the weights are uploaded once per plan, activations take one device arena at the
+     * CPU plan's offsets, kernels run on one stream, and a run whose steps all have GPU
+     * kernels and whose shapes are static is captured once and replayed as one CUDA graph;
+     * a node without a GPU kernel runs on the CPU with its inputs and outputs copied.
+     * Creating the session fails with OX_E_DEVICE when there is no such GPU or the library
+     * was built without CUDA. Batches are never split on a GPU. */
+    const char *device;
+    /* OX_PRECISION_FP32 (0, the default: float32 throughout, TF32 off), _TF32 (float32
+     * data, TF32 tensor-core products in convolutions and matrix products). GPU only. */
+    int precision;
 } ox_session_options;
+
+#define OX_PRECISION_FP32 0
+#define OX_PRECISION_TF32 1
+#define OX_PRECISION_FP16 2
+#define OX_PRECISION_BF16 3
 
 #define OX_BATCH_SPLIT_AUTO 0
 #define OX_BATCH_SPLIT_ON   1
@@ -483,6 +499,10 @@ typedef struct ox_compare_side {
     const ox_tensor *values;
     int n_values;
     const char *label; /* for messages and reports ("cpu", "cpu:noopt", a folder) */
+    /* Where a model side runs (ox_session_options.device and .precision: NULL and 0, the
+     * CPU). A side in fp16 or tf32 is compared with float16's default tolerances. */
+    const char *device;
+    int precision;
 } ox_compare_side;
 
 typedef struct ox_compare_options {
@@ -613,6 +633,14 @@ ox_status ox_session_memory(ox_session *s, size_t *arena, size_t *no_reuse, size
  * threads that took items side by side. A split run's memory (ox_session_memory) is that
  * of every lane's plan plus the batch's outputs. OX_E_INVALID before the first run. */
 ox_status ox_session_split(ox_session *s, int64_t *items, int *lanes);
+
+/* The session's device (*name: "cpu", or "cuda:0 (NVIDIA H100 80GB HBM3)"; borrowed) and how
+ * the calling thread's last plan runs: steps on the device, steps on the CPU (all of them on
+ * a CPU session; on a GPU, the nodes without a GPU kernel), the graph's node index of each
+ * of those on a GPU (*cpu_nodes, n_cpu_steps of them, borrowed; NULL on a CPU session), and
+ * whether runs replay one captured CUDA graph. Any pointer may be NULL. */
+ox_status ox_session_device(ox_session *s, const char **name, int *n_device_steps, int *n_cpu_steps,
+                            const int **cpu_nodes, bool *is_captured);
 
 /* One node's time in a profiled session (ox_session_options.profile). */
 typedef struct ox_node_time {

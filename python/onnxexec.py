@@ -59,7 +59,13 @@ class _Limits(ctypes.Structure):
         ("subgraph_depth", ctypes.c_int),
         ("string_length", ctypes.c_uint64),
         ("plan_bytes", ctypes.c_uint64),
+        ("batch_split", ctypes.c_int),
+        ("device", ctypes.c_char_p),
+        ("precision", ctypes.c_int),
     ]
+
+
+_PRECISIONS = {"fp32": 0, "tf32": 1, "fp16": 2, "bf16": 3}
 
 
 class _ModelOptions(ctypes.Structure):
@@ -77,7 +83,13 @@ class _SessionOptions(ctypes.Structure):
         ("n_threads", ctypes.c_int),
         ("profile", ctypes.c_bool),
         ("plan_bytes", ctypes.c_uint64),
+        ("batch_split", ctypes.c_int),
+        ("device", ctypes.c_char_p),
+        ("precision", ctypes.c_int),
     ]
+
+
+_PRECISIONS = {"fp32": 0, "tf32": 1, "fp16": 2, "bf16": 3}
 
 
 # ox_dtype <-> numpy (as numbered in onnxexec.h: ONNX's TensorProto.DataType)
@@ -203,9 +215,10 @@ class Model(_Owned):
         self.inputs = [_describe(_model_input, self._h, i) for i in range(n_in)]
         self.outputs = [_describe(_model_output, self._h, i) for i in range(n_out)]
 
-    def session(self, threads=0):
-        """A session that runs this model (threads: 0 for the number of cores)."""
-        return Session(self, threads)
+    def session(self, threads=0, device="cpu", precision="fp32"):
+        """A session that runs this model (threads: 0 for the number of cores; device "cpu",
+        "cuda" or "cuda:N"; precision on a GPU "fp32", "tf32" or "fp16")."""
+        return Session(self, threads, device, precision)
 
     def run(self, inputs, threads=0):
         """One run in a session of its own."""
@@ -264,12 +277,17 @@ def _to_numpy(t):
 class Session(_Owned):
     """Runs a model; plans are cached per input shape (see ox_session_create)."""
 
-    def __init__(self, model, threads=0):
+    def __init__(self, model, threads=0, device="cpu", precision="fp32"):
         if not model._h:
             raise ValueError("onnxexec: the model is closed")
+        if precision not in _PRECISIONS:
+            raise ValueError("onnxexec: precision %r: expected one of %s"
+                             % (precision, ", ".join(_PRECISIONS)))
         self.model = model  # the session borrows the model: keep it alive
         self._h = _P()
-        opt = _SessionOptions(n_threads=threads)
+        self._device = os.fsencode(device)  # kept alive while C may read it
+        opt = _SessionOptions(n_threads=threads, device=self._device,
+                              precision=_PRECISIONS[precision])
         _check(_session_create(model._h, ctypes.byref(opt), ctypes.byref(self._h)))
         model._sessions.add(self)
 

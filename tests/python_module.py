@@ -126,6 +126,22 @@ try:
 except ImportError:
     print("skip the dtype model: the onnx package is not installed")
 
+# session options reach the library whole (the struct once lacked batch_split and device):
+# a device the library does not know is refused by name; the CPU by name runs
+with onnxexec.Model(path) as m:
+    try:
+        m.session(device="tpu")
+        check(False, "device 'tpu': refused")
+    except onnxexec.Error as e:
+        check("unknown device 'tpu'" in str(e), "device 'tpu': %s" % e)
+    with m.session(threads=1, device="cpu") as s:
+        check(np.allclose(s.run([images[:2]])[0], m.run([images[:2]])[0]), "device='cpu' runs")
+    try:
+        m.session(precision="fp8")
+        check(False, "precision 'fp8': refused")
+    except ValueError:
+        pass
+
 # sessions left open: the model's close (or the interpreter's exit) closes them first
 m = onnxexec.Model(path)
 s1, s2 = m.session(), m.session()

@@ -53,8 +53,10 @@ static const char usage_compare[] =
     "sides (A and B):\n"
     "  cpu                   MODEL run by onnxexec, graph optimized (as `onnxexec run`)\n"
     "  cpu:noopt             MODEL run as the file has it (no fusions, no folding)\n"
-    "  cuda[:N][:fp16|bf16|tf32][:noopt]\n"
-    "                        a CUDA run (not in this build: an error says so)\n"
+    "  cuda[:N][:fp32|tf32|fp16][:noopt]\n"
+    "                        MODEL on GPU N (default 0) in that precision (default fp32),\n"
+    "                        optimized unless noopt; a side in fp16 or tf32 is held to\n"
+    "                        float16's tolerances. Builds without CUDA say so.\n"
     "  DIR                   reference values: a backend-test folder\n"
     "                        (DIR/test_data_set_0/output_K.pb, named by the files' tensor\n"
     "                        names, else by MODEL's K-th output), or a folder of NAME.npy\n"
@@ -626,7 +628,9 @@ enum side_kind { SIDE_RUN, SIDE_VALUES };
 struct side {
     const char *spec; /* as given */
     enum side_kind kind;
-    bool noopt;        /* cpu:noopt */
+    bool noopt;        /* cpu:noopt, cuda:...:noopt */
+    char device[32];   /* "cuda:N" for a GPU side, else "" */
+    int precision;     /* OX_PRECISION_* of a GPU side */
     const char *other; /* SIDE_RUN: another model file; NULL for MODEL */
     ox_model *model;   /* SIDE_RUN: borrowed from the command's models */
     struct vals vals;  /* SIDE_VALUES */
@@ -675,7 +679,18 @@ static int parse_side(const char *spec, struct side *s) {
         if (!is_cuda_spec(spec))
             return cli_errorf(EXIT_USAGE, "side '%s': expected cuda[:N][:fp16|bf16|tf32][:noopt]",
                               spec);
-        return cli_errorf(EXIT_NORUN, "side '%s': this build has no CUDA device (issue 8)", spec);
+        s->kind = SIDE_RUN;
+        long index = 0;
+        static const char *const precs[] = {"fp32", "tf32", "fp16", "bf16"};
+        for (const char *p = strchr(spec, ':'); p; p = strchr(p + 1, ':')) {
+            const char *f = p + 1;
+            if (isdigit((unsigned char)*f)) index = strtol(f, NULL, 10);
+            for (int i = 0; i < 4; i++)
+                if (!strncmp(f, precs[i], 4)) s->precision = i;
+            if (!strncmp(f, "noopt", 5)) s->noopt = true;
+        }
+        snprintf(s->device, sizeof s->device, "cuda:%ld", index);
+        return 0;
     }
     if (cli_is_dir(spec)) {
         s->kind = SIDE_VALUES;
@@ -1905,7 +1920,9 @@ int cmd_compare(int argc, char **argv) {
                                   .n_threads = o.n_threads,
                                   .values = sd[k].vals.t,
                                   .n_values = sd[k].vals.n,
-                                  .label = sd[k].spec};
+                                  .label = sd[k].spec,
+                                  .device = sd[k].device[0] ? sd[k].device : NULL,
+                                  .precision = sd[k].precision};
     ox_compare_options co = {.inputs = in.pass,
                              .n_inputs = in.n_pass,
                              .rtol = o.rtol,

@@ -80,7 +80,7 @@ static const char usage_bench[] =
     "usage: onnxexec bench MODEL [-i [NAME=]FILE]... [--shape NAME=d0,d1,...]...\n"
     "                            [--batch N] [--threads N] [--runs N] [--json]\n"
     "                            [--warmup N] [--profile] [--no-optimize]\n"
-    "                            [--batch-split auto|on|off]\n"
+    "                            [--batch-split auto|on|off] [--device D] [--precision P]\n"
     "\n"
     "Time MODEL: model load, session creation, the first run (which plans), then N more\n"
     "runs (median, p90, min), the peak resident memory of the process, and the memory\n"
@@ -99,6 +99,8 @@ static const char usage_bench[] =
     "                        by side, where the model keeps items apart (CNNs with a\n"
     "                        dynamic batch axis): auto (default: where it pays, see the\n"
     "                        README), on (whenever the model allows it), off\n"
+    "  --device D            cpu (default), cuda or cuda:N (a GPU; see `run --help`)\n"
+    "  --precision P         on a GPU: fp32 (default) or tf32\n"
     "  --json                one JSON object on stdout instead of the table\n"
     "  --profile             also time every node of the timed runs: the time per op\n"
     "                        type and the slowest nodes (with --json: every node)\n"
@@ -112,6 +114,7 @@ static const char usage_run[] =
     "                          [--seed N] [--shape NAME=d0,d1,...]... [--threads N]\n"
     "                          [--repeat N] [--labels FILE] [--truth FILE]\n"
     "                          [--no-optimize] [--batch-split auto|on|off]\n"
+    "                          [--device D] [--precision P]\n"
     "\n"
     "Run MODEL once and print, per output: name, dtype, shape, the first values and\n"
     "min/max/mean; then the run time.\n"
@@ -140,6 +143,11 @@ static const char usage_run[] =
     "  --no-optimize         run the graph as the file has it (no BatchNormalization\n"
     "                        folding, no fused Conv/Gemm/MatMul; for comparisons)\n"
     "  --batch-split S       auto (default), on or off: as for `bench`.\n"
+    "  --device D            where the model runs: cpu (default), cuda (the first GPU) or\n"
+    "                        cuda:N. On a GPU, nodes without a GPU kernel run on the CPU\n"
+    "                        with their data copied (bench says how many).\n"
+    "  --precision P         on a GPU: fp32 (default: float32 throughout) or tf32 (TF32\n"
+    "                        tensor-core products in Conv, Gemm and MatMul).\n"
     "  --repeat N            run N times and report the fastest and mean time (default 1).\n"
     "  --labels FILE         treat the first output as class scores [batch, classes]: print\n"
     "                        the top class of the first rows, named by FILE's lines.\n"
@@ -154,6 +162,7 @@ static const char usage_run[] =
 
 static const char usage_test[] =
     "usage: onnxexec test DIR... [--rtol R] [--atol A] [--threads N] [--no-optimize]\n"
+    "                            [--device D] [--precision P]\n"
     "                            [--roundtrip] [--export-dir DIR] [-v]\n"
     "\n"
     "Run ONNX backend test cases. A case is a folder with model.onnx and\n"
@@ -174,6 +183,9 @@ static const char usage_test[] =
     "  --rtol R              relative tolerance (default 1e-3)\n"
     "  --atol A              absolute tolerance (default 1e-7)\n"
     "  --threads N           threads for the CPU kernels (default: number of cores)\n"
+    "  --device D            run the cases on cpu (default), cuda or cuda:N; with -v, each\n"
+    "                        case says which of its nodes ran on the CPU instead\n"
+    "  --precision P         on a GPU: fp32 (default) or tf32\n"
     "  --no-optimize         run the graph as the file has it (no BatchNormalization\n"
     "                        folding, no fused Conv/Gemm/MatMul; for comparisons)\n"
     "  --roundtrip           also write each model back out as ONNX (as loaded: optimized\n"
@@ -1188,6 +1200,18 @@ static int print_profile(ox_session *s, bool json) {
     return 0;
 }
 
+/* --precision: fp32, tf32, fp16 or bf16. */
+static int parse_precision(const char *val, int *out) {
+    static const char *const names[] = {"fp32", "tf32", "fp16", "bf16"};
+    for (int i = 0; i < 4; i++)
+        if (val && strcmp(val, names[i]) == 0) {
+            *out = i; /* OX_PRECISION_FP32, _TF32, _FP16, _BF16 */
+            return 0;
+        }
+    return cli_errorf(EXIT_USAGE, "--precision '%s': expected fp32, tf32, fp16 or bf16",
+                      val ? val : "");
+}
+
 static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, bool json,
                         bool profile, const char *path, double t_load, double t_create) {
     double *t = malloc(sizeof *t * (size_t)runs);
@@ -1225,14 +1249,21 @@ static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, b
     int split_lanes = 0;
     ox_session_split(r->s, &split_items, &split_lanes);
     long rss = cli_peak_rss_kb();
+    const char *dev_name = "cpu";
+    int n_dev = 0, n_cpu = 0;
+    bool captured = false;
+    ox_session_device(r->s, &dev_name, &n_dev, &n_cpu, NULL, &captured);
     if (json) {
         printf("{\"model\": \"%s\", \"load_ms\": %.3f, \"create_ms\": %.3f, "
                "\"first_run_ms\": %.3f, \"runs\": %d, \"median_ms\": %.3f, \"p90_ms\": %.3f, "
                "\"min_ms\": %.3f, \"peak_rss_kb\": %ld, \"arena_bytes\": %zu, "
                "\"no_reuse_bytes\": %zu, \"lower_bound_bytes\": %zu, \"split_items\": %lld, "
-               "\"split_lanes\": %d",
+               "\"split_lanes\": %d, \"device\": ",
                path, t_load, t_create, t_first, runs, med, p90, tmin, rss, arena, no_reuse, peak,
                (long long)split_items, split_lanes);
+        cli_json_str(stdout, dev_name);
+        printf(", \"device_steps\": %d, \"cpu_steps\": %d, \"graph_replay\": %s", n_dev, n_cpu,
+               captured ? "true" : "false");
         int prc = profile ? print_profile(r->s, true) : 0;
         printf("}\n");
         if (prc) {
@@ -1241,6 +1272,9 @@ static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, b
         }
     } else {
         printf("model        %s\n", path);
+        if (strcmp(dev_name, "cpu") != 0)
+            printf("device       %s: %d steps there, %d on the CPU%s\n", dev_name, n_dev, n_cpu,
+                   captured ? "; runs replay one CUDA graph" : "");
         printf("load         %.3f ms (session %.3f ms)\n", t_load, t_create);
         printf("first run    %.3f ms (plans)\n", t_first);
         printf("%-12s median %.3f ms, p90 %.3f ms, min %.3f ms\n", "runs", med, p90, tmin);
@@ -1308,6 +1342,8 @@ static int run_main(int argc, char **argv, enum run_mode mode) {
     bool want_npy = true, want_pb = false;
     uint64_t seed = 0;
     int n_threads = 0, repeat = 1, rc, batch_split = OX_BATCH_SPLIT_AUTO;
+    const char *device = NULL;
+    int precision = OX_PRECISION_FP32;
     struct run_state r = {0};
     r.iopts = calloc((size_t)argc + 1, sizeof *r.iopts);
     r.sopts = calloc((size_t)argc + 1, sizeof *r.sopts);
@@ -1318,15 +1354,17 @@ static int run_main(int argc, char **argv, enum run_mode mode) {
     for (int a = 0; a < argc; a++) {
         const char *arg = argv[a];
         const char *val = a + 1 < argc ? argv[a + 1] : NULL;
-        bool takes = strcmp(arg, "-i") == 0 || strcmp(arg, "--input") == 0 ||
-                     strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0 ||
-                     strcmp(arg, "--seed") == 0 || strcmp(arg, "--shape") == 0 ||
-                     strcmp(arg, "--threads") == 0 || strcmp(arg, "--preprocess") == 0 ||
-                     (!inspect && (strcmp(arg, "--format") == 0 || strcmp(arg, "--repeat") == 0 ||
-                                   strcmp(arg, "--batch-split") == 0 ||
-                                   strcmp(arg, "--labels") == 0 || strcmp(arg, "--truth") == 0)) ||
-                     ((bench || inspect) && strcmp(arg, "--batch") == 0) ||
-                     (bench && (strcmp(arg, "--runs") == 0 || strcmp(arg, "--warmup") == 0));
+        bool takes =
+            strcmp(arg, "-i") == 0 || strcmp(arg, "--input") == 0 || strcmp(arg, "-o") == 0 ||
+            strcmp(arg, "--output") == 0 || strcmp(arg, "--seed") == 0 ||
+            strcmp(arg, "--shape") == 0 || strcmp(arg, "--threads") == 0 ||
+            strcmp(arg, "--preprocess") == 0 ||
+            (!inspect && (strcmp(arg, "--format") == 0 || strcmp(arg, "--repeat") == 0 ||
+                          strcmp(arg, "--batch-split") == 0 || strcmp(arg, "--device") == 0 ||
+                          strcmp(arg, "--precision") == 0 || strcmp(arg, "--labels") == 0 ||
+                          strcmp(arg, "--truth") == 0)) ||
+            ((bench || inspect) && strcmp(arg, "--batch") == 0) ||
+            (bench && (strcmp(arg, "--runs") == 0 || strcmp(arg, "--warmup") == 0));
         if (cli_is_help(arg)) {
             static const char *const usages[] = {usage_run, usage_bench, usage_info, usage_graph,
                                                  usage_plan};
@@ -1392,6 +1430,10 @@ static int run_main(int argc, char **argv, enum run_mode mode) {
                                 val ? val : "");
                 goto done;
             }
+        } else if (!inspect && strcmp(arg, "--device") == 0) {
+            device = val;
+        } else if (!inspect && strcmp(arg, "--precision") == 0) {
+            if ((rc = parse_precision(val, &precision))) goto done;
         } else if ((bench || mode == MODE_INFO) && strcmp(arg, "--json") == 0) {
             json = true;
         } else if (bench && strcmp(arg, "--profile") == 0) {
@@ -1495,8 +1537,11 @@ static int run_main(int argc, char **argv, enum run_mode mode) {
     int n_pass = 0;
     for (int i = 0; i < r.n_in; i++)
         if (r.has[i]) r.pass[n_pass++] = r.ins[i];
-    ox_session_options so = {
-        .n_threads = n_threads, .profile = profile, .batch_split = batch_split};
+    ox_session_options so = {.n_threads = n_threads,
+                             .profile = profile,
+                             .batch_split = batch_split,
+                             .device = device,
+                             .precision = precision};
     double t_create = cli_now_ms();
     ox_status st = ox_session_create(r.m, &so, &r.s);
     t_create = cli_now_ms() - t_create;
@@ -1548,6 +1593,8 @@ struct test_opts {
     bool verbose;
     bool roundtrip;         /* also check export -> import against the model as loaded */
     const char *export_dir; /* with roundtrip: keep each exported model there as CASE.onnx */
+    const char *device;     /* --device (NULL: the CPU) */
+    int precision;
 };
 
 static int cmp_str(const void *a, const void *b) {
@@ -1899,6 +1946,23 @@ out:
     return rc;
 }
 
+/* -v on a device: which nodes ran on the CPU for want of a device kernel. */
+static void report_device(ox_session *s, const ox_model *m) {
+    const char *name;
+    int n_dev, n_cpu;
+    const int *nodes;
+    bool captured;
+    ox_session_device(s, &name, &n_dev, &n_cpu, &nodes, &captured);
+    printf("# %s: %d steps on the device, %d on the CPU%s", name, n_dev, n_cpu,
+           captured ? ", captured" : "");
+    for (int i = 0; nodes && i < n_cpu; i++) {
+        const char *op = "?", *domain = "";
+        ox_model_node(m, nodes[i], NULL, &op, &domain);
+        printf("%s%s%s%s", i ? ", " : " (", *domain ? domain : "", *domain ? "." : "", op);
+    }
+    printf("%s\n", n_cpu && nodes ? ")" : "");
+}
+
 static int run_case(const char *dir, const struct test_opts *o, char *why, size_t len) {
     char *model_path = cli_path_join(dir, "model.onnx");
     ox_model *m = NULL;
@@ -1942,7 +2006,8 @@ static int run_case(const char *dir, const struct test_opts *o, char *why, size_
         goto done;
     }
     qsort(sets.v, (size_t)sets.n, sizeof *sets.v, cmp_dataset);
-    ox_session_options so = {.n_threads = o->n_threads};
+    ox_session_options so = {
+        .n_threads = o->n_threads, .device = o->device, .precision = o->precision};
     if ((st = ox_session_create(m, &so, &s)) != OX_OK) {
         one_line(why, len, cli_lib_msg(st));
         goto done;
@@ -2026,6 +2091,7 @@ static int run_case(const char *dir, const struct test_opts *o, char *why, size_
         double t0 = cli_now_ms();
         st = ox_session_run(s, in, n_given, outs);
         double dt = cli_now_ms() - t0;
+        if (st == OX_OK && o->device && o->verbose) report_device(s, m);
         if (st != OX_OK) {
             char msg[2048];
             one_line(msg, sizeof msg, cli_lib_msg(st));
@@ -2110,6 +2176,16 @@ static int cmd_test(int argc, char **argv) {
             a++;
         } else if (strcmp(arg, "--roundtrip") == 0) {
             o.roundtrip = true;
+        } else if (strcmp(arg, "--device") == 0) {
+            if (!val) {
+                cli_errorf(EXIT_USAGE, "--device needs a value (cpu, cuda or cuda:N)");
+                goto done;
+            }
+            o.device = strcmp(val, "cpu") == 0 ? NULL : val;
+            a++;
+        } else if (strcmp(arg, "--precision") == 0) {
+            if (parse_precision(val, &o.precision)) goto done;
+            a++;
         } else if (strcmp(arg, "--export-dir") == 0) {
             if (!val || !cli_is_dir(val)) {
                 cli_errorf(EXIT_USAGE, "--export-dir '%s': not a folder", val ? val : "");

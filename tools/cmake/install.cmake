@@ -50,7 +50,7 @@ foreach(lib IN LISTS PROTOBUF_C_LINK_LIBRARIES BLAS_LIBRARIES M_LIB)
     list(APPEND ox_link_deps "${lib}")
   endif()
 endforeach()
-list(APPEND ox_link_deps pthread)
+list(APPEND ox_link_deps pthread ${CMAKE_DL_LIBS})
 list(REMOVE_DUPLICATES ox_link_deps)
 
 set(ox_public_include $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>

@@ -1,0 +1,84 @@
+/* Devices: where a plan's steps run when not on the CPU (DESIGN.md, "Execution").
+ *
+ *     struct ox_device *d;
+ *     ox_device_open("cuda:0", OX_PRECISION_FP32, &d);   // OX_E_DEVICE: none, or not built
+ *     ox_devplan_build(d, plan, &dp);   // weights uploaded, device arena, kernels prepared
+ *     ox_devplan_run(dp, inputs);       // plan->vals of the graph outputs hold the results
+ *     ox_devplan_free(dp);
+ *     ox_device_close(d);
+ *
+ * A device is a table of functions (allocate, free, copy in and out, synchronize, prepare
+ * and run a node, capture and replay a run); each device kind fills one in its own folder
+ * (kernels/cuda/device.cu) and executor/device.c, the one file that knows the kinds, opens
+ * them by name. The CUDA device lives in a module of its own, libonnxexec_cuda.so, loaded
+ * when a session first asks for a GPU (kernels/cuda/host.h says why and how). The device plan
+ * (executor/devplan.c) mirrors a CPU plan: the same schedule, the same arena offsets in device
+ * memory, constants uploaded once; a node that the device has no kernel for runs on the CPU on the
+ * plan's host memory, with its inputs copied out and its outputs copied back in around it.
+ *
+ * Ownership: whoever opens a device closes it; a device plan borrows its device and plan.
+ */
+#ifndef OX_EXECUTOR_DEVICE_H
+#define OX_EXECUTOR_DEVICE_H
+
+#include "executor/plan.h"
+
+#include <pthread.h>
+
+struct ox_device;
+
+struct ox_device_ops {
+    void (*close)(struct ox_device *d);
+    ox_status (*alloc)(struct ox_device *d, size_t n, void **out);      /* device memory */
+    void (*free)(struct ox_device *d, void *p);                         /* NULL: no-op */
+    ox_status (*alloc_host)(struct ox_device *d, size_t n, void **out); /* page-locked */
+    void (*free_host)(struct ox_device *d, void *p);
+    /* Copies queued on the device's stream (host memory page-locked for them to overlap). */
+    ox_status (*copy_in)(struct ox_device *d, void *dst, const void *src, size_t n);
+    ox_status (*copy_out)(struct ox_device *d, void *dst, const void *src, size_t n);
+    ox_status (*sync)(struct ox_device *d);
+    /* Queue dst[i] = src[i] for n elements between OX_FLOAT and OX_FLOAT16 (device memory). */
+    ox_status (*convert)(struct ox_device *d, void *dst, ox_dtype dst_type, const void *src,
+                         ox_dtype src_type, int64_t n);
+    /* Whether the device runs node n with these tensors (device pointers; bit k of
+     * const_inputs: input k never changes): OX_OK with *kernel (the step's handle) and the
+     * scratch bytes it needs at run time, OX_E_UNSUPPORTED when it has no kernel for it. */
+    ox_status (*prepare)(struct ox_device *d, const struct ox_node *n, const ox_tensor *const *in,
+                         ox_tensor *const *out, unsigned const_inputs, void **kernel,
+                         size_t *scratch);
+    /* Queue the node's work; scratch holds what prepare asked for. */
+    ox_status (*run)(struct ox_device *d, void *kernel, const struct ox_node *n,
+                     const ox_tensor *const *in, ox_tensor *const *out, void *scratch,
+                     size_t scratch_bytes);
+    void (*release)(struct ox_device *d, void *kernel);
+    /* Record what is queued between capture_begin and capture_end as one replayable run. */
+    ox_status (*capture_begin)(struct ox_device *d);
+    ox_status (*capture_end)(struct ox_device *d, void **graph);
+    ox_status (*replay)(struct ox_device *d, void *graph);
+    void (*graph_free)(struct ox_device *d, void *graph);
+};
+
+struct ox_device {
+    const struct ox_device_ops *ops;
+    char name[256];      /* "cuda:0 (NVIDIA H100 80GB HBM3)" */
+    int precision;       /* OX_PRECISION_* */
+    pthread_mutex_t *mu; /* one run at a time on the device's stream (shared by every
+                            session on the same GPU) */
+};
+
+/* Open a device by name: "cpu" gives *out = NULL (plans run on the CPU as always), "cuda" or
+ * "cuda:N" the N-th GPU. OX_E_DEVICE says why when there is none or the build has no CUDA. */
+ox_status ox_device_open(const char *spec, int precision, struct ox_device **out);
+void ox_device_close(struct ox_device *d);
+
+struct ox_devplan;
+ox_status ox_devplan_build(struct ox_device *d, struct ox_plan *p, struct ox_devplan **out);
+/* Run: inputs as for ox_plan_run; the graph outputs are left in p->vals (host memory). */
+ox_status ox_devplan_run(struct ox_devplan *dp, const ox_tensor *const *inputs);
+void ox_devplan_free(struct ox_devplan *dp);
+/* Steps on the device and on the CPU, and whether runs replay one captured graph. */
+void ox_devplan_stats(const struct ox_devplan *dp, int *n_device, int *n_cpu, bool *is_captured);
+/* The node of each step that fell back to the CPU (for reports): *n of them. Borrowed. */
+const int *ox_devplan_cpu_nodes(const struct ox_devplan *dp, int *n);
+
+#endif

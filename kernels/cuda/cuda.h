@@ -1,0 +1,99 @@
+/* The CUDA device's kernels (built only with OX_CUDA; the device itself is kernels/cuda/device.cu).
+ *
+ * A CUDA kernel is a row of kernels/cuda/ops.def,
+ *
+ *     OX_CUDA_OP("", "Relu", ox_cu_prepare_unary, ox_cu_unary, NULL)
+ *
+ * naming the operator (domain, type, any opset the CPU table serves) and three functions:
+ *
+ * - prepare(c, node, in, out, const_inputs, &state, &workspace): called once per plan step,
+ *   when the plan is built, with every shape known (out[j]->dims as the CPU plan's infer set
+ *   them) and every data pointer a device pointer (inputs whose bit is set in const_inputs are
+ *   constant for the plan's life and already uploaded: prepare may read them on the device,
+ *   for example to pack weights). It returns OX_OK when the kernel takes this node with these
+ *   types, shapes and attributes, OX_E_UNSUPPORTED when it does not (the node then runs on
+ *   the CPU, with copies around it: no message is needed), another code on a real failure.
+ *   It may leave per-step memory in *state (given to release) and ask for *workspace bytes of
+ *   device scratch. It may allocate and synchronize.
+ * - run(c, node, in, out): enqueues the work on c->stream. It must not allocate, synchronize,
+ *   read device memory from the host or depend on anything but the tensors and c->state,
+ *   because the executor captures a whole plan's runs into one CUDA graph and replays it.
+ *   c->workspace holds the bytes prepare asked for (shared by all steps).
+ * - release(state): frees what prepare left (NULL: nothing to free).
+ *
+ * Tensors are row-major and contiguous, as on the CPU; `data` is device memory. An omitted
+ * optional input or output is NULL. Errors go through ox_node_err (names node and op) or
+ * ox_cu_check (a CUDA runtime error).
+ */
+#ifndef OX_KERNELS_CUDA_H
+#define OX_KERNELS_CUDA_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "graph/ir.h"
+#include "kernels/op.h"
+#ifdef __cplusplus
+}
+#endif
+
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+struct ox_cuda_ctx {
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    cudnnHandle_t dnn;
+    bool tf32;       /* TF32 tensor-core math allowed for float32 (off unless asked) */
+    int n_sms;       /* streaming multiprocessors of the device */
+    void *workspace; /* device scratch, at least the bytes this step's prepare asked for */
+    size_t workspace_bytes;
+    void *state; /* this step's *state from prepare */
+};
+
+typedef ox_status (*ox_cuda_prepare_fn)(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                        const ox_tensor *const *in, ox_tensor *const *out,
+                                        unsigned const_inputs, void **state, size_t *workspace);
+typedef ox_status (*ox_cuda_run_fn)(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                    const ox_tensor *const *in, ox_tensor *const *out);
+typedef void (*ox_cuda_release_fn)(void *state);
+
+struct ox_cuda_op {
+    const char *domain;
+    const char *type;
+    ox_cuda_prepare_fn prepare;
+    ox_cuda_run_fn run;
+    ox_cuda_release_fn release;
+};
+
+/* A row's three functions, declared: the table (ops.cu) and a family's file use it, so that
+ * each definition is checked against its row. */
+#define OX_CUDA_OP_PROTOTYPES(prepare, run, release)                                               \
+    ox_status prepare(struct ox_cuda_ctx *, const struct ox_node *, const ox_tensor *const *,      \
+                      ox_tensor *const *, unsigned, void **, size_t *);                            \
+    ox_status run(struct ox_cuda_ctx *, const struct ox_node *, const ox_tensor *const *,          \
+                  ox_tensor *const *);                                                             \
+    void release(void *);
+
+/* The row for (domain, type), or NULL. */
+const struct ox_cuda_op *ox_cuda_op_find(const char *domain, const char *type);
+
+/* OX_OK, or OX_E_DEVICE with a message naming `what` and CUDA's words for err. */
+ox_status ox_cu_check(cudaError_t err, const char *what);
+/* The same for the last launch on this thread (cudaGetLastError). */
+ox_status ox_cu_launched(const char *what);
+ox_status ox_cu_blas_check(cublasStatus_t st, const char *what);
+ox_status ox_cu_dnn_check(cudnnStatus_t st, const char *what);
+
+/* Blocks of 256 threads covering n items, at most 65535 * 64 blocks (kernels loop with a
+ * grid stride past that). */
+static inline unsigned ox_cu_blocks(int64_t n) {
+    int64_t b = (n + 255) / 256;
+    if (b < 1) b = 1;
+    if (b > 65535 * 64) b = 65535 * 64;
+    return (unsigned)b;
+}
+
+#endif

@@ -1,0 +1,1517 @@
+/* CUDA kernels of the nn family: Conv, FusedConv and ConvTranspose (cuDNN, cuBLAS and a direct
+ * depthwise kernel), MaxPool, AveragePool and LpPool (a direct kernel), and MatMul, Gemm,
+ * FusedMatMul and FusedGemm (cuBLAS). float and float16 (computed in float); MaxPool also
+ * int8 and uint8.
+ *
+ * - Geometry (pads from auto_pad, ceil_mode, dilations) is computed as kernels/cpu/conv.c
+ *   does, and the output dims it gives are checked against the ones the CPU infer chose.
+ * - Convolutions keep cuDNN (legacy API) descriptors made once in prepare. cuDNN pads
+ *   symmetrically: the begin pads are given, and a node whose output extent differs from what
+ *   cuDNN then computes (asymmetric pads that matter) is left to the CPU. 1-D runs as 2-D with
+ *   H = 1. Prepare finds cuDNN's fastest algorithm on scratch buffers, then times each way
+ *   the node can run (conv_choose): cuDNN with our epilogue, cuDNN's fused bias + ReLU, a
+ *   pointwise convolution as batched GEMMs, a depthwise one in our kernel; a way whose
+ *   output on random data disagrees with plain cuDNN's is not taken.
+ * - The fused ops' epilogue, y = act(base + bias + z), runs in one kernel of ours over y
+ *   (or inside the depthwise kernel, or in cuDNN); each addition is rounded to the element
+ *   type as the CPU's epilogue rounds it. A Z that broadcasts the output to a larger shape
+ *   gets the base output in workspace first. A GEMM's bias without activation is broadcast
+ *   into Y first and added by the GEMM itself (beta).
+ * - GEMMs are row-major products computed as their column-major transposes (C^T = B^T A^T),
+ *   batched with strides where numpy's broadcast allows one stride per operand, otherwise
+ *   one strided batch per item of the outer batch dims.
+ * float32 stays float32 unless c->tf32 allows TF32 tensor cores; float16 uses tensor cores
+ * with float accumulation.
+ */
+#include "kernels/cuda/cuda.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Prototypes of this file's rows, so that the definitions are checked against the table. */
+#define OX_CUDA_OP(domain, type, prepare, run, release) OX_CUDA_OP_PROTOTYPES(prepare, run, release)
+#include "kernels/cuda/nn.def"
+#undef OX_CUDA_OP
+
+/* ---- elements and the epilogue --------------------------------------------------------- */
+
+template <typename T> __device__ __forceinline__ float to_f(T v);
+template <> __device__ __forceinline__ float to_f<float>(float v) {
+    return v;
+}
+template <> __device__ __forceinline__ float to_f<__half>(__half v) {
+    return __half2float(v);
+}
+template <> __device__ __forceinline__ float to_f<int8_t>(int8_t v) {
+    return (float)v;
+}
+template <> __device__ __forceinline__ float to_f<uint8_t>(uint8_t v) {
+    return (float)v;
+}
+
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) {
+    return v;
+}
+template <> __device__ __forceinline__ __half from_f<__half>(float v) {
+    return __float2half_rn(v);
+}
+/* The 8-bit types only store values read from an input of that type (MaxPool), or 0. */
+template <> __device__ __forceinline__ int8_t from_f<int8_t>(float v) {
+    return (int8_t)v;
+}
+template <> __device__ __forceinline__ uint8_t from_f<uint8_t>(float v) {
+    return (uint8_t)v;
+}
+
+/* v rounded to T, as the CPU rounds each step of a float16 epilogue (identity for float). */
+template <typename T> __device__ __forceinline__ float round_to(float v) {
+    return to_f<T>(from_f<T>(v));
+}
+
+/* The fused ops' activation (ox_fused_act): silu, else clamp to [lo, hi], the max first,
+ * a NaN kept. */
+struct act {
+    float lo, hi;
+    bool silu;
+};
+
+__device__ __forceinline__ float apply_act(float v, struct act a) {
+    if (a.silu) return v / (1.0f + expf(-v));
+    v = v < a.lo ? a.lo : v;
+    return v > a.hi ? a.hi : v;
+}
+
+static struct act act_none(void) {
+    struct act a = {-INFINITY, INFINITY, false};
+    return a;
+}
+
+/* The node's activation: none for the unfused ops. */
+static struct act act_of(const struct ox_node *n) {
+    struct act a = act_none();
+    if (strcmp(n->domain, OX_DOMAIN_ONNXEXEC) != 0) return a;
+    ox_fused_clamp(n, &a.lo, &a.hi);
+    a.silu = ox_fused_silu(n);
+    return a;
+}
+
+static bool act_is_none(struct act a) {
+    return !a.silu && a.lo == -INFINITY && a.hi == INFINITY;
+}
+
+/* y[i] = act(y[i] + bias_scale * bias[(i / inner) % channels] + z_scale * z[i]), in place;
+ * bias and z may be NULL. Each addition is rounded to T, as the CPU's epilogue does. */
+struct epi {
+    const void *bias;
+    int64_t inner, channels;
+    float bias_scale;
+    const void *z;
+    float z_scale;
+    struct act a;
+};
+
+template <typename T, typename I> __global__ void epi_channel(T *y, I n, struct epi e) {
+    const T *bias = (const T *)e.bias, *z = (const T *)e.z;
+    I inner = (I)e.inner, channels = (I)e.channels;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        float v = to_f<T>(y[i]);
+        if (bias) v = round_to<T>(v + e.bias_scale * to_f<T>(bias[(i / inner) % channels]));
+        if (z) v = round_to<T>(v + e.z_scale * to_f<T>(z[i]));
+        y[i] = from_f<T>(apply_act(v, e.a));
+    }
+}
+
+template <typename T>
+static void epi_channel_launch(cudaStream_t st, void *y, int64_t n, struct epi e) {
+    if (n <= 0) return;
+    if (n <= INT32_MAX) /* 32-bit index arithmetic: the divisions are much cheaper */
+        epi_channel<T, uint32_t><<<ox_cu_blocks(n), 256, 0, st>>>((T *)y, (uint32_t)n, e);
+    else
+        epi_channel<T, int64_t><<<ox_cu_blocks(n), 256, 0, st>>>((T *)y, n, e);
+}
+
+static void epi_channel_run(ox_dtype dt, cudaStream_t st, void *y, int64_t n, struct epi e) {
+    if (dt == OX_FLOAT)
+        epi_channel_launch<float>(st, y, n, e);
+    else
+        epi_channel_launch<__half>(st, y, n, e);
+}
+
+/* y = act(src + z), src and z broadcast to y's dims (strides 0 along broadcast axes), z
+ * optional; src may be y itself (same shape: each element is read by the thread that
+ * writes it). The general case of ox_fused_post. */
+struct bcast {
+    int rank;
+    int64_t dims[OX_MAX_RANK], ss[OX_MAX_RANK], zs[OX_MAX_RANK];
+};
+
+template <typename T>
+__global__ void epi_bcast(const T *src, const T *z, T *y, int64_t n, struct bcast b, struct act a) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i, so = 0, zo = 0;
+        for (int d = b.rank - 1; d >= 0; d--) {
+            int64_t k = r % b.dims[d];
+            r /= b.dims[d];
+            so += k * b.ss[d];
+            zo += k * b.zs[d];
+        }
+        float v = to_f<T>(src[so]);
+        if (z) v = round_to<T>(v + to_f<T>(z[zo]));
+        y[i] = from_f<T>(apply_act(v, a));
+    }
+}
+
+/* The broadcast of a tensor of dims `sdims` (src) and of z into y. */
+static struct bcast bcast_of(const ox_tensor *y, int srank, const int64_t *sdims,
+                             const ox_tensor *z) {
+    struct bcast b;
+    memset(&b, 0, sizeof b);
+    ox_tensor s;
+    memset(&s, 0, sizeof s);
+    s.dtype = y->dtype;
+    s.rank = srank;
+    memcpy(s.dims, sdims, sizeof(int64_t) * (size_t)srank);
+    b.rank = y->rank;
+    memcpy(b.dims, y->dims, sizeof(int64_t) * (size_t)y->rank);
+    ox_broadcast_strides(&s, y->rank, y->dims, b.ss);
+    if (z) ox_broadcast_strides(z, y->rank, y->dims, b.zs);
+    return b;
+}
+
+static void epi_bcast_run(ox_dtype dt, cudaStream_t st, const void *src, const void *z, void *y,
+                          int64_t n, const struct bcast *b, struct act a) {
+    if (n <= 0) return;
+    if (dt == OX_FLOAT)
+        epi_bcast<float><<<ox_cu_blocks(n), 256, 0, st>>>((const float *)src, (const float *)z,
+                                                          (float *)y, n, *b, a);
+    else
+        epi_bcast<__half><<<ox_cu_blocks(n), 256, 0, st>>>((const __half *)src, (const __half *)z,
+                                                           (__half *)y, n, *b, a);
+}
+
+static bool same_dims(int ra, const int64_t *a, int rb, const int64_t *b) {
+    return ra == rb && !memcmp(a, b, sizeof(int64_t) * (size_t)ra);
+}
+
+static bool is_float_type(ox_dtype dt) {
+    return dt == OX_FLOAT || dt == OX_FLOAT16;
+}
+
+static size_t round256(size_t b) {
+    return (b + 255) / 256 * 256;
+}
+
+void ox_cu_nn_release_state(void *state) {
+    free(state);
+}
+
+/* ---- geometry (as kernels/cpu/conv.c) -------------------------------------------------- */
+
+#define SP 3 /* spatial dims at most */
+
+struct geom {
+    int nsp;
+    int64_t in[SP], k[SP], s[SP], d[SP], pb[SP], pe[SP], out[SP];
+};
+
+/* The geometry from x, the kernel extents and the attributes; false where the CPU infer
+ * would have failed (it ran first, so this does not happen) or the rank is not 3 to 5. */
+static bool geometry(const struct ox_node *n, const ox_tensor *x, const int64_t *kernel, int nk,
+                     bool pooling, struct geom *g) {
+    if (x->rank < 3 || x->rank - 2 > SP || nk != x->rank - 2) return false;
+    g->nsp = x->rank - 2;
+    const int64_t *a;
+    int na;
+    for (int i = 0; i < g->nsp; i++) {
+        g->in[i] = x->dims[i + 2];
+        g->k[i] = kernel[i];
+        g->s[i] = g->d[i] = 1;
+        g->pb[i] = g->pe[i] = 0;
+        if (g->k[i] <= 0) return false;
+    }
+    if ((na = ox_attr_ints(n, "strides", &a)) >= 0) {
+        if (na != g->nsp) return false;
+        for (int i = 0; i < na; i++) g->s[i] = a[i];
+    }
+    if ((na = ox_attr_ints(n, "dilations", &a)) >= 0) {
+        if (na != g->nsp) return false;
+        for (int i = 0; i < na; i++) g->d[i] = a[i];
+    }
+    for (int i = 0; i < g->nsp; i++)
+        if (g->s[i] <= 0 || g->d[i] <= 0) return false;
+    const char *ap = ox_attr_str(n, "auto_pad", "NOTSET");
+    bool ceil_mode = pooling && ox_attr_int(n, "ceil_mode", 0);
+    if (strcmp(ap, "NOTSET") == 0) {
+        if ((na = ox_attr_ints(n, "pads", &a)) >= 0) {
+            if (na != 2 * g->nsp) return false;
+            for (int i = 0; i < g->nsp; i++) {
+                g->pb[i] = a[i];
+                g->pe[i] = a[i + g->nsp];
+                if (g->pb[i] < 0 || g->pe[i] < 0) return false;
+            }
+        }
+        for (int i = 0; i < g->nsp; i++) {
+            int64_t ext = (g->k[i] - 1) * g->d[i] + 1, span = g->in[i] + g->pb[i] + g->pe[i] - ext;
+            if (span < 0) return false;
+            g->out[i] = (ceil_mode ? (span + g->s[i] - 1) / g->s[i] : span / g->s[i]) + 1;
+            /* a last window that starts in the end padding is dropped */
+            if (ceil_mode && (g->out[i] - 1) * g->s[i] >= g->in[i] + g->pb[i]) g->out[i]--;
+        }
+    } else if (strcmp(ap, "VALID") == 0) {
+        for (int i = 0; i < g->nsp; i++) {
+            int64_t ext = (g->k[i] - 1) * g->d[i] + 1, span = g->in[i] - ext;
+            if (span < 0) return false;
+            g->out[i] = (ceil_mode ? (span + g->s[i] - 1) / g->s[i] : span / g->s[i]) + 1;
+        }
+    } else if (strcmp(ap, "SAME_UPPER") == 0 || strcmp(ap, "SAME_LOWER") == 0) {
+        for (int i = 0; i < g->nsp; i++) {
+            int64_t ext = (g->k[i] - 1) * g->d[i] + 1;
+            g->out[i] = (g->in[i] + g->s[i] - 1) / g->s[i];
+            int64_t total = (g->out[i] - 1) * g->s[i] + ext - g->in[i];
+            if (total < 0) total = 0;
+            g->pb[i] = ap[5] == 'U' ? total / 2 : total - total / 2;
+            g->pe[i] = total - g->pb[i];
+        }
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* ---- cuDNN descriptors ----------------------------------------------------------------- */
+
+static bool fits_int(int64_t v) {
+    return v >= 0 && v <= INT_MAX;
+}
+
+/* A [N, C, spatial...] shape as cuDNN sees it: 1-D as 2-D with H = 1. Returns the rank, or
+ * 0 when a dim or the element count does not fit cuDNN's ints. */
+static int dnn_dims(int rank, const int64_t *dims, int *out) {
+    int nb = rank == 3 ? 4 : rank;
+    int64_t total = 1;
+    for (int i = 0, j = 0; i < nb; i++) {
+        int64_t v = rank == 3 && i == 2 ? 1 : dims[j++];
+        if (!fits_int(v)) return 0;
+        out[i] = (int)v;
+        total *= v;
+        if (total > INT_MAX) return 0;
+    }
+    return nb;
+}
+
+static cudnnStatus_t set_tensor(cudnnTensorDescriptor_t d, cudnnDataType_t dt, int nb,
+                                const int *dims) {
+    int strides[5];
+    int s = 1;
+    for (int i = nb - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= dims[i] > 0 ? dims[i] : 1;
+    }
+    return cudnnSetTensorNdDescriptor(d, dt, nb, dims, strides);
+}
+
+static cudnnDataType_t dnn_type(ox_dtype dt) {
+    return dt == OX_FLOAT ? CUDNN_DATA_FLOAT : CUDNN_DATA_HALF;
+}
+
+/* The math cuDNN may use: float32 stays on FMA units unless TF32 is allowed (cuDNN's
+ * default math allows TF32 on Ampere and later); float16 on tensor cores. */
+static cudnnMathType_t dnn_math(const struct ox_cuda_ctx *c, ox_dtype dt) {
+    if (dt == OX_FLOAT16) return CUDNN_TENSOR_OP_MATH;
+    return c->tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+}
+
+/* An algorithm's math is acceptable: no tensor cores for float32 without TF32. */
+static bool math_ok(const struct ox_cuda_ctx *c, ox_dtype dt, cudnnMathType_t m) {
+    if (dt == OX_FLOAT && !c->tf32)
+        return m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    return true;
+}
+
+/* Scratch buffers for finding algorithms in prepare: freed on every path. */
+struct scratch {
+    void *p[8];
+    int n;
+};
+
+static void *scratch_get(struct scratch *s, size_t bytes) {
+    void *p = NULL;
+    if (s->n >= 8) return NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        (void)cudaGetLastError(); /* clear the failed allocation */
+        return NULL;
+    }
+    /* synchronized: the work that uses it runs on another stream */
+    if (cudaMemset(p, 0, bytes ? bytes : 1) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess) {
+        (void)cudaGetLastError();
+        cudaFree(p);
+        return NULL;
+    }
+    s->p[s->n++] = p;
+    return p;
+}
+
+/* Workspace for the search: up to 512 MiB, at most an eighth of free memory. */
+static void *scratch_ws(struct scratch *s, size_t *bytes) {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+        (void)cudaGetLastError();
+        free_b = 0;
+    }
+    size_t cap = (size_t)512 << 20;
+    if (free_b / 8 < cap) cap = free_b / 8;
+    for (; cap >= ((size_t)1 << 20); cap /= 2) {
+        void *p = scratch_get(s, cap);
+        if (p) {
+            *bytes = cap;
+            return p;
+        }
+    }
+    *bytes = 0;
+    return NULL;
+}
+
+static void scratch_free(struct scratch *s) {
+    for (int i = 0; i < s->n; i++) cudaFree(s->p[i]);
+    s->n = 0;
+}
+
+/* ---- GEMMs ----------------------------------------------------------------------------- */
+
+/* One row-major product Y = alpha op(A) op(B) as cuBLAS's column-major Y^T = op(B)^T op(A)^T:
+ * B goes first. count > 1: a strided batch. */
+struct gemm_call {
+    cublasOperation_t ta, tb; /* of A and B as stored row-major */
+    int m, n, k;              /* cuBLAS's: N, rows of Y, K */
+    int lda, ldb;             /* row strides of A and B */
+    long long sa, sb, sy;     /* batch strides in elements */
+    int count;
+};
+
+static bool gemm_fits(int64_t rows, int64_t N, int64_t K, int64_t lda, int64_t ldb) {
+    return fits_int(rows) && fits_int(N) && fits_int(K) && fits_int(lda) && fits_int(ldb);
+}
+
+/* Y = alpha op(A) op(B) + beta Y. */
+static ox_status gemm_run(struct ox_cuda_ctx *c, ox_dtype dt, const struct gemm_call *g,
+                          float alpha, const void *A, const void *B, float beta, void *Y) {
+    cudaDataType_t t = dt == OX_FLOAT ? CUDA_R_32F : CUDA_R_16F;
+    cublasComputeType_t ct =
+        dt == OX_FLOAT && c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    ox_status st = ox_cu_blas_check(
+        cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+        "cublasSetMathMode");
+    if (st) return st;
+    /* column-major: A' = B (op tb), B' = A (op ta) */
+    if (g->count == 1)
+        return ox_cu_blas_check(cublasGemmEx(c->blas, g->tb, g->ta, g->m, g->n, g->k, &alpha, B, t,
+                                             g->ldb, A, t, g->lda, &beta, Y, t, g->m, ct,
+                                             CUBLAS_GEMM_DEFAULT),
+                                "cublasGemmEx");
+    return ox_cu_blas_check(cublasGemmStridedBatchedEx(c->blas, g->tb, g->ta, g->m, g->n, g->k,
+                                                       &alpha, B, t, g->ldb, g->sb, A, t, g->lda,
+                                                       g->sa, &beta, Y, t, g->m, g->sy, g->count,
+                                                       ct, CUBLAS_GEMM_DEFAULT),
+                            "cublasGemmStridedBatchedEx");
+}
+
+/* ---- Conv, FusedConv ------------------------------------------------------------------- */
+
+/* How a convolution runs, chosen in prepare by timing the candidates on scratch buffers:
+ * - CONV_DNN: cudnnConvolutionForward, then our epilogue;
+ * - CONV_FUSED: cudnnConvolutionBiasActivationForward (ReLU, Z absent or of Y's shape);
+ * - CONV_GEMM: a pointwise convolution (1x1, stride 1, no pads, one group) as a strided batch
+ *   of GEMMs Y_n[M, HW] = W[M, C] X_n[C, HW], then our epilogue;
+ * - CONV_DW: a 2-D depthwise convolution (one input and one output channel per group) in a
+ *   direct kernel of ours with the epilogue in it. */
+enum { CONV_DNN, CONV_FUSED, CONV_GEMM, CONV_DW };
+
+/* The direct depthwise kernel's geometry (every extent fits an int). */
+struct dw_geom {
+    int C, H, W, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL;
+};
+
+struct conv_state {
+    bool empty; /* nothing to compute (no output elements) */
+    ox_dtype dt;
+    int mode;
+    cudnnTensorDescriptor_t xd, yd, bd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+    cudnnActivationDescriptor_t ad;
+    cudnnConvolutionFwdAlgo_t algo;
+    size_t ws;       /* cuDNN's workspace bytes, after tmp */
+    size_t tmp;      /* bytes of workspace ahead of cuDNN's: the base output when split */
+    void *zero_bias; /* device zeros for CONV_FUSED without B */
+    bool split;      /* Z broadcasts the output to a larger shape */
+    int base_rank;   /* the convolution's own output */
+    int64_t base_dims[OX_MAX_RANK];
+    int64_t M, inner; /* output channels, spatial size */
+    struct act a;
+    struct gemm_call pw; /* CONV_GEMM */
+    struct dw_geom dw;   /* CONV_DW */
+};
+
+void ox_cu_nn_release_conv(void *state) {
+    struct conv_state *s = (struct conv_state *)state;
+    if (!s) return;
+    if (s->xd) cudnnDestroyTensorDescriptor(s->xd);
+    if (s->yd) cudnnDestroyTensorDescriptor(s->yd);
+    if (s->bd) cudnnDestroyTensorDescriptor(s->bd);
+    if (s->wd) cudnnDestroyFilterDescriptor(s->wd);
+    if (s->cd) cudnnDestroyConvolutionDescriptor(s->cd);
+    if (s->ad) cudnnDestroyActivationDescriptor(s->ad);
+    if (s->zero_bias) cudaFree(s->zero_bias);
+    free(s);
+}
+
+/* y = act(round(conv(x, w) + bias) + z) over `total` outputs (planes of OH x OW), I the index
+ * type (int where every offset fits). */
+template <typename T, typename I>
+__global__ void depthwise(const T *x, const T *w, const T *bias, const T *z, T *y, I total,
+                          struct dw_geom g, struct act a) {
+    I S = (I)g.OH * g.OW;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (I)gridDim.x * blockDim.x) {
+        I p = i / S, q = i - p * S;
+        int oh = (int)(q / g.OW), ow = (int)(q - (I)oh * g.OW), c = (int)(p % g.C);
+        const T *xp = x + p * ((I)g.H * g.W), *wc = w + c * g.KH * g.KW;
+        int h0 = oh * g.SH - g.PT, w0 = ow * g.SW - g.PL;
+        float acc = 0.0f;
+        for (int kh = 0; kh < g.KH; kh++) {
+            int ih = h0 + kh * g.DH;
+            if (ih < 0 || ih >= g.H) continue;
+            const T *xr = xp + (I)ih * g.W;
+            for (int kw = 0; kw < g.KW; kw++) {
+                int iw = w0 + kw * g.DW;
+                if (iw >= 0 && iw < g.W) acc += to_f<T>(xr[iw]) * to_f<T>(wc[kh * g.KW + kw]);
+            }
+        }
+        if (bias) acc += to_f<T>(bias[c]);
+        float v = round_to<T>(acc); /* the convolution's output, as stored */
+        if (z) v = round_to<T>(v + to_f<T>(z[i]));
+        y[i] = from_f<T>(apply_act(v, a));
+    }
+}
+
+template <typename T>
+static void depthwise_launch(cudaStream_t st, const struct dw_geom *g, int64_t total, const void *x,
+                             const void *w, const void *b, const void *z, void *y, struct act a) {
+    const T *xt = (const T *)x, *wt = (const T *)w, *bt = (const T *)b, *zt = (const T *)z;
+    int64_t nx = total / ((int64_t)g->OH * g->OW) * g->H * g->W; /* the input's elements */
+    if (total <= INT32_MAX && nx <= INT32_MAX)
+        depthwise<T, int>
+            <<<ox_cu_blocks(total), 256, 0, st>>>(xt, wt, bt, zt, (T *)y, (int)total, *g, a);
+    else
+        depthwise<T, int64_t>
+            <<<ox_cu_blocks(total), 256, 0, st>>>(xt, wt, bt, zt, (T *)y, total, *g, a);
+}
+
+/* The node's work in mode `mode` when Z is absent or of Y's shape (not split): the one path
+ * that both run and the timing in prepare take. ws: cuDNN's workspace. */
+static ox_status conv_launch(struct ox_cuda_ctx *c, const struct conv_state *s, int mode,
+                             const void *x, const void *w, const void *b, const void *z, void *y,
+                             void *ws) {
+    float one = 1.0f, zero = 0.0f;
+    int64_t total = s->base_dims[0] * s->M * s->inner;
+    if (mode == CONV_FUSED) {
+        float alpha2 = z ? 1.0f : 0.0f; /* no Z: y stands in, unread (alpha2 = 0) */
+        return ox_cu_dnn_check(
+            cudnnConvolutionBiasActivationForward(c->dnn, &one, s->xd, x, s->wd, w, s->cd, s->algo,
+                                                  ws, s->ws, &alpha2, s->yd, z ? z : y, s->bd,
+                                                  b ? b : s->zero_bias, s->ad, s->yd, y),
+            "cudnnConvolutionBiasActivationForward");
+    }
+    if (mode == CONV_DW) {
+        if (s->dt == OX_FLOAT)
+            depthwise_launch<float>(c->stream, &s->dw, total, x, w, b, z, y, s->a);
+        else
+            depthwise_launch<__half>(c->stream, &s->dw, total, x, w, b, z, y, s->a);
+        return ox_cu_launched("depthwise convolution");
+    }
+    ox_status st;
+    if (mode == CONV_GEMM)
+        st = gemm_run(c, s->dt, &s->pw, 1.0f, w, x, 0.0f, y);
+    else
+        st = ox_cu_dnn_check(cudnnConvolutionForward(c->dnn, &one, s->xd, x, s->wd, w, s->cd,
+                                                     s->algo, ws, s->ws, &zero, s->yd, y),
+                             "cudnnConvolutionForward");
+    if (st || (!b && !z && act_is_none(s->a))) return st;
+    /* one pass for bias, residual and activation */
+    struct epi e = {b, s->inner, s->M, 1.0f, z, 1.0f, s->a};
+    epi_channel_run(s->dt, c->stream, y, total, e);
+    return ox_cu_launched("FusedConv epilogue");
+}
+
+/* Microseconds of one run of mode (the best of three, after one to warm up), or -1 when it
+ * fails. */
+static float conv_time(struct ox_cuda_ctx *c, const struct conv_state *s, int mode, const void *x,
+                       const void *w, const void *b, const void *z, void *y, void *ws) {
+    cudaEvent_t e0, e1;
+    if (cudaEventCreate(&e0) != cudaSuccess) return -1;
+    if (cudaEventCreate(&e1) != cudaSuccess) {
+        cudaEventDestroy(e0);
+        return -1;
+    }
+    float best = -1;
+    bool ok = conv_launch(c, s, mode, x, w, b, z, y, ws) == OX_OK &&
+              cudaStreamSynchronize(c->stream) == cudaSuccess;
+    for (int r = 0; r < 3 && ok; r++) {
+        float ms = 0;
+        ok = cudaEventRecord(e0, c->stream) == cudaSuccess &&
+             conv_launch(c, s, mode, x, w, b, z, y, ws) == OX_OK &&
+             cudaEventRecord(e1, c->stream) == cudaSuccess &&
+             cudaEventSynchronize(e1) == cudaSuccess &&
+             cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
+        if (ok && (best < 0 || ms * 1000 < best)) best = ms * 1000;
+    }
+    if (!ok) {
+        (void)cudaGetLastError(); /* a failed candidate is not an error of the node */
+        best = -1;
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return best;
+}
+
+/* p[i] = pseudo-random values in [-1, 1), for the candidates' trial runs. */
+template <typename T> __global__ void fill_random(T *p, int64_t n, uint32_t seed) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        p[i] = from_f<T>((float)(h & 0xffff) / 32768.0f - 1.0f);
+    }
+}
+
+/* out[0] = max |a - r| and out[1] = max |r| as float bits (non-negative floats order as their
+ * bits do; a NaN difference orders above every number). */
+template <typename T> __global__ void max_diff(const T *a, const T *r, int64_t n, unsigned *out) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float va = to_f<T>(a[i]), vr = to_f<T>(r[i]);
+        atomicMax(&out[0], __float_as_uint(fabsf(va - vr)));
+        atomicMax(&out[1], __float_as_uint(fabsf(vr)));
+    }
+}
+
+static void fill_random_run(cudaStream_t st, ox_dtype dt, void *p, int64_t n, uint32_t seed) {
+    if (n <= 0) return;
+    if (dt == OX_FLOAT)
+        fill_random<float><<<ox_cu_blocks(n), 256, 0, st>>>((float *)p, n, seed);
+    else
+        fill_random<__half><<<ox_cu_blocks(n), 256, 0, st>>>((__half *)p, n, seed);
+}
+
+/* Whether y agrees with the reference yr (n elements) to 2% of the reference's largest
+ * magnitude: a check against gross errors of a candidate, not of its rounding. */
+static bool agrees(cudaStream_t st, ox_dtype dt, const void *y, const void *yr, int64_t n,
+                   unsigned *dev) {
+    unsigned h[2] = {0, 0};
+    if (cudaMemsetAsync(dev, 0, sizeof h, st) != cudaSuccess) return false;
+    if (dt == OX_FLOAT)
+        max_diff<float>
+            <<<ox_cu_blocks(n), 256, 0, st>>>((const float *)y, (const float *)yr, n, dev);
+    else
+        max_diff<__half>
+            <<<ox_cu_blocks(n), 256, 0, st>>>((const __half *)y, (const __half *)yr, n, dev);
+    if (cudaMemcpyAsync(h, dev, sizeof h, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+        cudaStreamSynchronize(st) != cudaSuccess)
+        return false;
+    float diff, ref;
+    memcpy(&diff, &h[0], sizeof diff);
+    memcpy(&ref, &h[1], sizeof ref);
+    return diff == diff && ref == ref && diff <= 0.02f * (ref > 1.0f ? ref : 1.0f);
+}
+
+/* The cuDNN algorithm (the fastest that cuDNN measures on scratch buffers, or its heuristics'
+ * first choice when the scratch cannot be had), then the mode: the fastest candidate in a
+ * timed run on random data whose output agrees with cudnnConvolutionForward's (CONV_DNN, the
+ * default where no such run can be made). */
+static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t xb, size_t wb,
+                             size_t yb, bool has_b, bool has_z, bool want_fused, bool can_gemm,
+                             bool can_dw) {
+    struct scratch sc = {{NULL}, 0};
+    size_t esz = s->dt == OX_FLOAT ? 4 : 2, cap = 0;
+    void *x = scratch_get(&sc, xb), *w = scratch_get(&sc, wb), *y = scratch_get(&sc, yb);
+    void *bias = scratch_get(&sc, (size_t)s->M * esz), *z = has_z ? scratch_get(&sc, yb) : NULL;
+    void *ws = x && w && y && bias && (z || !has_z) ? scratch_ws(&sc, &cap) : NULL;
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int cnt = 0;
+    bool found = false;
+    if (ws && cudnnFindConvolutionForwardAlgorithmEx(c->dnn, s->xd, x, s->wd, w, s->cd, s->yd, y,
+                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &cnt, perf,
+                                                     ws, cap) != CUDNN_STATUS_SUCCESS)
+        cnt = 0;
+    for (int i = 0; i < cnt && !found; i++)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= cap &&
+            math_ok(c, s->dt, perf[i].mathType))
+            s->algo = perf[i].algo, found = true;
+    if (!found) {
+        cnt = 0;
+        if (cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, s->xd, s->wd, s->cd, s->yd,
+                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &cnt,
+                                                   perf) != CUDNN_STATUS_SUCCESS)
+            cnt = 0;
+        for (int i = 0; i < cnt && !found; i++)
+            if (perf[i].status == CUDNN_STATUS_SUCCESS && math_ok(c, s->dt, perf[i].mathType) &&
+                perf[i].memory <= ((size_t)512 << 20))
+                s->algo = perf[i].algo, found = true;
+    }
+    if (!found) s->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM; /* needs no workspace */
+    ox_status st = ox_cu_dnn_check(cudnnGetConvolutionForwardWorkspaceSize(
+                                       c->dnn, s->xd, s->wd, s->cd, s->yd, s->algo, &s->ws),
+                                   "cudnnGetConvolutionForwardWorkspaceSize");
+    s->mode = CONV_DNN; /* without a timed run */
+    /* OX_CUDA_CONV=dnn|fused|gemm|dw (tests, diagnosis): that mode where it applies */
+    const char *force = getenv("OX_CUDA_CONV");
+    static const char *const names[] = {"dnn", "fused", "gemm", "dw"};
+    int forced = -1;
+    for (int i = 0; force && i < 4; i++)
+        if (strcmp(force, names[i]) == 0) forced = i;
+    int64_t ny = (int64_t)(yb / esz);
+    void *yr = NULL, *cmp = NULL;
+    if (!st && ws && s->ws <= cap && (yr = scratch_get(&sc, yb)) &&
+        (cmp = scratch_get(&sc, 2 * sizeof(unsigned)))) {
+        fill_random_run(c->stream, s->dt, x, (int64_t)(xb / esz), 1);
+        fill_random_run(c->stream, s->dt, w, (int64_t)(wb / esz), 2);
+        fill_random_run(c->stream, s->dt, bias, s->M, 3);
+        if (z) fill_random_run(c->stream, s->dt, z, ny, 4);
+        const void *b = has_b ? bias : NULL;
+        bool have_ref = conv_launch(c, s, CONV_DNN, x, w, b, z, yr, ws) == OX_OK &&
+                        cudaDeviceSynchronize() == cudaSuccess;
+        float best = -1;
+        for (int mode = CONV_DNN; mode <= CONV_DW && have_ref; mode++) {
+            if ((mode == CONV_FUSED && !want_fused) || (mode == CONV_GEMM && !can_gemm) ||
+                (mode == CONV_DW && !can_dw) || (forced >= 0 && mode != forced))
+                continue;
+            if (mode == CONV_FUSED) s->zero_bias = bias; /* borrowed for the trial */
+            float t = conv_time(c, s, mode, x, w, b, z, y, ws);
+            if (t >= 0 && mode != CONV_DNN && !agrees(c->stream, s->dt, y, yr, ny, (unsigned *)cmp))
+                t = -1;
+            if (t >= 0 && (best < 0 || t < best)) best = t, s->mode = mode;
+        }
+        s->zero_bias = NULL;
+        (void)cudaGetLastError(); /* a failed candidate is not an error of the node */
+    }
+    if (!st) st = ox_cu_check(cudaDeviceSynchronize(), "choosing a convolution algorithm");
+    scratch_free(&sc);
+    return st;
+}
+
+/* s's descriptors, mode and workspace for the node; OX_E_UNSUPPORTED where cuDNN does not
+ * take it. */
+static ox_status conv_setup(struct ox_cuda_ctx *c, struct conv_state *s, const ox_tensor *x,
+                            const ox_tensor *w, const ox_tensor *b, const ox_tensor *z,
+                            const ox_tensor *y, const struct geom *g, int64_t group,
+                            size_t *workspace) {
+    int xdims[5], wdims[5], ydims[5], odims[5];
+    int nb = dnn_dims(x->rank, x->dims, xdims);
+    if (!nb || dnn_dims(w->rank, w->dims, wdims) != nb ||
+        dnn_dims(s->base_rank, s->base_dims, ydims) != nb)
+        return OX_E_UNSUPPORTED;
+    int nsp = nb - 2, pads[3], strides[3], dils[3];
+    for (int i = 0; i < nsp; i++) {
+        int j = i - (nsp - g->nsp); /* the unit H of a 1-D convolution: j < 0 */
+        int64_t p = j < 0 ? 0 : g->pb[j], sv = j < 0 ? 1 : g->s[j], dv = j < 0 ? 1 : g->d[j];
+        if (!fits_int(p) || !fits_int(sv) || !fits_int(dv)) return OX_E_UNSUPPORTED;
+        pads[i] = (int)p, strides[i] = (int)sv, dils[i] = (int)dv;
+    }
+    cudnnDataType_t ddt = dnn_type(s->dt);
+    ox_status st;
+    if ((st =
+             ox_cu_dnn_check(cudnnCreateTensorDescriptor(&s->xd), "cudnnCreateTensorDescriptor")) ||
+        (st =
+             ox_cu_dnn_check(cudnnCreateTensorDescriptor(&s->yd), "cudnnCreateTensorDescriptor")) ||
+        (st =
+             ox_cu_dnn_check(cudnnCreateFilterDescriptor(&s->wd), "cudnnCreateFilterDescriptor")) ||
+        (st = ox_cu_dnn_check(cudnnCreateConvolutionDescriptor(&s->cd),
+                              "cudnnCreateConvolutionDescriptor")))
+        return st;
+    if (set_tensor(s->xd, ddt, nb, xdims) != CUDNN_STATUS_SUCCESS ||
+        set_tensor(s->yd, ddt, nb, ydims) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetFilterNdDescriptor(s->wd, ddt, CUDNN_TENSOR_NCHW, nb, wdims) !=
+            CUDNN_STATUS_SUCCESS ||
+        cudnnSetConvolutionNdDescriptor(s->cd, nsp, pads, strides, dils, CUDNN_CROSS_CORRELATION,
+                                        CUDNN_DATA_FLOAT) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetConvolutionGroupCount(s->cd, (int)group) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetConvolutionMathType(s->cd, dnn_math(c, s->dt)) != CUDNN_STATUS_SUCCESS)
+        return OX_E_UNSUPPORTED;
+    /* cuDNN pads both ends by the begin pads: the end pads only decide the output extent, so
+     * the node is served when cuDNN's extent is the node's */
+    if (cudnnGetConvolutionNdForwardOutputDim(s->cd, s->xd, s->wd, nb, odims) !=
+            CUDNN_STATUS_SUCCESS ||
+        memcmp(odims, ydims, sizeof(int) * (size_t)nb) != 0)
+        return OX_E_UNSUPPORTED;
+
+    bool z_ok = !s->split && (!z || ox_same_shape(z, y)); /* the modes other than CONV_DNN */
+    /* ReLU: cuDNN's fused call, if it takes it */
+    bool want_fused = z_ok && !s->a.silu && s->a.lo == 0.0f && s->a.hi == INFINITY;
+    if (want_fused) {
+        int bdims[5] = {1, (int)s->M, 1, 1, 1};
+        if ((st = ox_cu_dnn_check(cudnnCreateTensorDescriptor(&s->bd),
+                                  "cudnnCreateTensorDescriptor")) ||
+            (st = ox_cu_dnn_check(cudnnCreateActivationDescriptor(&s->ad),
+                                  "cudnnCreateActivationDescriptor")))
+            return st;
+        if (set_tensor(s->bd, ddt, nb, bdims) != CUDNN_STATUS_SUCCESS ||
+            cudnnSetActivationDescriptor(s->ad, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0) !=
+                CUDNN_STATUS_SUCCESS)
+            want_fused = false;
+    }
+    /* pointwise: 1x1, stride 1, no pads, one group */
+    int64_t N = x->dims[0], C = x->dims[1], HW = s->inner;
+    bool can_gemm = z_ok && group == 1 && fits_int(N) && gemm_fits(s->M, HW, C, C, HW);
+    for (int i = 0; i < g->nsp; i++)
+        can_gemm = can_gemm && g->k[i] == 1 && g->s[i] == 1 && g->pb[i] == 0 && g->pe[i] == 0;
+    if (can_gemm) {
+        /* Y_n[M, HW] = W[M, C] X_n[C, HW]: A = W (shared), B = X_n */
+        s->pw.ta = s->pw.tb = CUBLAS_OP_N;
+        s->pw.m = (int)HW, s->pw.n = (int)s->M, s->pw.k = (int)C;
+        s->pw.lda = (int)C, s->pw.ldb = (int)HW;
+        s->pw.sa = 0, s->pw.sb = C * HW, s->pw.sy = s->M * HW;
+        s->pw.count = (int)N;
+    }
+    /* depthwise 2-D: one input and one output channel per group */
+    bool can_dw = z_ok && g->nsp == 2 && group == C && s->M == C;
+    if (can_dw) {
+        const int64_t v[13] = {C,       g->in[0], g->in[1], g->out[0], g->out[1], g->k[0], g->k[1],
+                               g->s[0], g->s[1],  g->d[0],  g->d[1],   g->pb[0],  g->pb[1]};
+        for (int i = 0; i < 13; i++) can_dw = can_dw && fits_int(v[i]);
+        /* every position computed in int: the window's ends and an output plane */
+        can_dw = can_dw && fits_int(g->out[0] * g->s[0] + g->k[0] * g->d[0]) &&
+                 fits_int(g->out[1] * g->s[1] + g->k[1] * g->d[1]) &&
+                 fits_int(g->out[0] * g->out[1]) && fits_int(g->in[0] * g->in[1]);
+        if (can_dw) {
+            struct dw_geom d = {(int)C,         (int)g->in[0], (int)g->in[1], (int)g->out[0],
+                                (int)g->out[1], (int)g->k[0],  (int)g->k[1],  (int)g->s[0],
+                                (int)g->s[1],   (int)g->d[0],  (int)g->d[1],  (int)g->pb[0],
+                                (int)g->pb[1]};
+            s->dw = d;
+        }
+    }
+    size_t esz = s->dt == OX_FLOAT ? 4 : 2,
+           ybytes = (size_t)(s->base_dims[0] * s->M * s->inner) * esz;
+    st = conv_choose(c, s, (size_t)ox_tensor_numel(x) * esz, (size_t)ox_tensor_numel(w) * esz,
+                     ybytes, b != NULL, z != NULL && z_ok, want_fused, can_gemm, can_dw);
+    if (st) return st;
+    if (s->mode == CONV_FUSED && !b) {
+        if ((st = ox_cu_check(cudaMalloc(&s->zero_bias, (size_t)s->M * esz), "cudaMalloc")) ||
+            (st = ox_cu_check(cudaMemset(s->zero_bias, 0, (size_t)s->M * esz), "cudaMemset")))
+            return st;
+    }
+    if (s->mode != CONV_DNN && s->mode != CONV_FUSED) s->ws = 0;
+    if (s->split) s->tmp = round256(ybytes);
+    *workspace = s->tmp + s->ws;
+    return OX_OK;
+}
+
+ox_status ox_cu_nn_prepare_conv(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                const ox_tensor *const *in, ox_tensor *const *out,
+                                unsigned const_inputs, void **state, size_t *workspace) {
+    (void)const_inputs;
+    bool fused_op = strcmp(n->domain, OX_DOMAIN_ONNXEXEC) == 0;
+    const ox_tensor *x = ox_in(n, in, 0), *w = ox_in(n, in, 1), *b = ox_in(n, in, 2);
+    const ox_tensor *z = fused_op ? ox_in(n, in, 3) : NULL;
+    ox_tensor *y = out[0];
+    if (!x || !w || !y) return OX_E_UNSUPPORTED;
+    ox_dtype dt = x->dtype;
+    if (!is_float_type(dt) || w->dtype != dt || y->dtype != dt || (b && b->dtype != dt) ||
+        (z && z->dtype != dt))
+        return OX_E_UNSUPPORTED;
+    if (w->rank != x->rank || x->rank < 3 || x->rank > 5) return OX_E_UNSUPPORTED;
+    int64_t kernel[SP];
+    for (int i = 0; i < x->rank - 2; i++) kernel[i] = w->dims[i + 2];
+    struct geom g;
+    if (!geometry(n, x, kernel, x->rank - 2, false, &g)) return OX_E_UNSUPPORTED;
+    int64_t group = ox_attr_int(n, "group", 1), C = x->dims[1], M = w->dims[0];
+    if (group <= 0 || C % group || M % group || w->dims[1] * group != C || !fits_int(group))
+        return OX_E_UNSUPPORTED;
+    if (b && (b->rank != 1 || b->dims[0] != M)) return OX_E_UNSUPPORTED;
+
+    struct conv_state *s = (struct conv_state *)calloc(1, sizeof *s);
+    if (!s) return ox_node_err(n, OX_E_NOMEM, "out of memory");
+    s->dt = dt;
+    s->a = act_of(n);
+    s->M = M;
+    s->base_rank = x->rank;
+    s->base_dims[0] = x->dims[0];
+    s->base_dims[1] = M;
+    s->inner = 1;
+    for (int i = 0; i < g.nsp; i++) s->base_dims[i + 2] = g.out[i], s->inner *= g.out[i];
+    s->split = !same_dims(s->base_rank, s->base_dims, y->rank, y->dims);
+    int64_t nbase = s->base_dims[0] * M * s->inner;
+    ox_status st = OX_OK;
+    if (s->split && !z)
+        st = OX_E_UNSUPPORTED; /* the CPU's infer gave another shape */
+    else if (ox_tensor_numel(y) == 0 || nbase == 0)
+        s->empty = true; /* nothing to compute, when Y is empty too */
+    if (s->empty && ox_tensor_numel(y) != 0) st = OX_E_UNSUPPORTED;
+    if (!st && !s->empty) st = conv_setup(c, s, x, w, b, z, y, &g, group, workspace);
+    if (st) {
+        ox_cu_nn_release_conv(s);
+        return st;
+    }
+    *state = s;
+    return OX_OK;
+}
+
+ox_status ox_cu_nn_conv(struct ox_cuda_ctx *c, const struct ox_node *n, const ox_tensor *const *in,
+                        ox_tensor *const *out) {
+    const struct conv_state *s = (const struct conv_state *)c->state;
+    if (s->empty) return OX_OK;
+    bool fused_op = strcmp(n->domain, OX_DOMAIN_ONNXEXEC) == 0;
+    const ox_tensor *x = in[0], *w = in[1], *b = ox_in(n, in, 2);
+    const ox_tensor *z = fused_op ? ox_in(n, in, 3) : NULL;
+    ox_tensor *y = out[0];
+    void *ws = (char *)c->workspace + s->tmp;
+    if (!s->split && (!z || ox_same_shape(z, y)))
+        return conv_launch(c, s, s->mode, x->data, w->data, b ? b->data : NULL, z ? z->data : NULL,
+                           y->data, ws);
+    /* Z broadcasts (CONV_DNN): the convolution and its bias into the base output (Y, or
+     * workspace when split), then Z and the activation */
+    void *base = s->split ? c->workspace : y->data;
+    float one = 1.0f, zero = 0.0f;
+    ox_status st =
+        ox_cu_dnn_check(cudnnConvolutionForward(c->dnn, &one, s->xd, x->data, s->wd, w->data, s->cd,
+                                                s->algo, ws, s->ws, &zero, s->yd, base),
+                        "cudnnConvolutionForward");
+    if (st) return st;
+    if (b) {
+        struct epi e = {b->data, s->inner, s->M, 1.0f, NULL, 0.0f, act_none()};
+        epi_channel_run(s->dt, c->stream, base, s->base_dims[0] * s->M * s->inner, e);
+    }
+    struct bcast bc = bcast_of(y, s->base_rank, s->base_dims, z);
+    epi_bcast_run(s->dt, c->stream, base, z ? z->data : NULL, y->data, ox_tensor_numel(y), &bc,
+                  s->a);
+    return ox_cu_launched("FusedConv epilogue");
+}
+
+/* ---- ConvTranspose ---------------------------------------------------------------------- */
+
+/* cuDNN's backward data pass of the convolution that maps Y to X: its filter [C, M/group,
+ * k...] is ConvTranspose's W as it stands, and its pads are the begin pads of ConvTranspose
+ * (Y[i] = full[i + pb]). Served when cuDNN's forward extent of Y is X's (the end pads and
+ * output_padding then agree with it). */
+struct convt_state {
+    bool empty;
+    ox_dtype dt;
+    cudnnTensorDescriptor_t xd, yd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+    cudnnConvolutionBwdDataAlgo_t algo;
+    size_t ws;
+    int64_t M, inner;
+};
+
+void ox_cu_nn_release_convtranspose(void *state) {
+    struct convt_state *s = (struct convt_state *)state;
+    if (!s) return;
+    if (s->xd) cudnnDestroyTensorDescriptor(s->xd);
+    if (s->yd) cudnnDestroyTensorDescriptor(s->yd);
+    if (s->wd) cudnnDestroyFilterDescriptor(s->wd);
+    if (s->cd) cudnnDestroyConvolutionDescriptor(s->cd);
+    free(s);
+}
+
+/* An attribute of nsp spatial values (count times nsp for pads), or def each; false when
+ * its length is wrong. */
+static bool spatial_attr(const struct ox_node *n, const char *name, int nsp, int count, int64_t def,
+                         int64_t *v) {
+    const int64_t *a;
+    int na = ox_attr_ints(n, name, &a);
+    for (int i = 0; i < nsp * count; i++) v[i] = def;
+    if (na < 0) return true;
+    if (na != nsp * count) return false;
+    for (int i = 0; i < na; i++) v[i] = a[i];
+    return true;
+}
+
+/* s's descriptors, algorithm and workspace; OX_E_UNSUPPORTED where cuDNN does not take the
+ * node. */
+static ox_status convt_setup(struct ox_cuda_ctx *c, struct convt_state *s, const ox_tensor *x,
+                             const ox_tensor *w, const ox_tensor *y, const int64_t *pb,
+                             const int64_t *sv, const int64_t *dv, int64_t group,
+                             size_t *workspace) {
+    int nsp = x->rank - 2, xdims[5], wdims[5], ydims[5], odims[5];
+    int nb = dnn_dims(x->rank, x->dims, xdims);
+    if (!nb || dnn_dims(w->rank, w->dims, wdims) != nb || dnn_dims(y->rank, y->dims, ydims) != nb)
+        return OX_E_UNSUPPORTED;
+    int dnsp = nb - 2, pads[3], strides[3], dils[3];
+    for (int i = 0; i < dnsp; i++) {
+        int j = i - (dnsp - nsp); /* the unit H of a 1-D convolution: j < 0 */
+        int64_t p = j < 0 ? 0 : pb[j], st = j < 0 ? 1 : sv[j], dl = j < 0 ? 1 : dv[j];
+        if (!fits_int(p) || !fits_int(st) || !fits_int(dl)) return OX_E_UNSUPPORTED;
+        pads[i] = (int)p, strides[i] = (int)st, dils[i] = (int)dl;
+    }
+    cudnnDataType_t ddt = dnn_type(s->dt);
+    ox_status st;
+    if ((st =
+             ox_cu_dnn_check(cudnnCreateTensorDescriptor(&s->xd), "cudnnCreateTensorDescriptor")) ||
+        (st =
+             ox_cu_dnn_check(cudnnCreateTensorDescriptor(&s->yd), "cudnnCreateTensorDescriptor")) ||
+        (st =
+             ox_cu_dnn_check(cudnnCreateFilterDescriptor(&s->wd), "cudnnCreateFilterDescriptor")) ||
+        (st = ox_cu_dnn_check(cudnnCreateConvolutionDescriptor(&s->cd),
+                              "cudnnCreateConvolutionDescriptor")))
+        return st;
+    if (set_tensor(s->xd, ddt, nb, xdims) != CUDNN_STATUS_SUCCESS ||
+        set_tensor(s->yd, ddt, nb, ydims) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetFilterNdDescriptor(s->wd, ddt, CUDNN_TENSOR_NCHW, nb, wdims) !=
+            CUDNN_STATUS_SUCCESS ||
+        cudnnSetConvolutionNdDescriptor(s->cd, dnsp, pads, strides, dils, CUDNN_CROSS_CORRELATION,
+                                        CUDNN_DATA_FLOAT) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetConvolutionGroupCount(s->cd, (int)group) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetConvolutionMathType(s->cd, dnn_math(c, s->dt)) != CUDNN_STATUS_SUCCESS)
+        return OX_E_UNSUPPORTED;
+    /* the forward convolution of Y must give X's extent */
+    if (cudnnGetConvolutionNdForwardOutputDim(s->cd, s->yd, s->wd, nb, odims) !=
+            CUDNN_STATUS_SUCCESS ||
+        memcmp(odims, xdims, sizeof(int) * (size_t)nb) != 0)
+        return OX_E_UNSUPPORTED;
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int cnt = 0;
+    bool found = false;
+    if (cudnnGetConvolutionBackwardDataAlgorithm_v7(c->dnn, s->wd, s->xd, s->cd, s->yd,
+                                                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &cnt,
+                                                    perf) != CUDNN_STATUS_SUCCESS)
+        cnt = 0;
+    for (int i = 0; i < cnt && !found; i++)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && math_ok(c, s->dt, perf[i].mathType) &&
+            perf[i].memory <= ((size_t)512 << 20))
+            s->algo = perf[i].algo, found = true;
+    if (!found) s->algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+    if (cudnnGetConvolutionBackwardDataWorkspaceSize(c->dnn, s->wd, s->xd, s->cd, s->yd, s->algo,
+                                                     &s->ws) != CUDNN_STATUS_SUCCESS)
+        return OX_E_UNSUPPORTED;
+    *workspace = s->ws;
+    return OX_OK;
+}
+
+ox_status ox_cu_nn_prepare_convtranspose(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                         const ox_tensor *const *in, ox_tensor *const *out,
+                                         unsigned const_inputs, void **state, size_t *workspace) {
+    (void)const_inputs;
+    const ox_tensor *x = ox_in(n, in, 0), *w = ox_in(n, in, 1), *b = ox_in(n, in, 2);
+    ox_tensor *y = out[0];
+    if (!x || !w || !y) return OX_E_UNSUPPORTED;
+    ox_dtype dt = x->dtype;
+    if (!is_float_type(dt) || w->dtype != dt || y->dtype != dt || (b && b->dtype != dt))
+        return OX_E_UNSUPPORTED;
+    if (x->rank < 3 || x->rank > 5 || w->rank != x->rank || y->rank != x->rank)
+        return OX_E_UNSUPPORTED;
+    int nsp = x->rank - 2;
+    int64_t group = ox_attr_int(n, "group", 1), C = x->dims[1];
+    if (group <= 0 || !fits_int(group) || w->dims[0] != C || C % group) return OX_E_UNSUPPORTED;
+    int64_t M = w->dims[1] * group;
+    if (y->dims[0] != x->dims[0] || y->dims[1] != M || (b && (b->rank != 1 || b->dims[0] != M)))
+        return OX_E_UNSUPPORTED;
+    int64_t sv[SP], dv[SP], opad[SP], pads[2 * SP], pb[SP];
+    if (!spatial_attr(n, "strides", nsp, 1, 1, sv) ||
+        !spatial_attr(n, "dilations", nsp, 1, 1, dv) ||
+        !spatial_attr(n, "output_padding", nsp, 1, 0, opad) ||
+        !spatial_attr(n, "pads", nsp, 2, 0, pads))
+        return OX_E_UNSUPPORTED;
+    const int64_t *osa;
+    bool has_os = ox_attr_ints(n, "output_shape", &osa) >= 0;
+    const char *ap = ox_attr_str(n, "auto_pad", "NOTSET");
+    bool same = strcmp(ap, "SAME_UPPER") == 0 || strcmp(ap, "SAME_LOWER") == 0;
+    bool upper = strcmp(ap, "SAME_UPPER") == 0;
+    for (int i = 0; i < nsp; i++) {
+        int64_t in_i = x->dims[i + 2], k = w->dims[i + 2], out_i = y->dims[i + 2];
+        if (sv[i] <= 0 || dv[i] <= 0 || k <= 0 || in_i <= 0) return OX_E_UNSUPPORTED;
+        /* the pads at the beginning, as kernels/cpu/nn.c's ct_setup chooses them */
+        int64_t full = sv[i] * (in_i - 1) + opad[i] + (k - 1) * dv[i] + 1;
+        if (has_os || same) {
+            int64_t total = full - out_i;
+            pb[i] = total <= 0 ? 0 : upper ? total / 2 : total - total / 2;
+        } else if (strcmp(ap, "VALID") == 0) {
+            pb[i] = 0;
+        } else {
+            pb[i] = pads[i];
+        }
+    }
+    struct convt_state *s = (struct convt_state *)calloc(1, sizeof *s);
+    if (!s) return ox_node_err(n, OX_E_NOMEM, "out of memory");
+    s->dt = dt;
+    s->M = M;
+    s->inner = 1;
+    for (int i = 0; i < nsp; i++) s->inner *= y->dims[i + 2];
+    ox_status st = OX_OK;
+    if (ox_tensor_numel(y) == 0)
+        s->empty = true;
+    else if (ox_tensor_numel(x) == 0 || ox_tensor_numel(w) == 0)
+        st = OX_E_UNSUPPORTED;
+    else
+        st = convt_setup(c, s, x, w, y, pb, sv, dv, group, workspace);
+    if (st) {
+        ox_cu_nn_release_convtranspose(s);
+        return st;
+    }
+    *state = s;
+    return OX_OK;
+}
+
+ox_status ox_cu_nn_convtranspose(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                 const ox_tensor *const *in, ox_tensor *const *out) {
+    const struct convt_state *s = (const struct convt_state *)c->state;
+    if (s->empty) return OX_OK;
+    const ox_tensor *b = ox_in(n, in, 2);
+    float one = 1.0f, zero = 0.0f;
+    ox_status st = ox_cu_dnn_check(
+        cudnnConvolutionBackwardData(c->dnn, &one, s->wd, in[1]->data, s->xd, in[0]->data, s->cd,
+                                     s->algo, c->workspace, s->ws, &zero, s->yd, out[0]->data),
+        "cudnnConvolutionBackwardData");
+    if (st || !b) return st;
+    struct epi e = {b->data, s->inner, s->M, 1.0f, NULL, 0.0f, act_none()};
+    epi_channel_run(s->dt, c->stream, out[0]->data, ox_tensor_numel(out[0]), e);
+    return ox_cu_launched("ConvTranspose bias");
+}
+
+/* ---- MaxPool, AveragePool, LpPool ------------------------------------------------------ */
+
+enum { POOL_MAX, POOL_AVG, POOL_LP };
+
+/* Spatial dims padded in front to three with unit extents; one thread per output element,
+ * visiting only the taps inside the input, as kernels/cpu/conv.c's pool_run. */
+struct pool_args {
+    int64_t in[SP], k[SP], s[SP], d[SP], pb[SP], pe[SP], out[SP];
+    int64_t in_size, out_size;
+    int kind;
+    bool include_pad;
+    float p;
+};
+
+/* Taps t in [0, k) of a window that starts at `start` (dilation d) and land in [0, n): the
+ * first in *lo, their count returned (0: none). */
+template <typename I> __device__ __forceinline__ I taps_inside(I start, I k, I d, I n, I *lo) {
+    I a = start >= 0 ? 0 : (-start + d - 1) / d;
+    I b = start >= n ? 0 : (n - 1 - start) / d + 1;
+    if (b > k) b = k;
+    *lo = a;
+    return b > a ? b - a : 0;
+}
+
+/* I: the index type (int where every offset fits, whose divisions are much cheaper). */
+template <typename T, typename I>
+__global__ void pool_kernel(const T *x, T *y, I total, struct pool_args pa) {
+    I in[SP], k[SP], st[SP], d[SP], pb[SP], pe[SP], out[SP];
+    for (int a = 0; a < SP; a++) {
+        in[a] = (I)pa.in[a], k[a] = (I)pa.k[a], st[a] = (I)pa.s[a], d[a] = (I)pa.d[a];
+        pb[a] = (I)pa.pb[a], pe[a] = (I)pa.pe[a], out[a] = (I)pa.out[a];
+    }
+    I out_size = (I)pa.out_size, in_size = (I)pa.in_size;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (I)gridDim.x * blockDim.x) {
+        I nc = i / out_size, q = i - nc * out_size;
+        I q1 = q / out[2];
+        I o[SP] = {q1 / out[1], q1 - q1 / out[1] * out[1], q - q1 * out[2]};
+        I start[SP], lo[SP], kn[SP], padded = 1, count = 1;
+        for (int a = 0; a < SP; a++) {
+            start[a] = o[a] * st[a] - pb[a];
+            /* with count_include_pad, the window counts up to the end padding only */
+            I end = start[a] + (k[a] - 1) * d[a] + 1, lim = in[a] + pe[a];
+            I pend = end < lim ? end : lim;
+            padded *= (pend - start[a] + d[a] - 1) / d[a];
+            kn[a] = taps_inside<I>(start[a], k[a], d[a], in[a], &lo[a]);
+            count *= kn[a];
+        }
+        const T *xc = x + nc * in_size;
+        float acc = 0.0f;
+        bool first = true;
+        for (I t0 = lo[0]; t0 < lo[0] + kn[0]; t0++) {
+            const T *x0 = xc + (start[0] + t0 * d[0]) * in[1] * in[2];
+            for (I t1 = lo[1]; t1 < lo[1] + kn[1]; t1++) {
+                const T *x1 = x0 + (start[1] + t1 * d[1]) * in[2];
+                for (I t2 = lo[2]; t2 < lo[2] + kn[2]; t2++) {
+                    float v = to_f<T>(x1[start[2] + t2 * d[2]]);
+                    if (pa.kind == POOL_MAX) {
+                        if (first || v > acc || v != v) acc = v; /* a NaN wins */
+                        first = false;
+                    } else if (pa.kind == POOL_AVG) {
+                        acc += v;
+                    } else {
+                        acc += powf(fabsf(v), pa.p);
+                    }
+                }
+            }
+        }
+        if (pa.kind == POOL_AVG)
+            acc /= (float)(pa.include_pad ? padded : (count ? count : 1));
+        else if (pa.kind == POOL_LP)
+            acc = powf(acc, 1.0f / pa.p);
+        y[i] = from_f<T>(acc); /* max over no taps: 0 */
+    }
+}
+
+template <typename T>
+static void pool_launch(cudaStream_t st, const void *x, void *y, int64_t total, int64_t nx,
+                        const struct pool_args *p) {
+    /* int indices when every offset into x and y fits, and the window ends too */
+    bool small = total <= INT32_MAX && nx <= INT32_MAX;
+    int64_t taps = 1;
+    for (int a = 0; a < SP; a++) {
+        small = small && p->out[a] * p->s[a] + p->k[a] * p->d[a] + p->in[a] + p->pb[a] + p->pe[a] <=
+                             INT32_MAX;
+        taps *= p->k[a]; /* bounds the count of padded taps */
+        small = small && taps <= INT32_MAX;
+    }
+    if (small)
+        pool_kernel<T, int>
+            <<<ox_cu_blocks(total), 256, 0, st>>>((const T *)x, (T *)y, (int)total, *p);
+    else
+        pool_kernel<T, int64_t>
+            <<<ox_cu_blocks(total), 256, 0, st>>>((const T *)x, (T *)y, total, *p);
+}
+
+ox_status ox_cu_nn_prepare_pool(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                const ox_tensor *const *in, ox_tensor *const *out,
+                                unsigned const_inputs, void **state, size_t *workspace) {
+    (void)c, (void)const_inputs, (void)workspace;
+    const ox_tensor *x = ox_in(n, in, 0);
+    ox_tensor *y = out[0];
+    int kind = strcmp(n->op_type, "MaxPool") == 0       ? POOL_MAX
+               : strcmp(n->op_type, "AveragePool") == 0 ? POOL_AVG
+                                                        : POOL_LP;
+    if (!x || !y || y->dtype != x->dtype) return OX_E_UNSUPPORTED;
+    if (n->n_outputs > 1 && out[1]) return OX_E_UNSUPPORTED; /* MaxPool's Indices */
+    bool int8 = x->dtype == OX_INT8 || x->dtype == OX_UINT8;
+    if (!is_float_type(x->dtype) && !(kind == POOL_MAX && int8)) return OX_E_UNSUPPORTED;
+    const int64_t *ks;
+    int nks = ox_attr_ints(n, "kernel_shape", &ks);
+    struct geom g;
+    if (nks < 0 || !geometry(n, x, ks, nks, true, &g)) return OX_E_UNSUPPORTED;
+    if (y->rank != x->rank || y->dims[0] != x->dims[0] || y->dims[1] != x->dims[1])
+        return OX_E_UNSUPPORTED;
+    struct pool_args *p = (struct pool_args *)calloc(1, sizeof *p);
+    if (!p) return ox_node_err(n, OX_E_NOMEM, "out of memory");
+    int off = SP - g.nsp;
+    p->in_size = p->out_size = 1;
+    for (int a = 0; a < SP; a++) {
+        int j = a - off;
+        p->in[a] = j < 0 ? 1 : g.in[j];
+        p->k[a] = j < 0 ? 1 : g.k[j];
+        p->s[a] = j < 0 ? 1 : g.s[j];
+        p->d[a] = j < 0 ? 1 : g.d[j];
+        p->pb[a] = j < 0 ? 0 : g.pb[j];
+        p->pe[a] = j < 0 ? 0 : g.pe[j];
+        p->out[a] = j < 0 ? 1 : g.out[j];
+        if (j >= 0 && p->out[a] != y->dims[j + 2]) {
+            free(p);
+            return OX_E_UNSUPPORTED;
+        }
+        p->in_size *= p->in[a];
+        p->out_size *= p->out[a];
+    }
+    p->kind = kind;
+    p->include_pad = kind == POOL_AVG && ox_attr_int(n, "count_include_pad", 0);
+    p->p = kind == POOL_LP ? (float)ox_attr_int(n, "p", 2) : 2.0f;
+    *state = p;
+    return OX_OK;
+}
+
+ox_status ox_cu_nn_pool(struct ox_cuda_ctx *c, const struct ox_node *n, const ox_tensor *const *in,
+                        ox_tensor *const *out) {
+    const struct pool_args *p = (const struct pool_args *)c->state;
+    int64_t total = ox_tensor_numel(out[0]), nx = ox_tensor_numel(in[0]);
+    if (total == 0) return OX_OK;
+    const void *x = in[0]->data;
+    void *y = out[0]->data;
+    switch (in[0]->dtype) {
+    case OX_FLOAT: pool_launch<float>(c->stream, x, y, total, nx, p); break;
+    case OX_FLOAT16: pool_launch<__half>(c->stream, x, y, total, nx, p); break;
+    case OX_INT8: pool_launch<int8_t>(c->stream, x, y, total, nx, p); break;
+    default: pool_launch<uint8_t>(c->stream, x, y, total, nx, p); break;
+    }
+    return ox_cu_launched(n->op_type);
+}
+
+/* ---- MatMul, FusedMatMul ---------------------------------------------------------------- */
+
+/* y[i] = v[(i / inner) % channels]: a bias broadcast into the output of a GEMM that then adds
+ * its product to it (beta), instead of a pass over the product after it. */
+template <typename T, typename I>
+__global__ void bcast_fill(T *y, I n, const T *v, I inner, I channels) {
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x)
+        y[i] = v[(i / inner) % channels];
+}
+
+template <typename T>
+static void bcast_fill_launch(cudaStream_t st, void *y, int64_t n, const void *v, int64_t inner,
+                              int64_t channels) {
+    if (n <= INT32_MAX)
+        bcast_fill<T, uint32_t><<<ox_cu_blocks(n), 256, 0, st>>>(
+            (T *)y, (uint32_t)n, (const T *)v, (uint32_t)inner, (uint32_t)channels);
+    else
+        bcast_fill<T, int64_t>
+            <<<ox_cu_blocks(n), 256, 0, st>>>((T *)y, n, (const T *)v, inner, channels);
+}
+
+static ox_status bcast_fill_run(ox_dtype dt, cudaStream_t st, void *y, int64_t n, const void *v,
+                                int64_t inner, int64_t channels) {
+    if (n <= 0) return OX_OK;
+    if (dt == OX_FLOAT)
+        bcast_fill_launch<float>(st, y, n, v, inner, channels);
+    else
+        bcast_fill_launch<__half>(st, y, n, v, inner, channels);
+    return ox_cu_launched("bias broadcast");
+}
+
+struct mm_state {
+    struct ox_matmul_shape m;
+    ox_dtype dt;
+    bool empty, zero_k;
+    struct gemm_call g;
+    int64_t outer; /* strided batches, each of g.count items of the batch */
+    /* epilogue */
+    int z_mode;   /* 0 none, 1 Z of Y's shape, 2 a vector over Y's last axis, 3 broadcast */
+    bool prefill; /* z_mode 2 without activation: Z broadcast into Y, added by the GEMM */
+    bool split;   /* Z broadcasts Y to a larger shape: the product goes to workspace first */
+    struct act a;
+    int64_t n_base; /* elements of the product */
+};
+
+ox_status ox_cu_nn_prepare_matmul(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                  const ox_tensor *const *in, ox_tensor *const *out,
+                                  unsigned const_inputs, void **state, size_t *workspace) {
+    (void)c, (void)const_inputs;
+    bool fused = strcmp(n->domain, OX_DOMAIN_ONNXEXEC) == 0;
+    const ox_tensor *a = ox_in(n, in, 0), *b = ox_in(n, in, 1);
+    const ox_tensor *z = fused ? ox_in(n, in, 2) : NULL;
+    ox_tensor *y = out[0];
+    if (!a || !b || !y) return OX_E_UNSUPPORTED;
+    ox_dtype dt = a->dtype;
+    if (!is_float_type(dt) || b->dtype != dt || y->dtype != dt || (z && z->dtype != dt))
+        return OX_E_UNSUPPORTED;
+    struct mm_state *s = (struct mm_state *)calloc(1, sizeof *s);
+    if (!s) return ox_node_err(n, OX_E_NOMEM, "out of memory");
+    ox_status st = ox_matmul_shape(n, a, b, &s->m);
+    if (st) {
+        free(s);
+        return st;
+    }
+    const struct ox_matmul_shape *m = &s->m;
+    s->dt = dt;
+    s->a = act_of(n);
+    s->n_base = m->batch * m->M * m->N;
+    s->split = !same_dims(m->rank, m->dims, y->rank, y->dims);
+    if (s->split && !z) goto unsupported_free;
+    if (ox_tensor_numel(y) == 0 || s->n_base == 0) {
+        if (ox_tensor_numel(y) != 0) goto unsupported_free;
+        s->empty = true;
+        *state = s;
+        return OX_OK;
+    }
+    s->zero_k = m->K == 0;
+    {
+        /* B shared by every item and A contiguous: one GEMM of batch * M rows */
+        bool b_shared = true, a_contig = true;
+        for (int d = 0; d < m->brank; d++) {
+            if (m->bstr[d] != 0 && m->bdims[d] != 1) b_shared = false;
+            if (m->astr[d] == 0 && m->bdims[d] != 1) a_contig = false;
+        }
+        int64_t rows = m->M, count = 1;
+        s->outer = m->batch;
+        if (b_shared && a_contig) {
+            rows = m->M * m->batch, s->outer = 1;
+        } else {
+            /* the whole batch as one strided batch when each operand's items lie one stride
+             * apart, else the last batch dim (always so) per item of the others */
+            int64_t a1 = 0, b1 = 0, ao, bo;
+            if (m->batch > 1) ox_matmul_offsets(m, 1, &a1, &b1);
+            bool linear = true;
+            for (int64_t i = 0; i < m->batch && linear; i++) {
+                ox_matmul_offsets(m, i, &ao, &bo);
+                linear = ao == i * a1 && bo == i * b1;
+            }
+            count = linear ? m->batch : m->brank ? m->bdims[m->brank - 1] : 1;
+            s->outer = m->batch / count;
+            if (count > 1) ox_matmul_offsets(m, 1, &a1, &b1);
+            s->g.sa = a1, s->g.sb = b1;
+        }
+        if (!gemm_fits(rows, m->N, m->K, m->K, m->N) || !fits_int(count)) goto unsupported_free;
+        s->g.ta = s->g.tb = CUBLAS_OP_N;
+        s->g.m = (int)m->N, s->g.n = (int)rows, s->g.k = (int)m->K;
+        s->g.lda = (int)(m->K ? m->K : 1), s->g.ldb = (int)m->N;
+        s->g.sy = rows * m->N;
+        s->g.count = (int)count;
+    }
+    /* the epilogue: Z as Y's shape, as a vector over the last axis, or broadcast */
+    if (!z) {
+        s->z_mode = 0;
+    } else if (s->split) {
+        s->z_mode = 3;
+    } else if (ox_same_shape(z, y)) {
+        s->z_mode = 1;
+    } else {
+        int64_t L = y->rank ? y->dims[y->rank - 1] : 1;
+        bool vec = z->rank >= 1 && z->rank <= y->rank && z->dims[z->rank - 1] == L;
+        for (int i = 0; i + 1 < z->rank; i++) vec = vec && z->dims[i] == 1;
+        s->z_mode = vec ? 2 : 3;
+    }
+    s->prefill = s->z_mode == 2 && act_is_none(s->a) && !s->zero_k;
+    if (s->split) {
+        size_t esz = dt == OX_FLOAT ? 4 : 2;
+        *workspace = round256((size_t)s->n_base * esz);
+    }
+    *state = s;
+    return OX_OK;
+unsupported_free:
+    free(s);
+    return OX_E_UNSUPPORTED;
+}
+
+ox_status ox_cu_nn_matmul(struct ox_cuda_ctx *c, const struct ox_node *n,
+                          const ox_tensor *const *in, ox_tensor *const *out) {
+    const struct mm_state *s = (const struct mm_state *)c->state;
+    if (s->empty) return OX_OK;
+    bool fused = strcmp(n->domain, OX_DOMAIN_ONNXEXEC) == 0;
+    const ox_tensor *z = fused ? ox_in(n, in, 2) : NULL;
+    ox_tensor *y = out[0];
+    size_t esz = s->dt == OX_FLOAT ? 4 : 2;
+    char *base = (char *)(s->split ? c->workspace : y->data);
+    int64_t L = y->rank ? y->dims[y->rank - 1] : 1;
+    ox_status st = OX_OK;
+    float beta = 0.0f;
+    if (s->prefill) {
+        st = bcast_fill_run(s->dt, c->stream, y->data, s->n_base, z->data, 1, L);
+        beta = 1.0f;
+    }
+    if (!st && s->zero_k) {
+        st = ox_cu_check(cudaMemsetAsync(base, 0, (size_t)s->n_base * esz, c->stream),
+                         "cudaMemsetAsync");
+    } else if (!st) {
+        for (int64_t o = 0; o < s->outer && !st; o++) {
+            int64_t ao = 0, bo = 0;
+            if (s->outer > 1) ox_matmul_offsets(&s->m, o * s->g.count, &ao, &bo);
+            st = gemm_run(c, s->dt, &s->g, 1.0f, (const char *)in[0]->data + ao * esz,
+                          (const char *)in[1]->data + bo * esz, beta,
+                          base + (size_t)(o * s->g.count) * (size_t)s->g.sy * esz);
+        }
+    }
+    if (st) return st;
+    if (s->z_mode == 3) {
+        struct bcast bc = bcast_of(y, s->m.rank, s->m.dims, z);
+        epi_bcast_run(s->dt, c->stream, base, z->data, y->data, ox_tensor_numel(y), &bc, s->a);
+        return ox_cu_launched("FusedMatMul epilogue");
+    }
+    if (s->prefill || (s->z_mode == 0 && act_is_none(s->a))) return OX_OK;
+    struct epi e = {NULL, 1, L > 0 ? L : 1, 1.0f, NULL, 1.0f, s->a};
+    if (s->z_mode == 1) e.z = z->data;
+    if (s->z_mode == 2) e.bias = z->data;
+    epi_channel_run(s->dt, c->stream, y->data, s->n_base, e);
+    return ox_cu_launched("FusedMatMul epilogue");
+}
+
+/* ---- Gemm, FusedGemm -------------------------------------------------------------------- */
+
+struct gemm_state {
+    ox_dtype dt;
+    bool empty, zero_k;
+    struct gemm_call g;
+    float alpha;
+    int64_t MN;
+    struct epi e; /* beta C as bias (scalar, row or column vector) or z ([M, N]); act */
+    bool has_epi;
+    bool prefill; /* C without activation: broadcast into Y, added by the GEMM (beta) */
+};
+
+ox_status ox_cu_nn_prepare_gemm(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                const ox_tensor *const *in, ox_tensor *const *out,
+                                unsigned const_inputs, void **state, size_t *workspace) {
+    (void)c, (void)const_inputs, (void)workspace;
+    const ox_tensor *a = ox_in(n, in, 0), *b = ox_in(n, in, 1), *cc = ox_in(n, in, 2);
+    ox_tensor *y = out[0];
+    if (!a || !b || !y) return OX_E_UNSUPPORTED;
+    ox_dtype dt = a->dtype;
+    if (!is_float_type(dt) || b->dtype != dt || y->dtype != dt || (cc && cc->dtype != dt))
+        return OX_E_UNSUPPORTED;
+    if (a->rank != 2 || b->rank != 2 || y->rank != 2 || (cc && cc->rank > 2))
+        return OX_E_UNSUPPORTED;
+    bool ta = ox_attr_int(n, "transA", 0), tb = ox_attr_int(n, "transB", 0);
+    int64_t M = ta ? a->dims[1] : a->dims[0], K = ta ? a->dims[0] : a->dims[1];
+    int64_t N = tb ? b->dims[0] : b->dims[1], kb = tb ? b->dims[1] : b->dims[0];
+    if (kb != K || y->dims[0] != M || y->dims[1] != N) return OX_E_UNSUPPORTED;
+    float beta = ox_attr_float(n, "beta", 1.0f);
+    struct gemm_state *s = (struct gemm_state *)calloc(1, sizeof *s);
+    if (!s) return ox_node_err(n, OX_E_NOMEM, "out of memory");
+    s->dt = dt;
+    s->alpha = ox_attr_float(n, "alpha", 1.0f);
+    s->MN = M * N;
+    s->zero_k = K == 0;
+    *state = s;
+    if (M * N == 0) {
+        s->empty = true;
+        return OX_OK;
+    }
+    if (!gemm_fits(M, N, K, a->dims[1], b->dims[1])) {
+        free(s);
+        *state = NULL;
+        return OX_E_UNSUPPORTED;
+    }
+    s->g.ta = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    s->g.tb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    s->g.m = (int)N, s->g.n = (int)M, s->g.k = (int)K;
+    s->g.lda = (int)a->dims[1], s->g.ldb = (int)b->dims[1];
+    s->g.count = 1;
+    /* beta C broadcast to [M, N]: element (i, j) at i * rs + j * cs, as gemm_fill_c */
+    struct epi e = {NULL, 1, 1, beta, NULL, beta, act_of(n)};
+    if (cc && beta != 0) {
+        int64_t rs = 0, cs = 0;
+        if (cc->rank == 2) rs = cc->dims[0] == 1 ? 0 : cc->dims[1], cs = cc->dims[1] == 1 ? 0 : 1;
+        if (cc->rank == 1) cs = cc->dims[0] == 1 ? 0 : 1;
+        if (rs && cs) {
+            e.z = cc->data; /* [M, N] */
+        } else {
+            e.bias = cc->data;
+            e.inner = rs ? N : 1; /* [M, 1]: by row; [N]: by column; else one value */
+            e.channels = rs ? M : cs ? N : 1;
+        }
+    }
+    s->e = e;
+    s->has_epi = e.bias || e.z || !act_is_none(e.a);
+    s->prefill = (e.bias || e.z) && act_is_none(e.a) && !s->zero_k;
+    return OX_OK;
+}
+
+ox_status ox_cu_nn_gemm(struct ox_cuda_ctx *c, const struct ox_node *n, const ox_tensor *const *in,
+                        ox_tensor *const *out) {
+    const struct gemm_state *s = (const struct gemm_state *)c->state;
+    if (s->empty) return OX_OK;
+    ox_tensor *y = out[0];
+    const ox_tensor *cc = ox_in(n, in, 2);
+    size_t bytes = (size_t)s->MN * (s->dt == OX_FLOAT ? 4 : 2);
+    ox_status st;
+    if (s->prefill) {
+        /* C broadcast into Y, then Y = alpha A B + beta Y */
+        if (s->e.z)
+            st = ox_cu_check(
+                cudaMemcpyAsync(y->data, cc->data, bytes, cudaMemcpyDeviceToDevice, c->stream),
+                "cudaMemcpyAsync");
+        else
+            st = bcast_fill_run(s->dt, c->stream, y->data, s->MN, cc->data, s->e.inner,
+                                s->e.channels);
+        return st ? st
+                  : gemm_run(c, s->dt, &s->g, s->alpha, in[0]->data, in[1]->data, s->e.bias_scale,
+                             y->data);
+    }
+    if (s->zero_k)
+        st = ox_cu_check(cudaMemsetAsync(y->data, 0, bytes, c->stream), "cudaMemsetAsync");
+    else
+        st = gemm_run(c, s->dt, &s->g, s->alpha, in[0]->data, in[1]->data, 0.0f, y->data);
+    if (st || !s->has_epi) return st;
+    struct epi e = s->e;
+    /* the pointers of this run, not prepare's */
+    if (e.z) e.z = cc->data;
+    if (e.bias) e.bias = cc->data;
+    epi_channel_run(s->dt, c->stream, y->data, s->MN, e);
+    return ox_cu_launched("Gemm epilogue");
+}

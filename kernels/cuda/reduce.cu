@@ -1,0 +1,1246 @@
+/* CUDA kernels of the reduce family: Reduce{Sum,Mean,Max,Min,Prod,L1,L2,LogSum,LogSumExp,
+ * SumSquare}, ArgMax/ArgMin, GlobalAveragePool/GlobalMaxPool, Softmax/LogSoftmax and the
+ * normalizations (LayerNormalization, InstanceNormalization, GroupNormalization,
+ * BatchNormalization in inference mode). kernels/cpu/reduce.c, norm.c, nn.c and conv.c are
+ * the reference for every attribute, default and edge case.
+ *
+ * Design. A reduction is an "op" functor (init, pre, combine, finish) over an accumulator:
+ * float for float32/float16 (stored back rounded), long long for int32/int64 (wrapping
+ * arithmetic, as the CPU's int64 loop), a (max, scaled sum) pair for LogSumExp (one pass),
+ * an (value, index) pair for ArgMax/ArgMin. prepare() reduces the shape to one of three
+ * layouts, and one of three kernels runs the functor:
+ * - rows (the reduced axes are the last ones once size-1 axes are ignored: outer x n):
+ *   a warp per row for rows up to 512 long, else a block per row, warp-shuffle reductions;
+ * - columns (one reduced block in the middle: outer x n x inner): a block of 32 x BY
+ *   threads covers 32 neighbouring inner positions (coalesced), its BY rows of threads
+ *   splitting n, folded through shared memory;
+ * - generic (reduced axes in several blocks): a thread per output walking the reduced
+ *   index space with an odometer.
+ * The combine functions are commutative and associative (NaN-propagating extrema, ArgMax's
+ * total order on (value, index)), so any split of the work gives the sequential answer.
+ * Empty reductions give the functor's identity, as the CPU kernel does.
+ *
+ * Softmax and the normalizations are row kernels of the same shape (a warp or a block per
+ * row, statistics by the same group reductions, then a pass that writes the row); Softmax
+ * over a non-last axis (opset >= 13) uses the column layout. BatchNormalization folds its
+ * four per-channel inputs into y = x * a[c] + b[c]: a and b are computed once in prepare
+ * when the inputs are constant, else by a small kernel into the workspace on every run. */
+#include "kernels/cuda/cuda.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <type_traits>
+
+#define OX_CUDA_OP(domain, type, prepare, run, release)                                            \
+    ox_status prepare(struct ox_cuda_ctx *, const struct ox_node *, const ox_tensor *const *,      \
+                      ox_tensor *const *, unsigned, void **, size_t *);                            \
+    ox_status run(struct ox_cuda_ctx *, const struct ox_node *, const ox_tensor *const *,          \
+                  ox_tensor *const *);                                                             \
+    void release(void *);
+#include "kernels/cuda/reduce.def"
+#undef OX_CUDA_OP
+
+/* ---- element types ------------------------------------------------------------------- */
+
+template <typename T> struct is_int_type : std::false_type {};
+template <> struct is_int_type<int32_t> : std::true_type {};
+template <> struct is_int_type<int64_t> : std::true_type {};
+
+/* The accumulator of an element type: float for the float types, long long for integers. */
+template <typename T>
+using acc_of = typename std::conditional<is_int_type<T>::value, long long, float>::type;
+
+static __device__ __forceinline__ float to_f(float v) {
+    return v;
+}
+static __device__ __forceinline__ float to_f(__half v) {
+    return __half2float(v);
+}
+static __device__ __forceinline__ long long to_acc(int32_t v) {
+    return v;
+}
+static __device__ __forceinline__ long long to_acc(int64_t v) {
+    return (long long)v;
+}
+static __device__ __forceinline__ float to_acc(float v) {
+    return v;
+}
+static __device__ __forceinline__ float to_acc(__half v) {
+    return __half2float(v);
+}
+
+template <typename T> static __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) {
+    return v;
+}
+template <> __device__ __forceinline__ __half from_f<__half>(float v) {
+    return __float2half(v);
+}
+
+static __device__ __forceinline__ bool is_nan(float v) {
+    return isnan(v);
+}
+static __device__ __forceinline__ bool is_nan(long long v) {
+    (void)v;
+    return false;
+}
+
+/* Identities of the extrema: -inf/+inf for floats, the type's limits for integers (the
+ * CPU's int_limits). */
+template <typename T> static __device__ __forceinline__ acc_of<T> lowest() {
+    if constexpr (std::is_same<T, int32_t>::value)
+        return INT32_MIN;
+    else if constexpr (std::is_same<T, int64_t>::value)
+        return (long long)INT64_MIN;
+    else
+        return -INFINITY;
+}
+template <typename T> static __device__ __forceinline__ acc_of<T> highest() {
+    if constexpr (std::is_same<T, int32_t>::value)
+        return INT32_MAX;
+    else if constexpr (std::is_same<T, int64_t>::value)
+        return (long long)INT64_MAX;
+    else
+        return INFINITY;
+}
+
+/* ---- accumulators and their warp shuffles -------------------------------------------- */
+
+struct lse_acc {
+    float m, s; /* running max and sum of exp(x - m) */
+};
+
+template <typename V> struct arg_acc {
+    V v;
+    long long i; /* -1: no element yet */
+};
+
+static __device__ __forceinline__ float shfl_xor(float v, int m) {
+    return __shfl_xor_sync(0xffffffffu, v, m);
+}
+static __device__ __forceinline__ long long shfl_xor(long long v, int m) {
+    return __shfl_xor_sync(0xffffffffu, v, m);
+}
+static __device__ __forceinline__ lse_acc shfl_xor(lse_acc v, int m) {
+    return {shfl_xor(v.m, m), shfl_xor(v.s, m)};
+}
+template <typename V> static __device__ __forceinline__ arg_acc<V> shfl_xor(arg_acc<V> v, int m) {
+    return {shfl_xor(v.v, m), shfl_xor(v.i, m)};
+}
+
+/* ---- reduction functors -------------------------------------------------------------- */
+
+/* How elements combine (after the elementwise pre-step) and what happens to the result:
+ * the CPU's red_class and red_post. RC_MAXNN is GlobalMaxPool's max, which skips NaN. */
+enum { RC_SUM, RC_SUMSQ, RC_ABS, RC_PROD, RC_MAX, RC_MIN, RC_MAXNN, RC_LSE };
+enum { RP_NONE, RP_MEAN, RP_SQRT, RP_LOG };
+
+template <typename T, int CLS> struct red_op {
+    using In = T;
+    using Out = T;
+    using A = acc_of<T>;
+    static constexpr bool is_int = is_int_type<T>::value;
+    int post;  /* RP_*, float types only */
+    float div; /* RP_MEAN's divisor */
+
+    __device__ A init() const {
+        if constexpr (CLS == RC_PROD)
+            return 1;
+        else if constexpr (CLS == RC_MAX || CLS == RC_MAXNN)
+            return lowest<T>();
+        else if constexpr (CLS == RC_MIN)
+            return highest<T>();
+        else
+            return 0;
+    }
+    __device__ A pre(T v, int64_t) const {
+        A a = to_acc(v);
+        if constexpr (is_int) {
+            unsigned long long u = (unsigned long long)a;
+            if constexpr (CLS == RC_SUMSQ) return (long long)(u * u);
+            if constexpr (CLS == RC_ABS) return a < 0 ? (long long)(0ull - u) : a;
+            return a;
+        } else {
+            if constexpr (CLS == RC_SUMSQ) return a * a;
+            if constexpr (CLS == RC_ABS) return fabsf(a);
+            return a;
+        }
+    }
+    __device__ A combine(A a, A b) const {
+        if constexpr (CLS == RC_PROD) {
+            if constexpr (is_int)
+                return (long long)((unsigned long long)a * (unsigned long long)b);
+            else
+                return a * b;
+        } else if constexpr (CLS == RC_MAX) {
+            if (is_nan(a)) return a;
+            if (is_nan(b)) return b;
+            return b > a ? b : a;
+        } else if constexpr (CLS == RC_MIN) {
+            if (is_nan(a)) return a;
+            if (is_nan(b)) return b;
+            return b < a ? b : a;
+        } else if constexpr (CLS == RC_MAXNN) {
+            return b > a ? b : a;
+        } else {
+            if constexpr (is_int)
+                return (long long)((unsigned long long)a + (unsigned long long)b);
+            else
+                return a + b;
+        }
+    }
+    __device__ Out finish(A r) const {
+        if constexpr (is_int) {
+            return (T)r;
+        } else {
+            if (post == RP_MEAN)
+                r = r / div;
+            else if (post == RP_SQRT)
+                r = sqrtf(r);
+            else if (post == RP_LOG)
+                r = logf(r);
+            return from_f<T>(r);
+        }
+    }
+};
+
+/* log(sum(exp(x))) in one pass: the pair (m, s) stands for s * exp(m). An infinite or NaN
+ * max is the answer itself (the CPU's lse_finish). */
+template <typename T> struct lse_op {
+    using In = T;
+    using Out = T;
+    using A = lse_acc;
+
+    __device__ A init() const {
+        return {-INFINITY, 0.0f};
+    }
+    __device__ A pre(T v, int64_t) const {
+        return {to_f(v), 1.0f};
+    }
+    __device__ A combine(A a, A b) const {
+        if (isnan(a.m)) return a;
+        if (isnan(b.m)) return b;
+        if (a.m == -INFINITY) return b;
+        if (b.m == -INFINITY) return a;
+        if (a.m == INFINITY || b.m == INFINITY) return {INFINITY, 1.0f};
+        float m = fmaxf(a.m, b.m);
+        return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+    }
+    __device__ Out finish(A r) const {
+        if (isinf(r.m) || isnan(r.m)) return from_f<T>(r.m);
+        return from_f<T>(r.m + logf(r.s));
+    }
+};
+
+/* ArgMax/ArgMin: the best (value, index) under a total order, so partial results combine
+ * in any order: NaN beats every number (numpy), a better value wins, and between equal
+ * values (or two NaNs) the lower index wins, the higher with select_last_index. */
+template <typename T> struct arg_op {
+    using In = T;
+    using Out = int64_t;
+    using A = arg_acc<acc_of<T>>;
+    bool is_max, last;
+
+    __device__ A init() const {
+        return {acc_of<T>(0), -1};
+    }
+    __device__ A pre(T v, int64_t j) const {
+        return {to_acc(v), (long long)j};
+    }
+    __device__ A combine(A a, A b) const {
+        if (a.i < 0) return b;
+        if (b.i < 0) return a;
+        A p = a.i < b.i ? a : b, q = a.i < b.i ? b : a; /* p comes first */
+        bool pn = is_nan(p.v), qn = is_nan(q.v);
+        if (pn && qn) return last ? q : p;
+        if (pn) return p;
+        if (qn) return q;
+        if (p.v == q.v) return last ? q : p;
+        if (is_max) return p.v > q.v ? p : q;
+        return p.v < q.v ? p : q;
+    }
+    __device__ Out finish(A r) const {
+        return (int64_t)r.i;
+    }
+};
+
+struct sum_f {
+    __device__ float combine(float a, float b) const {
+        return a + b;
+    }
+};
+
+/* Softmax's max, which skips NaN as the CPU's `x > m ? x : m` does (a NaN then spoils the
+ * sum, and the row, as there). */
+struct max_f {
+    __device__ float combine(float a, float b) const {
+        return fmaxf(a, b);
+    }
+};
+
+/* ---- group reductions ---------------------------------------------------------------- */
+
+template <typename A, typename F>
+static __device__ __forceinline__ A warp_allreduce(A v, const F &f) {
+    for (int m = 16; m > 0; m >>= 1) v = f.combine(v, shfl_xor(v, m));
+    return v;
+}
+
+/* Every thread of the block gets the combination of all threads' v. blockDim.x is a
+ * multiple of 32. Starts with a barrier, so calls may follow one another. */
+template <typename A, typename F> static __device__ A block_allreduce(A v, const F &f) {
+    __shared__ A sh[33];
+    v = warp_allreduce(v, f);
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        A r = sh[0];
+        for (int k = 1; k < nw; k++) r = f.combine(r, sh[k]);
+        sh[32] = r;
+    }
+    __syncthreads();
+    return sh[32];
+}
+
+/* Columns of a 32 x blockDim.y block: every thread gets the combination of its column
+ * (threads with the same threadIdx.x). Starts with a barrier. */
+template <typename A, typename F> static __device__ A col_allreduce(A v, const F &f) {
+    __shared__ A sh[32 * 32];
+    __syncthreads();
+    sh[threadIdx.y * 32 + threadIdx.x] = v;
+    __syncthreads();
+    A r = sh[threadIdx.x];
+    for (unsigned k = 1; k < blockDim.y; k++) r = f.combine(r, sh[k * 32 + threadIdx.x]);
+    return r;
+}
+
+/* Rows handed to a warp each (WARP) or to a block each. */
+template <bool WARP> struct group {
+    static __device__ __forceinline__ int64_t first() {
+        return WARP ? (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)
+                    : (int64_t)blockIdx.x;
+    }
+    static __device__ __forceinline__ int64_t step() {
+        return WARP ? (int64_t)gridDim.x * (blockDim.x >> 5) : (int64_t)gridDim.x;
+    }
+    static __device__ __forceinline__ int lane() {
+        return WARP ? (int)(threadIdx.x & 31) : (int)threadIdx.x;
+    }
+    static __device__ __forceinline__ int size() {
+        return WARP ? 32 : (int)blockDim.x;
+    }
+    template <typename A, typename F>
+    static __device__ __forceinline__ A allreduce(A v, const F &f) {
+        if constexpr (WARP)
+            return warp_allreduce(v, f);
+        else
+            return block_allreduce(v, f);
+    }
+};
+
+/* ---- reduction kernels --------------------------------------------------------------- */
+
+/* y[r] = op over x[r * n .. r * n + n). */
+template <bool WARP, typename Op>
+__global__ void __launch_bounds__(1024)
+    k_red_rows(const typename Op::In *x, typename Op::Out *y, int64_t rows, int64_t n, Op op) {
+    using G = group<WARP>;
+    for (int64_t r = G::first(); r < rows; r += G::step()) {
+        const typename Op::In *p = x + r * n;
+        typename Op::A acc = op.init();
+        for (int64_t j = G::lane(); j < n; j += G::size()) acc = op.combine(acc, op.pre(p[j], j));
+        acc = G::allreduce(acc, op);
+        if (G::lane() == 0) y[r] = op.finish(acc);
+    }
+}
+
+/* y[o * inner + i] = op over x[(o * n + j) * inner + i], j < n. Block 32 x BY; a tile is 32
+ * neighbouring i of one o. */
+template <typename Op>
+__global__ void __launch_bounds__(1024) k_red_cols(const typename Op::In *x, typename Op::Out *y,
+                                                   int64_t outer, int64_t n, int64_t inner, Op op) {
+    int64_t tiles_row = (inner + 31) / 32, tiles = outer * tiles_row;
+    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int64_t o = t / tiles_row, i = (t % tiles_row) * 32 + threadIdx.x;
+        typename Op::A acc = op.init();
+        if (i < inner) {
+            const typename Op::In *p = x + o * n * inner + i;
+            for (int64_t j = threadIdx.y; j < n; j += blockDim.y)
+                acc = op.combine(acc, op.pre(p[j * inner], j));
+        }
+        acc = col_allreduce(acc, op);
+        if (i < inner && threadIdx.y == 0) y[o * inner + i] = op.finish(acc);
+    }
+}
+
+/* Kept and reduced axes (size-1 axes dropped, neighbours of one kind merged) with their
+ * strides in the input, in row-major order. */
+struct red_geom {
+    int nk, nr;
+    int64_t kd[OX_MAX_RANK], ks[OX_MAX_RANK], rd[OX_MAX_RANK], rs[OX_MAX_RANK];
+    int64_t n_out, n_red;
+};
+
+/* A thread per output: its kept coordinates give the base offset, an odometer walks the
+ * reduced ones. */
+template <typename Op>
+__global__ void k_red_generic(const typename Op::In *x, typename Op::Out *y, red_geom g, Op op) {
+    for (int64_t o = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < g.n_out;
+         o += (int64_t)gridDim.x * blockDim.x) {
+        int64_t rem = o, off = 0;
+        for (int d = g.nk - 1; d >= 0; d--) {
+            off += (rem % g.kd[d]) * g.ks[d];
+            rem /= g.kd[d];
+        }
+        int64_t idx[OX_MAX_RANK];
+        for (int d = 0; d < g.nr; d++) idx[d] = 0;
+        typename Op::A acc = op.init();
+        for (int64_t j = 0; j < g.n_red; j++) {
+            acc = op.combine(acc, op.pre(x[off], j));
+            for (int d = g.nr - 1; d >= 0; d--) {
+                off += g.rs[d];
+                if (++idx[d] < g.rd[d]) break;
+                off -= g.rs[d] * g.rd[d];
+                idx[d] = 0;
+            }
+        }
+        y[o] = op.finish(acc);
+    }
+}
+
+/* ---- launch shapes ------------------------------------------------------------------- */
+
+static unsigned grid_of(int64_t blocks) {
+    if (blocks < 1) blocks = 1;
+    if (blocks > 65535 * 64) blocks = 65535 * 64;
+    return (unsigned)blocks;
+}
+
+static int sms_of(const struct ox_cuda_ctx *c) {
+    return c->n_sms > 0 ? c->n_sms : 132;
+}
+
+/* Rows of up to this many elements go a warp each. */
+#define WARP_ROW_MAX 512
+
+/* Threads per block for block-per-row kernels: more when the rows are long and too few to
+ * fill the device. */
+static unsigned row_block(int64_t rows, int64_t len, int n_sms) {
+    return len >= 8192 && rows < 2 * (int64_t)n_sms ? 1024 : 256;
+}
+
+/* Rows of threads in a column block: 32 when the tiles are too few to fill the device. */
+static unsigned col_rows(int64_t tiles, int n_sms) {
+    return tiles < 2 * (int64_t)n_sms ? 32 : 8;
+}
+
+enum { LAYOUT_ROWS, LAYOUT_COLS, LAYOUT_GENERIC };
+
+struct red_state {
+    ox_dtype dtype;    /* of the input */
+    int cls, post;     /* RC_*, RP_* */
+    float div;         /* RP_MEAN's divisor */
+    bool is_max, last; /* ArgMax/ArgMin */
+    int layout;
+    int64_t outer, n, inner; /* LAYOUT_ROWS (inner 1) and LAYOUT_COLS */
+    red_geom g;              /* LAYOUT_GENERIC; g.n_out always */
+};
+
+template <typename Op>
+static void launch_reduce(const red_state *s, int n_sms, cudaStream_t st, const void *x, void *y,
+                          Op op) {
+    const typename Op::In *xp = (const typename Op::In *)x;
+    typename Op::Out *yp = (typename Op::Out *)y;
+    if (s->layout == LAYOUT_ROWS) {
+        if (s->n <= WARP_ROW_MAX)
+            k_red_rows<true, Op>
+                <<<grid_of((s->outer + 7) / 8), 256, 0, st>>>(xp, yp, s->outer, s->n, op);
+        else
+            k_red_rows<false, Op><<<grid_of(s->outer), row_block(s->outer, s->n, n_sms), 0, st>>>(
+                xp, yp, s->outer, s->n, op);
+    } else if (s->layout == LAYOUT_COLS) {
+        int64_t tiles = s->outer * ((s->inner + 31) / 32);
+        dim3 block(32, col_rows(tiles, n_sms));
+        k_red_cols<Op><<<grid_of(tiles), block, 0, st>>>(xp, yp, s->outer, s->n, s->inner, op);
+    } else {
+        k_red_generic<Op><<<ox_cu_blocks(s->g.n_out), 256, 0, st>>>(xp, yp, s->g, op);
+    }
+}
+
+template <typename T, int CLS>
+static void launch_cls(const red_state *s, int n_sms, cudaStream_t st, const void *x, void *y) {
+    red_op<T, CLS> op;
+    op.post = s->post;
+    op.div = s->div;
+    launch_reduce(s, n_sms, st, x, y, op);
+}
+
+template <typename T>
+static void launch_typed(const red_state *s, int n_sms, cudaStream_t st, const void *x, void *y) {
+    switch (s->cls) {
+    case RC_SUM: launch_cls<T, RC_SUM>(s, n_sms, st, x, y); break;
+    case RC_SUMSQ: launch_cls<T, RC_SUMSQ>(s, n_sms, st, x, y); break;
+    case RC_ABS: launch_cls<T, RC_ABS>(s, n_sms, st, x, y); break;
+    case RC_PROD: launch_cls<T, RC_PROD>(s, n_sms, st, x, y); break;
+    case RC_MAX: launch_cls<T, RC_MAX>(s, n_sms, st, x, y); break;
+    case RC_MIN: launch_cls<T, RC_MIN>(s, n_sms, st, x, y); break;
+    default:
+        if constexpr (!is_int_type<T>::value) {
+            if (s->cls == RC_MAXNN)
+                launch_cls<T, RC_MAXNN>(s, n_sms, st, x, y);
+            else
+                launch_reduce(s, n_sms, st, x, y, lse_op<T>());
+        }
+        break;
+    }
+}
+
+void ox_cu_red_release(void *state) {
+    free(state);
+}
+
+/* ---- Reduce* ------------------------------------------------------------------------- */
+
+static bool is_float_type(ox_dtype dt) {
+    return dt == OX_FLOAT || dt == OX_FLOAT16;
+}
+static bool is_int_dtype(ox_dtype dt) {
+    return dt == OX_INT32 || dt == OX_INT64;
+}
+
+/* Sets the layout of s from the reduced axes of x: rows or columns when the reduced axes
+ * (size-1 axes aside) form one block, else the generic walk. */
+static void red_layout(const ox_tensor *x, const bool *reduced, red_state *s) {
+    int64_t size[OX_MAX_RANK];
+    bool red[OX_MAX_RANK];
+    int ng = 0;
+    for (int d = 0; d < x->rank; d++) {
+        if (x->dims[d] == 1) continue;
+        if (ng && red[ng - 1] == reduced[d]) {
+            size[ng - 1] *= x->dims[d];
+        } else {
+            size[ng] = x->dims[d];
+            red[ng++] = reduced[d];
+        }
+    }
+    red_geom *g = &s->g;
+    int64_t stride[OX_MAX_RANK], st = 1;
+    for (int q = ng - 1; q >= 0; q--) {
+        stride[q] = st;
+        st *= size[q];
+    }
+    g->nk = g->nr = 0;
+    g->n_out = g->n_red = 1;
+    for (int q = 0; q < ng; q++) {
+        if (red[q]) {
+            g->rd[g->nr] = size[q];
+            g->rs[g->nr++] = stride[q];
+            g->n_red *= size[q];
+        } else {
+            g->kd[g->nk] = size[q];
+            g->ks[g->nk++] = stride[q];
+            g->n_out *= size[q];
+        }
+    }
+    if (g->nr > 1) {
+        s->layout = LAYOUT_GENERIC;
+        return;
+    }
+    s->outer = s->inner = 1;
+    s->n = g->n_red;
+    bool seen = false;
+    for (int q = 0; q < ng; q++) {
+        if (red[q])
+            seen = true;
+        else if (seen)
+            s->inner *= size[q];
+        else
+            s->outer *= size[q];
+    }
+    s->layout = s->inner == 1 ? LAYOUT_ROWS : LAYOUT_COLS;
+}
+
+ox_status ox_cu_red_prepare_reduce(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                   const ox_tensor *const *in, ox_tensor *const *out,
+                                   unsigned const_inputs, void **state, size_t *workspace) {
+    (void)c;
+    (void)workspace;
+    static const struct {
+        const char *type;
+        int cls, post;
+    } kinds[] = {
+        {"ReduceSum", RC_SUM, RP_NONE},       {"ReduceMean", RC_SUM, RP_MEAN},
+        {"ReduceMax", RC_MAX, RP_NONE},       {"ReduceMin", RC_MIN, RP_NONE},
+        {"ReduceProd", RC_PROD, RP_NONE},     {"ReduceL1", RC_ABS, RP_NONE},
+        {"ReduceL2", RC_SUMSQ, RP_SQRT},      {"ReduceLogSum", RC_SUM, RP_LOG},
+        {"ReduceLogSumExp", RC_LSE, RP_NONE}, {"ReduceSumSquare", RC_SUMSQ, RP_NONE},
+    };
+    int k = -1;
+    for (int i = 0; i < (int)(sizeof kinds / sizeof kinds[0]); i++)
+        if (strcmp(n->op_type, kinds[i].type) == 0) k = i;
+    if (k < 0) return OX_E_UNSUPPORTED;
+    int cls = kinds[k].cls, post = kinds[k].post;
+    const ox_tensor *x = ox_in(n, in, 0);
+    if (!x || !out[0] || out[0]->dtype != x->dtype) return OX_E_UNSUPPORTED;
+    /* integers: the CPU's exact int64 loop (sums, products, extrema); the rest go there */
+    if (!is_float_type(x->dtype) && !(is_int_dtype(x->dtype) && post == RP_NONE && cls != RC_LSE))
+        return OX_E_UNSUPPORTED;
+
+    /* axes: an attribute before opset 13 (ReduceSum) / 18 (the others), then an input */
+    int64_t axes[64];
+    int64_t n_axes = 0;
+    bool noop = false;
+    int axes_input_opset = strcmp(n->op_type, "ReduceSum") == 0 ? 13 : 18;
+    if (n->opset >= axes_input_opset) {
+        const ox_tensor *a = ox_in(n, in, 1);
+        int64_t na = a ? ox_tensor_numel(a) : 0;
+        if (na > 0) {
+            if (!(const_inputs & (1u << 1)) || na > 64 || !a->data) return OX_E_UNSUPPORTED;
+            if (a->dtype == OX_INT64) {
+                ox_status st = ox_cu_check(
+                    cudaMemcpy(axes, a->data, (size_t)na * sizeof(int64_t), cudaMemcpyDeviceToHost),
+                    "reading Reduce axes");
+                if (st) return st;
+            } else if (a->dtype == OX_INT32) {
+                int32_t a32[64];
+                ox_status st = ox_cu_check(
+                    cudaMemcpy(a32, a->data, (size_t)na * sizeof(int32_t), cudaMemcpyDeviceToHost),
+                    "reading Reduce axes");
+                if (st) return st;
+                for (int64_t i = 0; i < na; i++) axes[i] = a32[i];
+            } else {
+                return OX_E_UNSUPPORTED;
+            }
+            n_axes = na;
+        }
+        noop = ox_attr_int(n, "noop_with_empty_axes", 0) != 0;
+    } else {
+        const int64_t *av;
+        int na = ox_attr_ints(n, "axes", &av);
+        if (na > 64) return OX_E_UNSUPPORTED;
+        for (int i = 0; i < na; i++) axes[i] = av[i];
+        n_axes = na > 0 ? na : 0;
+    }
+    bool reduced[OX_MAX_RANK];
+    for (int d = 0; d < x->rank; d++) reduced[d] = n_axes == 0 && !noop;
+    for (int64_t i = 0; i < n_axes; i++) {
+        int64_t a = axes[i];
+        if (x->rank == 0 && (a == 0 || a == -1)) continue;
+        if (a < 0) a += x->rank;
+        if (a < 0 || a >= x->rank) return OX_E_UNSUPPORTED;
+        reduced[a] = true;
+    }
+
+    red_state *s = (red_state *)calloc(1, sizeof *s);
+    if (!s) return ox_node_err(n, OX_E_NOMEM, "CUDA reduce state");
+    s->dtype = x->dtype;
+    s->cls = cls;
+    s->post = post;
+    red_layout(x, reduced, s);
+    s->div = (float)s->g.n_red;
+    if (ox_tensor_numel(out[0]) != s->g.n_out) {
+        free(s);
+        return OX_E_UNSUPPORTED;
+    }
+    *state = s;
+    return OX_OK;
+}
+
+ox_status ox_cu_red_reduce(struct ox_cuda_ctx *c, const struct ox_node *n,
+                           const ox_tensor *const *in, ox_tensor *const *out) {
+    const red_state *s = (const red_state *)c->state;
+    if (s->g.n_out == 0) return OX_OK;
+    int sms = sms_of(c);
+    const void *x = in[0]->data;
+    void *y = out[0]->data;
+    switch (s->dtype) {
+    case OX_FLOAT: launch_typed<float>(s, sms, c->stream, x, y); break;
+    case OX_FLOAT16: launch_typed<__half>(s, sms, c->stream, x, y); break;
+    case OX_INT32: launch_typed<int32_t>(s, sms, c->stream, x, y); break;
+    case OX_INT64: launch_typed<int64_t>(s, sms, c->stream, x, y); break;
+    default: return ox_node_err(n, OX_E_INTERNAL, "CUDA reduce: element type %d", (int)s->dtype);
+    }
+    return ox_cu_launched(n->op_type);
+}
+
+/* ---- GlobalAveragePool, GlobalMaxPool ------------------------------------------------ */
+
+/* N x C x spatial... -> a row of the spatial size per (n, c): the mean (of an empty row: 0,
+ * as the CPU divides by max(S, 1)) or the max skipping NaN (empty: -inf). Run by
+ * ox_cu_red_reduce. */
+ox_status ox_cu_red_prepare_global_pool(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                        const ox_tensor *const *in, ox_tensor *const *out,
+                                        unsigned const_inputs, void **state, size_t *workspace) {
+    (void)c;
+    (void)const_inputs;
+    (void)workspace;
+    const ox_tensor *x = ox_in(n, in, 0);
+    if (!x || x->rank < 3 || !is_float_type(x->dtype) || !out[0] || out[0]->dtype != x->dtype)
+        return OX_E_UNSUPPORTED;
+    bool is_avg = strcmp(n->op_type, "GlobalAveragePool") == 0;
+    if (!is_avg && strcmp(n->op_type, "GlobalMaxPool") != 0) return OX_E_UNSUPPORTED;
+    int64_t S = 1;
+    for (int d = 2; d < x->rank; d++) S *= x->dims[d];
+    red_state *s = (red_state *)calloc(1, sizeof *s);
+    if (!s) return ox_node_err(n, OX_E_NOMEM, "CUDA global pool state");
+    s->dtype = x->dtype;
+    s->cls = is_avg ? RC_SUM : RC_MAXNN;
+    s->post = is_avg ? RP_MEAN : RP_NONE;
+    s->div = (float)(S ? S : 1);
+    s->layout = LAYOUT_ROWS;
+    s->outer = x->dims[0] * x->dims[1];
+    s->n = S;
+    s->inner = 1;
+    s->g.n_out = s->outer;
+    if (ox_tensor_numel(out[0]) != s->g.n_out) {
+        free(s);
+        return OX_E_UNSUPPORTED;
+    }
+    *state = s;
+    return OX_OK;
+}
+
+/* ---- ArgMax, ArgMin ------------------------------------------------------------------ */
+
+ox_status ox_cu_red_prepare_arg(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                const ox_tensor *const *in, ox_tensor *const *out,
+                                unsigned const_inputs, void **state, size_t *workspace) {
+    (void)c;
+    (void)const_inputs;
+    (void)workspace;
+    const ox_tensor *x = ox_in(n, in, 0);
+    if (!x || x->rank == 0 || !(is_float_type(x->dtype) || is_int_dtype(x->dtype)) || !out[0] ||
+        out[0]->dtype != OX_INT64)
+        return OX_E_UNSUPPORTED;
+    int64_t axis = ox_attr_int(n, "axis", 0);
+    if (axis < 0) axis += x->rank;
+    if (axis < 0 || axis >= x->rank || x->dims[axis] == 0) return OX_E_UNSUPPORTED;
+    red_state *s = (red_state *)calloc(1, sizeof *s);
+    if (!s) return ox_node_err(n, OX_E_NOMEM, "CUDA arg state");
+    s->dtype = x->dtype;
+    s->is_max = strcmp(n->op_type, "ArgMax") == 0;
+    s->last = n->opset >= 12 && ox_attr_int(n, "select_last_index", 0) != 0;
+    s->outer = s->inner = 1;
+    for (int d = 0; d < axis; d++) s->outer *= x->dims[d];
+    for (int d = (int)axis + 1; d < x->rank; d++) s->inner *= x->dims[d];
+    s->n = x->dims[axis];
+    s->layout = s->inner == 1 ? LAYOUT_ROWS : LAYOUT_COLS;
+    s->g.n_out = s->outer * s->inner;
+    if (ox_tensor_numel(out[0]) != s->g.n_out) {
+        free(s);
+        return OX_E_UNSUPPORTED;
+    }
+    *state = s;
+    return OX_OK;
+}
+
+template <typename T>
+static void launch_arg(const red_state *s, int n_sms, cudaStream_t st, const void *x, void *y) {
+    arg_op<T> op;
+    op.is_max = s->is_max;
+    op.last = s->last;
+    launch_reduce(s, n_sms, st, x, y, op);
+}
+
+ox_status ox_cu_red_arg(struct ox_cuda_ctx *c, const struct ox_node *n, const ox_tensor *const *in,
+                        ox_tensor *const *out) {
+    const red_state *s = (const red_state *)c->state;
+    if (s->g.n_out == 0) return OX_OK;
+    int sms = sms_of(c);
+    const void *x = in[0]->data;
+    void *y = out[0]->data;
+    switch (s->dtype) {
+    case OX_FLOAT: launch_arg<float>(s, sms, c->stream, x, y); break;
+    case OX_FLOAT16: launch_arg<__half>(s, sms, c->stream, x, y); break;
+    case OX_INT32: launch_arg<int32_t>(s, sms, c->stream, x, y); break;
+    case OX_INT64: launch_arg<int64_t>(s, sms, c->stream, x, y); break;
+    default: return ox_node_err(n, OX_E_INTERNAL, "CUDA arg: element type %d", (int)s->dtype);
+    }
+    return ox_cu_launched(n->op_type);
+}
+
+/* ---- Softmax, LogSoftmax ------------------------------------------------------------- */
+
+/* Rows of n contiguous elements: max, sum of exp(x - max), then the row written. */
+template <bool WARP, typename T, bool LOG>
+__global__ void __launch_bounds__(1024) k_softmax_rows(const T *x, T *y, int64_t rows, int64_t n) {
+    using G = group<WARP>;
+    for (int64_t r = G::first(); r < rows; r += G::step()) {
+        const T *p = x + r * n;
+        T *q = y + r * n;
+        float m = -INFINITY;
+        for (int64_t j = G::lane(); j < n; j += G::size()) m = fmaxf(m, to_f(p[j]));
+        m = G::allreduce(m, max_f());
+        float s = 0.0f;
+        for (int64_t j = G::lane(); j < n; j += G::size()) s += expf(to_f(p[j]) - m);
+        s = G::allreduce(s, sum_f());
+        if (LOG) {
+            float ls = logf(s);
+            for (int64_t j = G::lane(); j < n; j += G::size())
+                q[j] = from_f<T>(to_f(p[j]) - m - ls);
+        } else {
+            float inv = 1.0f / s;
+            for (int64_t j = G::lane(); j < n; j += G::size())
+                q[j] = from_f<T>(expf(to_f(p[j]) - m) * inv);
+        }
+    }
+}
+
+/* The same along a strided axis: x[(o * n + j) * inner + i], tiles of 32 i as k_red_cols. */
+template <typename T, bool LOG>
+__global__ void __launch_bounds__(1024)
+    k_softmax_cols(const T *x, T *y, int64_t outer, int64_t n, int64_t inner) {
+    int64_t tiles_row = (inner + 31) / 32, tiles = outer * tiles_row;
+    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int64_t o = t / tiles_row, i = (t % tiles_row) * 32 + threadIdx.x;
+        bool valid = i < inner;
+        int64_t base = o * n * inner + i;
+        float m = -INFINITY;
+        if (valid)
+            for (int64_t j = threadIdx.y; j < n; j += blockDim.y)
+                m = fmaxf(m, to_f(x[base + j * inner]));
+        m = col_allreduce(m, max_f());
+        float s = 0.0f;
+        if (valid)
+            for (int64_t j = threadIdx.y; j < n; j += blockDim.y)
+                s += expf(to_f(x[base + j * inner]) - m);
+        s = col_allreduce(s, sum_f());
+        if (valid) {
+            float ls = logf(s), inv = 1.0f / s;
+            for (int64_t j = threadIdx.y; j < n; j += blockDim.y) {
+                float v = to_f(x[base + j * inner]) - m;
+                y[base + j * inner] = from_f<T>(LOG ? v - ls : expf(v) * inv);
+            }
+        }
+    }
+}
+
+struct softmax_state {
+    ox_dtype dtype;
+    bool log;
+    int64_t outer, n, inner;
+};
+
+/* Before opset 13 the input is coerced to 2-D at `axis` (default 1), so the row is all of
+ * the trailing dims; from 13 the op runs along `axis` (default -1) alone. */
+ox_status ox_cu_red_prepare_softmax(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                    const ox_tensor *const *in, ox_tensor *const *out,
+                                    unsigned const_inputs, void **state, size_t *workspace) {
+    (void)c;
+    (void)const_inputs;
+    (void)workspace;
+    const ox_tensor *x = ox_in(n, in, 0);
+    if (!x || !is_float_type(x->dtype) || !out[0] || out[0]->dtype != x->dtype)
+        return OX_E_UNSUPPORTED;
+    bool is_log = strcmp(n->op_type, "LogSoftmax") == 0;
+    if (!is_log && strcmp(n->op_type, "Softmax") != 0) return OX_E_UNSUPPORTED;
+    bool legacy = n->opset < 13;
+    int64_t outer = 1, len = 1, inner = 1;
+    if (x->rank > 0) {
+        int64_t axis = ox_attr_int(n, "axis", legacy ? 1 : -1);
+        if (axis < 0) axis += x->rank;
+        if (axis < 0 || axis >= x->rank) return OX_E_UNSUPPORTED;
+        for (int d = 0; d < x->rank; d++) {
+            if (d < axis)
+                outer *= x->dims[d];
+            else if (legacy || d == axis)
+                len *= x->dims[d];
+            else
+                inner *= x->dims[d];
+        }
+    }
+    softmax_state *s = (softmax_state *)calloc(1, sizeof *s);
+    if (!s) return ox_node_err(n, OX_E_NOMEM, "CUDA softmax state");
+    s->dtype = x->dtype;
+    s->log = is_log;
+    s->outer = outer;
+    s->n = len;
+    s->inner = inner;
+    *state = s;
+    return OX_OK;
+}
+
+template <typename T, bool LOG>
+static void launch_softmax(const softmax_state *s, int n_sms, cudaStream_t st, const void *x,
+                           void *y) {
+    const T *xp = (const T *)x;
+    T *yp = (T *)y;
+    if (s->inner == 1) {
+        if (s->n <= WARP_ROW_MAX)
+            k_softmax_rows<true, T, LOG>
+                <<<grid_of((s->outer + 7) / 8), 256, 0, st>>>(xp, yp, s->outer, s->n);
+        else
+            k_softmax_rows<false, T, LOG>
+                <<<grid_of(s->outer), row_block(s->outer, s->n, n_sms), 0, st>>>(xp, yp, s->outer,
+                                                                                 s->n);
+    } else {
+        int64_t tiles = s->outer * ((s->inner + 31) / 32);
+        dim3 block(32, col_rows(tiles, n_sms));
+        k_softmax_cols<T, LOG><<<grid_of(tiles), block, 0, st>>>(xp, yp, s->outer, s->n, s->inner);
+    }
+}
+
+ox_status ox_cu_red_softmax(struct ox_cuda_ctx *c, const struct ox_node *n,
+                            const ox_tensor *const *in, ox_tensor *const *out) {
+    const softmax_state *s = (const softmax_state *)c->state;
+    if (s->outer * s->n * s->inner == 0) return OX_OK;
+    int sms = sms_of(c);
+    const void *x = in[0]->data;
+    void *y = out[0]->data;
+    if (s->dtype == OX_FLOAT) {
+        if (s->log)
+            launch_softmax<float, true>(s, sms, c->stream, x, y);
+        else
+            launch_softmax<float, false>(s, sms, c->stream, x, y);
+    } else {
+        if (s->log)
+            launch_softmax<__half, true>(s, sms, c->stream, x, y);
+        else
+            launch_softmax<__half, false>(s, sms, c->stream, x, y);
+    }
+    return ox_cu_launched(n->op_type);
+}
+
+/* ---- LayerNormalization, InstanceNormalization, GroupNormalization ------------------- */
+
+/* Which scale (and bias) element goes with element j of row r:
+ * (r % rmod) * rmul + (j / jdiv) * jmul. LayerNormalization: j (or 0 for one value);
+ * InstanceNormalization: the channel r % C; GroupNormalization: the group r % G (opset 18)
+ * or its channel (r % G) * C/G + j / S (opset 21). */
+struct norm_index {
+    int64_t rmod, rmul, jdiv, jmul_scale, jmul_bias;
+};
+
+static __device__ __forceinline__ int64_t norm_param(int64_t rbase, int64_t j, int64_t jdiv,
+                                                     int64_t jmul) {
+    if (jmul == 0) return rbase;
+    return rbase + (jdiv == 1 ? j : j / jdiv) * jmul;
+}
+
+static __device__ __forceinline__ void store_stat(void *p, ox_dtype dt, int64_t i, float v) {
+    if (dt == OX_FLOAT16)
+        ((__half *)p)[i] = __float2half(v);
+    else
+        ((float *)p)[i] = v;
+}
+
+/* Each row of len elements: mean, then the mean of squared deviations (two passes, float),
+ * then y = (x - mean) / sqrt(var + eps) * scale + bias. mean_out/inv_out: LayerNorm's
+ * optional Mean and InvStdDev (NULL when not asked for). */
+template <bool WARP, typename T>
+__global__ void __launch_bounds__(1024)
+    k_norm_rows(const T *x, T *y, const T *scale, const T *bias, int64_t rows, int64_t len,
+                norm_index ix, float eps, void *mean_out, void *inv_out, ox_dtype stat_dtype) {
+    using G = group<WARP>;
+    for (int64_t r = G::first(); r < rows; r += G::step()) {
+        const T *p = x + r * len;
+        T *q = y + r * len;
+        float s = 0.0f;
+        for (int64_t j = G::lane(); j < len; j += G::size()) s += to_f(p[j]);
+        s = G::allreduce(s, sum_f());
+        float mean = s / (float)len;
+        float d2 = 0.0f;
+        for (int64_t j = G::lane(); j < len; j += G::size()) {
+            float d = to_f(p[j]) - mean;
+            d2 += d * d;
+        }
+        d2 = G::allreduce(d2, sum_f());
+        float inv = 1.0f / sqrtf(d2 / (float)len + eps);
+        int64_t rbase = (r % ix.rmod) * ix.rmul;
+        for (int64_t j = G::lane(); j < len; j += G::size()) {
+            float sc = to_f(scale[norm_param(rbase, j, ix.jdiv, ix.jmul_scale)]);
+            float b = bias ? to_f(bias[norm_param(rbase, j, ix.jdiv, ix.jmul_bias)]) : 0.0f;
+            q[j] = from_f<T>((to_f(p[j]) - mean) * inv * sc + b);
+        }
+        if (G::lane() == 0) {
+            if (mean_out) store_stat(mean_out, stat_dtype, r, mean);
+            if (inv_out) store_stat(inv_out, stat_dtype, r, inv);
+        }
+    }
+}
+
+struct norm_state {
+    ox_dtype dtype, stat_dtype;
+    int64_t rows, len;
+    norm_index ix;
+    float eps;
+};
+
+template <typename T>
+static void launch_norm(const norm_state *s, int n_sms, cudaStream_t st, const void *x, void *y,
+                        const void *scale, const void *bias, void *mean_out, void *inv_out) {
+    const T *xp = (const T *)x, *sp = (const T *)scale, *bp = (const T *)bias;
+    T *yp = (T *)y;
+    if (s->len <= WARP_ROW_MAX)
+        k_norm_rows<true, T><<<grid_of((s->rows + 7) / 8), 256, 0, st>>>(
+            xp, yp, sp, bp, s->rows, s->len, s->ix, s->eps, mean_out, inv_out, s->stat_dtype);
+    else
+        k_norm_rows<false, T><<<grid_of(s->rows), row_block(s->rows, s->len, n_sms), 0, st>>>(
+            xp, yp, sp, bp, s->rows, s->len, s->ix, s->eps, mean_out, inv_out, s->stat_dtype);
+}
+
+static ox_status norm_state_new(const struct ox_node *n, const ox_tensor *x, void **state,
+                                norm_state **out) {
+    norm_state *s = (norm_state *)calloc(1, sizeof *s);
+    if (!s) return ox_node_err(n, OX_E_NOMEM, "CUDA normalization state");
+    s->dtype = x->dtype;
+    s->stat_dtype = OX_FLOAT;
+    s->eps = ox_attr_float(n, "epsilon", 1e-5f);
+    *state = s;
+    *out = s;
+    return OX_OK;
+}
+
+/* Scale and B broadcast to the normalized dims; taken when each is all of them or one
+ * value. Mean and InvStdDev (stash_type's dtype) when float or float16. */
+ox_status ox_cu_red_prepare_layernorm(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                      const ox_tensor *const *in, ox_tensor *const *out,
+                                      unsigned const_inputs, void **state, size_t *workspace) {
+    (void)c;
+    (void)const_inputs;
+    (void)workspace;
+    const ox_tensor *x = ox_in(n, in, 0), *scale = ox_in(n, in, 1), *bias = ox_in(n, in, 2);
+    if (!x || !scale || !is_float_type(x->dtype) || scale->dtype != x->dtype ||
+        (bias && bias->dtype != x->dtype) || !out[0] || out[0]->dtype != x->dtype)
+        return OX_E_UNSUPPORTED;
+    int64_t axis = ox_attr_int(n, "axis", -1);
+    if (axis < 0) axis += x->rank;
+    if (axis < 0 || axis >= x->rank) return OX_E_UNSUPPORTED;
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < x->rank; d++) *(d < axis ? &outer : &inner) *= x->dims[d];
+    int64_t ns = ox_tensor_numel(scale), nb = bias ? ox_tensor_numel(bias) : 1;
+    if ((ns != inner && ns != 1) || (nb != inner && nb != 1)) return OX_E_UNSUPPORTED;
+    ox_dtype stat = OX_FLOAT;
+    for (int k = 1; k < 3 && k < n->n_outputs; k++) {
+        if (!out[k]) continue;
+        if (!is_float_type(out[k]->dtype) || ox_tensor_numel(out[k]) != outer)
+            return OX_E_UNSUPPORTED;
+        stat = out[k]->dtype;
+    }
+    if (n->n_outputs > 2 && out[1] && out[2] && out[1]->dtype != out[2]->dtype)
+        return OX_E_UNSUPPORTED;
+    norm_state *s = NULL;
+    ox_status st = norm_state_new(n, x, state, &s);
+    if (st) return st;
+    s->stat_dtype = stat;
+    s->rows = outer;
+    s->len = inner;
+    s->ix.rmod = 1;
+    s->ix.rmul = 0;
+    s->ix.jdiv = 1;
+    s->ix.jmul_scale = ns == inner ? 1 : 0;
+    s->ix.jmul_bias = nb == inner ? 1 : 0;
+    return OX_OK;
+}
+
+ox_status ox_cu_red_prepare_instancenorm(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                         const ox_tensor *const *in, ox_tensor *const *out,
+                                         unsigned const_inputs, void **state, size_t *workspace) {
+    (void)c;
+    (void)const_inputs;
+    (void)workspace;
+    const ox_tensor *x = ox_in(n, in, 0), *scale = ox_in(n, in, 1), *bias = ox_in(n, in, 2);
+    if (!x || !scale || !bias || x->rank < 3 || !is_float_type(x->dtype) ||
+        scale->dtype != x->dtype || bias->dtype != x->dtype || !out[0] || out[0]->dtype != x->dtype)
+        return OX_E_UNSUPPORTED;
+    int64_t C = x->dims[1], S = 1;
+    for (int d = 2; d < x->rank; d++) S *= x->dims[d];
+    if (ox_tensor_numel(scale) != C || ox_tensor_numel(bias) != C || C == 0)
+        return OX_E_UNSUPPORTED;
+    norm_state *s = NULL;
+    ox_status st = norm_state_new(n, x, state, &s);
+    if (st) return st;
+    s->rows = x->dims[0] * C;
+    s->len = S;
+    s->ix.rmod = C;
+    s->ix.rmul = 1;
+    s->ix.jdiv = 1;
+    s->ix.jmul_scale = s->ix.jmul_bias = 0;
+    return OX_OK;
+}
+
+/* Opset 18: scale and bias per group; 21: per channel. */
+ox_status ox_cu_red_prepare_groupnorm(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                      const ox_tensor *const *in, ox_tensor *const *out,
+                                      unsigned const_inputs, void **state, size_t *workspace) {
+    (void)c;
+    (void)const_inputs;
+    (void)workspace;
+    const ox_tensor *x = ox_in(n, in, 0), *scale = ox_in(n, in, 1), *bias = ox_in(n, in, 2);
+    if (!x || !scale || !bias || x->rank < 2 || !is_float_type(x->dtype) ||
+        scale->dtype != x->dtype || bias->dtype != x->dtype || !out[0] || out[0]->dtype != x->dtype)
+        return OX_E_UNSUPPORTED;
+    int64_t G = ox_attr_int(n, "num_groups", 0), C = x->dims[1], S = 1;
+    if (G <= 0 || C % G) return OX_E_UNSUPPORTED;
+    for (int d = 2; d < x->rank; d++) S *= x->dims[d];
+    bool per_channel = n->opset >= 21;
+    int64_t want = per_channel ? C : G;
+    if (ox_tensor_numel(scale) != want || ox_tensor_numel(bias) != want) return OX_E_UNSUPPORTED;
+    norm_state *s = NULL;
+    ox_status st = norm_state_new(n, x, state, &s);
+    if (st) return st;
+    int64_t cpg = C / G;
+    s->rows = x->dims[0] * G;
+    s->len = cpg * S;
+    s->ix.rmod = G;
+    s->ix.rmul = per_channel ? cpg : 1;
+    s->ix.jdiv = S > 0 ? S : 1;
+    s->ix.jmul_scale = s->ix.jmul_bias = per_channel ? 1 : 0;
+    return OX_OK;
+}
+
+ox_status ox_cu_red_norm(struct ox_cuda_ctx *c, const struct ox_node *n, const ox_tensor *const *in,
+                         ox_tensor *const *out) {
+    const norm_state *s = (const norm_state *)c->state;
+    if (s->rows == 0) return OX_OK;
+    const ox_tensor *bias = ox_in(n, in, 2);
+    void *mean_out = n->n_outputs > 1 && out[1] ? out[1]->data : NULL;
+    void *inv_out = n->n_outputs > 2 && out[2] ? out[2]->data : NULL;
+    int sms = sms_of(c);
+    const void *b = bias ? bias->data : NULL;
+    if (s->dtype == OX_FLOAT)
+        launch_norm<float>(s, sms, c->stream, in[0]->data, out[0]->data, in[1]->data, b, mean_out,
+                           inv_out);
+    else
+        launch_norm<__half>(s, sms, c->stream, in[0]->data, out[0]->data, in[1]->data, b, mean_out,
+                            inv_out);
+    return ox_cu_launched(n->op_type);
+}
+
+/* ---- BatchNormalization (inference) -------------------------------------------------- */
+
+static __device__ __forceinline__ double ld_param(const void *p, ox_dtype dt, int64_t i) {
+    if (dt == OX_FLOAT16) return (double)__half2float(((const __half *)p)[i]);
+    if (dt == OX_DOUBLE) return ((const double *)p)[i];
+    return (double)((const float *)p)[i];
+}
+
+/* ab[c] = scale / sqrt(var + eps), ab[C + c] = bias - mean * ab[c], in double as the CPU. */
+static __global__ void k_bn_params(const void *scale, const void *bias, const void *mean,
+                                   const void *var, ox_dtype ts, ox_dtype tb, ox_dtype tm,
+                                   ox_dtype tv, int64_t C, double eps, float *ab) {
+    for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < C;
+         c += (int64_t)gridDim.x * blockDim.x) {
+        double a = ld_param(scale, ts, c) / sqrt(ld_param(var, tv, c) + eps);
+        ab[c] = (float)a;
+        ab[C + c] = (float)(ld_param(bias, tb, c) - ld_param(mean, tm, c) * a);
+    }
+}
+
+/* y = x * a[c] + b[c]: rows (n, c) of S elements, over blockIdx.y; S over blockIdx.x. */
+template <typename T>
+__global__ void k_bn_apply(const T *x, T *y, int64_t rows, int64_t C, int64_t S, const float *ab) {
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        int64_t c = r % C;
+        float a = ab[c], b = ab[C + c];
+        const T *p = x + r * S;
+        T *q = y + r * S;
+        for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < S;
+             j += (int64_t)gridDim.x * blockDim.x)
+            q[j] = from_f<T>(to_f(p[j]) * a + b);
+    }
+}
+
+struct bn_state {
+    ox_dtype dtype, tp[4]; /* X; scale, B, mean, var */
+    int64_t rows, C, S;
+    double eps;
+    float *ab; /* a and b when the four inputs are constant, else NULL (workspace) */
+};
+
+void ox_cu_red_release_batchnorm(void *state) {
+    bn_state *s = (bn_state *)state;
+    if (!s) return;
+    if (s->ab) cudaFree(s->ab);
+    free(s);
+}
+
+static bool is_param_dtype(ox_dtype dt) {
+    return dt == OX_FLOAT || dt == OX_FLOAT16 || dt == OX_DOUBLE;
+}
+
+static void launch_bn_params(const bn_state *s, cudaStream_t st, const ox_tensor *const *in,
+                             float *ab) {
+    k_bn_params<<<ox_cu_blocks(s->C), 256, 0, st>>>(in[1]->data, in[2]->data, in[3]->data,
+                                                    in[4]->data, s->tp[0], s->tp[1], s->tp[2],
+                                                    s->tp[3], s->C, s->eps, ab);
+}
+
+/* Inference only: opset 7 on (is_test and friends before), spatial=1, no training_mode and
+ * no outputs beyond Y. */
+ox_status ox_cu_red_prepare_batchnorm(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                      const ox_tensor *const *in, ox_tensor *const *out,
+                                      unsigned const_inputs, void **state, size_t *workspace) {
+    if (n->opset < 7 || n->n_inputs < 5) return OX_E_UNSUPPORTED;
+    if (n->opset < 9 && ox_attr_int(n, "spatial", 1) == 0) return OX_E_UNSUPPORTED;
+    if (n->opset >= 14 && ox_attr_int(n, "training_mode", 0) != 0) return OX_E_UNSUPPORTED;
+    for (int k = 1; k < n->n_outputs; k++)
+        if (out[k]) return OX_E_UNSUPPORTED;
+    const ox_tensor *x = in[0];
+    if (!x || x->rank < 2 || !is_float_type(x->dtype) || !out[0] || out[0]->dtype != x->dtype)
+        return OX_E_UNSUPPORTED;
+    int64_t C = x->dims[1], S = 1;
+    for (int d = 2; d < x->rank; d++) S *= x->dims[d];
+    for (int k = 1; k <= 4; k++)
+        if (!in[k] || !is_param_dtype(in[k]->dtype) || ox_tensor_numel(in[k]) != C)
+            return OX_E_UNSUPPORTED;
+    bn_state *s = (bn_state *)calloc(1, sizeof *s);
+    if (!s) return ox_node_err(n, OX_E_NOMEM, "CUDA batchnorm state");
+    s->dtype = x->dtype;
+    for (int k = 0; k < 4; k++) s->tp[k] = in[k + 1]->dtype;
+    s->rows = x->dims[0] * C;
+    s->C = C;
+    s->S = S;
+    s->eps = ox_attr_float(n, "epsilon", 1e-5f);
+    if (s->rows * S == 0) {
+        *state = s;
+        return OX_OK;
+    }
+    unsigned params = 0xfu << 1;
+    if ((const_inputs & params) != params) {
+        *workspace = 2 * (size_t)C * sizeof(float);
+        *state = s;
+        return OX_OK;
+    }
+    ox_status st =
+        ox_cu_check(cudaMalloc((void **)&s->ab, 2 * (size_t)C * sizeof(float)), "BatchNorm a, b");
+    if (st) goto fail_free_state;
+    launch_bn_params(s, c->stream, in, s->ab);
+    if ((st = ox_cu_launched("BatchNorm parameters"))) goto fail_free_state;
+    if ((st = ox_cu_check(cudaStreamSynchronize(c->stream), "BatchNorm parameters")))
+        goto fail_free_state;
+    *state = s;
+    return OX_OK;
+fail_free_state:
+    ox_cu_red_release_batchnorm(s);
+    return st;
+}
+
+template <typename T>
+static void launch_bn(const bn_state *s, cudaStream_t st, const void *x, void *y, const float *ab) {
+    int64_t bx = (s->S + 255) / 256;
+    dim3 grid((unsigned)(bx < 65535 ? bx : 65535), (unsigned)(s->rows < 65535 ? s->rows : 65535));
+    k_bn_apply<T><<<grid, 256, 0, st>>>((const T *)x, (T *)y, s->rows, s->C, s->S, ab);
+}
+
+ox_status ox_cu_red_batchnorm(struct ox_cuda_ctx *c, const struct ox_node *n,
+                              const ox_tensor *const *in, ox_tensor *const *out) {
+    const bn_state *s = (const bn_state *)c->state;
+    if (s->rows * s->S == 0) return OX_OK;
+    const float *ab = s->ab;
+    if (!ab) {
+        if (c->workspace_bytes < 2 * (size_t)s->C * sizeof(float))
+            return ox_node_err(n, OX_E_INTERNAL, "CUDA BatchNorm: workspace too small");
+        launch_bn_params(s, c->stream, in, (float *)c->workspace);
+        ab = (const float *)c->workspace;
+    }
+    if (s->dtype == OX_FLOAT)
+        launch_bn<float>(s, c->stream, in[0]->data, out[0]->data, ab);
+    else
+        launch_bn<__half>(s, c->stream, in[0]->data, out[0]->data, ab);
+    return ox_cu_launched(n->op_type);
+}

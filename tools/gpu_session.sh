@@ -1,0 +1,90 @@
+#!/bin/bash
+# Everything the GPU machine is for (issue 8), in one run: build onnxexec with CUDA, check the
+# GPU against outside oracles (tests/gpu_check.py: the ONNX node cases, and models against
+# the CPU in fp32 and fp16), then benchmark against PyTorch (tools/gpu_bench.py). A short
+# summary comes last.
+#
+#     source .debs/unpack-debs.sh; tools/gpu_session.sh OUT [build|check|bench]...
+#
+# (.debs: ../shared/gpu/README.md.) With no step named, all three. Results go to OUT:
+# build.log, gpu_check.txt/.json, GPU_BENCHMARKS.md, gpu_bench.json. BENCH_BUDGET (seconds,
+# default 300) bounds the benchmark; BENCH_ARGS adds options to it. NODE_DIR names the ONNX
+# node cases (default: the onnx package's, where it has them); PARITY=0 skips the models,
+# GRADS=0 the gradients.
+set -u
+out=${1:?usage: tools/gpu_session.sh OUT [build|check|bench]...}
+shift
+steps=${*:-build check bench}
+mkdir -p "$out"
+build=build-gpu
+t0=$(date +%s)
+stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
+
+if [[ " $steps " == *" build "* ]]; then
+    stamp "configure and build"
+    cfg=(-S . -B $build -DOX_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DOX_BUILD_TESTS=OFF)
+    if ! cmake "${cfg[@]}" >"$out/build.log" 2>&1; then
+        # the image may lack zlib's headers: Debian's, carried in .debs/extra
+        if grep -q ZLIB "$out/build.log" && ls .debs/extra/*.deb >/dev/null 2>&1; then
+            for f in .debs/extra/*.deb; do dpkg -x "$f" /opt/debs; done
+            z=$(ls /opt/debs/lib/x86_64-linux-gnu/libz.so.1.* | head -1)
+            cmake "${cfg[@]}" -DZLIB_INCLUDE_DIR=/opt/debs/usr/include -DZLIB_LIBRARY="$z" \
+                >>"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+        else
+            tail -40 "$out/build.log"
+            exit 1
+        fi
+    fi
+    cmake --build $build -j16 --target onnxexec onnxexec_cuda >>"$out/build.log" 2>&1 ||
+        { grep -E "error|Error" "$out/build.log" | head -40; tail -20 "$out/build.log"; exit 1; }
+    stamp "built"
+fi
+bin=$build/onnxexec
+work=$build/gpu_models
+# the ONNX node cases: NODE_DIR, else those of the onnx package when it has them
+node=${NODE_DIR:-$(python3 -c "import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), 'backend/test/data/node'))")}
+[ -d "$node" ] || node=
+
+if [[ " $steps " == *" check "* ]]; then
+    stamp "models"
+    python3 tools/gpu_bench.py --onnxexec $bin --work $work --export-only >"$out/export.log" 2>&1 ||
+        tail -5 "$out/export.log"
+    models=()
+    if [ "${PARITY:-1}" = 1 ]; then
+        models=(--model models/fashion_mnist_cnn.onnx)
+        for m in resnet18 resnet50 mobilenet_v2 bert_base; do
+            [ -f $work/$m.onnx ] && models+=(--model $work/$m.onnx:N=2)
+        done
+    fi
+    nodes=()
+    [ -n "$node" ] && nodes=(--node "$node")
+    stamp "gpu_check"
+    timeout ${CHECK_TIMEOUT:-200} python3 tests/gpu_check.py --onnxexec $bin "${nodes[@]}" "${models[@]}" \
+        --work $build/gpu_check --timeout 20 --json-out "$out/gpu_check.json" >"$out/gpu_check.txt" 2>&1
+    echo "gpu_check exit $?"
+    # gradients (the autograd issue's kind of models): the gradient graph that `grad` writes,
+    # on the GPU against the CPU, every parameter's gradient within float32's tolerance
+    if [ "${GRADS:-1}" = 1 ]; then
+        for m in resnet18 mobilenet_v2 bert_base; do
+            [ -f $work/$m.onnx ] || continue
+            $bin grad $work/$m.onnx -o $work/$m.grad.onnx >"$out/grad_$m.txt" 2>&1 &&
+                timeout 120 $bin compare $work/$m.grad.onnx cpu cuda --outputs-only --shape N=2 \
+                    >>"$out/grad_$m.txt" 2>/dev/null
+            echo "gradients of $m, GPU against CPU: exit $? ($(tail -1 "$out/grad_$m.txt"))"
+        done
+    fi
+fi
+
+if [[ " $steps " == *" bench "* ]]; then
+    stamp "bench"
+    python3 tools/gpu_bench.py --onnxexec $bin --work $work --budget "${BENCH_BUDGET:-300}" \
+        --out "$out/GPU_BENCHMARKS.md" --json-out "$out/gpu_bench.json" ${BENCH_ARGS:-} \
+        >"$out/gpu_bench.txt" 2>"$out/gpu_bench.err"
+    echo "gpu_bench exit $?"
+fi
+
+stamp "summary"
+[ -f "$out/gpu_check.txt" ] && grep -v "^  [A-Za-z]* [0-9]*," "$out/gpu_check.txt" | tail -40
+[ -f "$out/gpu_bench.txt" ] && tail -45 "$out/gpu_bench.txt"
+true
