@@ -1,0 +1,230 @@
+/* The device plan (executor/devplan.c) without a GPU: a fake device whose memory is host
+ * memory (filled with NaN bytes when allocated, so that a value the plan forgot to copy
+ * shows) and whose kernels are the CPU's, for the nodes it chooses to take. Each model runs
+ * through a plain CPU plan and through device plans that take every node they can, every
+ * other node (so that values cross between device and CPU all the time: the copies around
+ * fallback steps, views, Concats written in place, subgraphs reading values by name), or
+ * none, in fp32 and in fp16 (float32 values converted at every crossing). The outputs must be
+ * the CPU plan's: within 1e-5 relative L2 in fp32, 1e-2 in fp16.
+ *
+ *     test_devplan TMPDIR MODEL.onnx|CASE_DIR...
+ */
+#include "executor/device.h"
+#include "executor/session.h"
+#include "harness.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <sys/stat.h>
+
+enum take { TAKE_ALL, TAKE_ALTERNATE, TAKE_NONE };
+
+struct fake {
+    struct ox_device base;
+    pthread_mutex_t mu;
+    enum take take;
+    int seen; /* nodes offered, for TAKE_ALTERNATE */
+};
+
+static void f_close(struct ox_device *d) {
+    (void)d;
+}
+
+static ox_status f_alloc(struct ox_device *d, size_t n, void **out) {
+    (void)d;
+    *out = malloc(n ? n : 1);
+    if (!*out) return ox_err(OX_E_NOMEM, "fake device: out of memory");
+    memset(*out, 0xff, n); /* NaN in every float type */
+    return OX_OK;
+}
+
+static void f_free(struct ox_device *d, void *p) {
+    (void)d;
+    free(p);
+}
+
+static ox_status f_copy(struct ox_device *d, void *dst, const void *src, size_t n) {
+    (void)d;
+    if (n) memcpy(dst, src, n);
+    return OX_OK;
+}
+
+static ox_status f_sync(struct ox_device *d) {
+    (void)d;
+    return OX_OK;
+}
+
+static ox_status f_convert(struct ox_device *d, void *dst, ox_dtype dst_type, const void *src,
+                           ox_dtype src_type, int64_t n) {
+    (void)d;
+    for (int64_t i = 0; i < n; i++) {
+        if (dst_type == OX_FLOAT16 && src_type == OX_FLOAT)
+            ((uint16_t *)dst)[i] = ox_float_to_half(((const float *)src)[i]);
+        else if (dst_type == OX_FLOAT && src_type == OX_FLOAT16)
+            ((float *)dst)[i] = ox_half_to_float(((const uint16_t *)src)[i]);
+        else
+            return ox_err(OX_E_INTERNAL, "fake device: convert %d to %d", src_type, dst_type);
+    }
+    return OX_OK;
+}
+
+/* Take a node whose CPU kernel needs no scratch or prepared memory and sees no float16 (the
+ * CPU kernels' float16 support varies: in fp16 the float nodes stay on the CPU). */
+static ox_status f_prepare(struct ox_device *d, const struct ox_node *n, const ox_tensor *const *in,
+                           ox_tensor *const *out, unsigned const_inputs, void **kernel,
+                           size_t *scratch) {
+    struct fake *f = (struct fake *)d;
+    *kernel = NULL;
+    *scratch = 0;
+    if (f->take == TAKE_NONE || (f->take == TAKE_ALTERNATE && f->seen++ % 2))
+        return OX_E_UNSUPPORTED;
+    for (int k = 0; k < n->n_inputs; k++)
+        if (in[k] && in[k]->dtype == OX_FLOAT16) return OX_E_UNSUPPORTED;
+    ox_tensor outs[HARNESS_MAX_OUT];
+    ox_tensor *po[HARNESS_MAX_OUT];
+    if (n->n_outputs > HARNESS_MAX_OUT) return OX_E_UNSUPPORTED;
+    for (int k = 0; k < n->n_outputs; k++) {
+        if (out[k] && out[k]->dtype == OX_FLOAT16) return OX_E_UNSUPPORTED;
+        if (out[k]) outs[k] = *out[k];
+        po[k] = out[k] ? &outs[k] : NULL;
+    }
+    struct ox_infer_ctx ic = {.n_threads = 1, .const_inputs = const_inputs};
+    ox_status st = n->op->infer(&ic, n, in, po);
+    if (st || ic.scratch_bytes || ic.prepared_bytes) return OX_E_UNSUPPORTED;
+    *kernel = (void *)n;
+    return OX_OK;
+}
+
+static ox_status f_run(struct ox_device *d, void *kernel, const struct ox_node *n,
+                       const ox_tensor *const *in, ox_tensor *const *out, void *scratch,
+                       size_t scratch_bytes) {
+    (void)d, (void)kernel, (void)scratch, (void)scratch_bytes;
+    struct ox_kernel_ctx kc = {0};
+    return n->op->cpu(&kc, n, in, out);
+}
+
+static void f_release(struct ox_device *d, void *kernel) {
+    (void)d, (void)kernel;
+}
+
+static const struct ox_device_ops fake_ops = {
+    .close = f_close,
+    .alloc = f_alloc,
+    .free = f_free,
+    .alloc_host = f_alloc,
+    .free_host = f_free,
+    .copy_in = f_copy,
+    .copy_out = f_copy,
+    .sync = f_sync,
+    .convert = f_convert,
+    .prepare = f_prepare,
+    .run = f_run,
+    .release = f_release,
+};
+
+static double rel_l2(const ox_tensor *a, const ox_tensor *b) {
+    int64_t n = ox_tensor_numel(a);
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = ox_get_f64(a, i), y = ox_get_f64(b, i);
+        if (isnan(x) && isnan(y)) continue;
+        num += (x - y) * (x - y);
+        den += x * x;
+    }
+    return isnan(num) ? INFINITY : sqrt(num) / (den > 0 ? sqrt(den) : 1);
+}
+
+static void check_model(const char *path) {
+    ox_model *m;
+    if (ox_model_load(path, &m) != OX_OK) {
+        printf("skip %s: %s\n", path, ox_errmsg());
+        return;
+    }
+    const struct ox_graph *g = ox_model_graph(m);
+    int n_in = g->n_inputs;
+    ox_tensor *ins = calloc((size_t)n_in + 1, sizeof *ins);
+    const ox_tensor **bound = calloc((size_t)n_in + 1, sizeof *bound);
+    uint32_t seed = 12345;
+    bool ok = ins && bound;
+    for (int i = 0; ok && i < n_in; i++) {
+        ox_tensor d;
+        if (ox_model_input(m, i, &d, NULL) || d.kind != OX_IO_TENSOR || d.dtype != OX_FLOAT) {
+            printf("skip %s: input %d is not a float tensor\n", path, i);
+            ok = false;
+            break;
+        }
+        for (int k = 0; k < d.rank; k++)
+            if (d.dims[k] < 0) d.dims[k] = 2;
+        ins[i] = mk(OX_FLOAT, d.rank, d.dims);
+        for (int64_t e = 0; e < ox_tensor_numel(&ins[i]); e++) {
+            seed = seed * 1664525u + 1013904223u;
+            ((float *)ins[i].data)[e] = (float)(seed >> 8) / (float)(1 << 24) * 2 - 1;
+        }
+        bound[i] = &ins[i];
+    }
+    struct ox_plan *ref = NULL;
+    if (ok && ox_plan_build(g, bound, NULL, &ref) != OX_OK) {
+        printf("skip %s: %s\n", path, ox_errmsg());
+        ok = false;
+    }
+    if (ok && ox_plan_run(ref, bound) != OX_OK) {
+        printf("skip %s: the CPU plan fails: %s\n", path, ox_errmsg());
+        ok = false;
+    }
+    for (int take = TAKE_ALL; ok && take <= TAKE_NONE; take++)
+        for (int prec = OX_PRECISION_FP32; prec <= OX_PRECISION_FP16; prec += 2) {
+            struct fake f = {.base = {.ops = &fake_ops, .precision = prec}, .take = take};
+            pthread_mutex_init(&f.mu, NULL);
+            f.base.mu = &f.mu;
+            struct ox_plan *p = NULL;
+            ox_status st = ox_plan_build(g, bound, NULL, &p);
+            if (!st) st = ox_devplan_build(&f.base, p, &p->devplan);
+            for (int run = 0; !st && run < 2; run++) st = ox_devplan_run(p->devplan, bound);
+            CHECK(st == OX_OK, "%s take %d precision %d: %s", path, take, prec, ox_errmsg());
+            int n_dev = 0, n_cpu = 0;
+            bool captured;
+            if (!st) ox_devplan_stats(p->devplan, &n_dev, &n_cpu, &captured);
+            for (int k = 0; !st && k < g->n_outputs; k++) {
+                const ox_tensor *a = &ref->vals[g->outputs[k]], *b = &p->vals[g->outputs[k]];
+                if (a->kind != OX_IO_TENSOR || !ox_dtype_is_float(a->dtype)) continue;
+                double e = rel_l2(a, b), tol = prec == OX_PRECISION_FP16 ? 1e-2 : 1e-5;
+                CHECK(ox_same_shape(a, b) && e <= tol,
+                      "%s output %d, take %d, precision %d (%d steps on the device, %d on the "
+                      "CPU): relative L2 %g > %g",
+                      path, k, take, prec, n_dev, n_cpu, e, tol);
+            }
+            CHECK(st || take != TAKE_NONE || n_dev == 0, "%s: TAKE_NONE took %d", path, n_dev);
+            ox_plan_free(p);
+            pthread_mutex_destroy(&f.mu);
+        }
+    ox_plan_free(ref);
+    for (int i = 0; ins && i < n_in; i++) ox_tensor_free_data(&ins[i]);
+    free(ins);
+    free(bound);
+    ox_model_free(m);
+}
+
+int main(int argc, char **argv) {
+    for (int a = 2; a < argc; a++) {
+        struct stat sb;
+        char path[4096];
+        if (stat(argv[a], &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            snprintf(path, sizeof path, "%s/model.onnx", argv[a]);
+            if (stat(path, &sb) == 0) {
+                check_model(path);
+                continue;
+            }
+            DIR *dir = opendir(argv[a]); /* a folder of cases */
+            struct dirent *e;
+            while (dir && (e = readdir(dir))) {
+                if (e->d_name[0] == '.') continue;
+                snprintf(path, sizeof path, "%s/%s/model.onnx", argv[a], e->d_name);
+                if (stat(path, &sb) == 0) check_model(path);
+            }
+            if (dir) closedir(dir);
+        } else {
+            check_model(argv[a]);
+        }
+    }
+    return harness_finish();
+}
