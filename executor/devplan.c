@@ -18,7 +18,8 @@
  * through a float32 staging buffer on the device.
  *
  * When every step runs on the device and every shape is static, the second run is
- * captured (input copies, kernels, output copies) and later runs replay it: one launch.
+ * captured (input copies, kernels, output copies) and later runs replay it: one launch. A
+ * profiled plan runs step by step instead, waiting for each, so that each has its time.
  */
 #include "executor/device.h"
 
@@ -345,7 +346,7 @@ ox_status ox_devplan_build(struct ox_device *d, struct ox_plan *p, struct ox_dev
     if (!st) st = d->ops->sync(d); /* the uploads are done before the host data may go */
     pthread_mutex_unlock(d->mu);
     if (st) goto fail;
-    dp->capturable = dp->n_cpu == 0 && !p->has_dynamic && d->ops->capture_begin;
+    dp->capturable = dp->n_cpu == 0 && !p->has_dynamic && d->ops->capture_begin && !p->step_seconds;
     *out = dp;
     return OX_OK;
 fail:
@@ -401,9 +402,15 @@ static ox_status enqueue(struct ox_devplan *dp) {
         const struct ox_node *n = &g->nodes[p->steps[s].node];
         if (p->steps[s].is_skipped) continue;
         if (ds->on_device) {
+            /* profiled: each step waited for, so that its time is its own */
+            double t0 = p->step_seconds ? ox_seconds() : 0;
             if ((st = d->ops->run(d, ds->kernel, n, ds->in, ds->out, dp->scratch,
                                   dp->scratch_bytes)))
                 return st;
+            if (p->step_seconds) {
+                if ((st = d->ops->sync(d))) return st;
+                p->step_seconds[s] += ox_seconds() - t0;
+            }
             continue;
         }
         for (int v = 0; ds->pull_all && v < g->n_values; v++) /* every arena value alive */

@@ -119,6 +119,8 @@ ox_status ox_plan_run(struct ox_plan *p, const ox_tensor *const *inputs);
 ox_status ox_plan_run_scoped(struct ox_plan *p, const ox_tensor *const *inputs,
                              const struct ox_scope *scope);
 void ox_plan_free(struct ox_plan *p);
+/* Seconds on a monotonic clock (the step profiles'). */
+double ox_seconds(void);
 /* A run in parts (ox_plan_run_scoped is both): bind the inputs (and outer values) and the
  * views over them, then run step s (in order, each once). For the device plans, which run
  * some steps elsewhere. */

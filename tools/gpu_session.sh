@@ -4,9 +4,10 @@
 # the CPU in fp32 and fp16), then benchmark against PyTorch (tools/gpu_bench.py). A short
 # summary comes last.
 #
-#     source .debs/unpack-debs.sh; tools/gpu_session.sh OUT [build|check|bench]...
+#     source .debs/unpack-debs.sh; tools/gpu_session.sh OUT [build|check|profile|bench]...
 #
-# (.debs: ../shared/gpu/README.md.) With no step named, all three. Results go to OUT:
+# (.debs: ../shared/gpu/README.md.) With no step named, build, check and bench; profile
+# times every node of a few models (bench --profile). Results go to OUT:
 # build.log, gpu_check.txt/.json, GPU_BENCHMARKS.md, gpu_bench.json. BENCH_BUDGET (seconds,
 # default 300) bounds the benchmark; BENCH_ARGS adds options to it. NODE_DIR names the ONNX
 # node cases (default: the onnx package's, where it has them); PARITY=0 skips the models,
@@ -82,6 +83,17 @@ if [[ " $steps " == *" bench "* ]]; then
         --out "$out/GPU_BENCHMARKS.md" --json-out "$out/gpu_bench.json" ${BENCH_ARGS:-} \
         >"$out/gpu_bench.txt" 2>"$out/gpu_bench.err"
     echo "gpu_bench exit $?"
+fi
+
+if [[ " $steps " == *" profile "* ]]; then
+    # where the time goes: every node timed on its own (no graph replay), per op type
+    stamp "profile"
+    for spec in "resnet50 32 fp16" "bert_base 32 fp16" "resnet18 1 fp32" "bert_base 1 fp32"; do
+        set -- $spec
+        [ -f $work/$1.onnx ] &&
+            $bin bench $work/$1.onnx --device cuda --batch $2 --precision $3 --runs 5 --profile \
+                >"$out/profile_$1_b$2_$3.txt" 2>&1
+    done
 fi
 
 stamp "summary"
