@@ -17,7 +17,7 @@ array or None.
 
 The library is found, in this order: the ONNXEXEC_LIB environment variable (a path to
 libonnxexec.so), the library installed beside this module by `cmake --install` (the
-module goes to PREFIX/lib/python3/dist-packages), then the system's (libonnxexec.so.0).
+module goes to PREFIX/lib/python3/dist-packages), then the system's (libonnxexec.so.1).
 """
 import ctypes
 import os
@@ -108,8 +108,8 @@ def _load_library():
     if _LIBDIR_FROM_MODULE is not None:
         here = os.path.dirname(os.path.abspath(__file__))
         names.append(os.path.normpath(os.path.join(here, _LIBDIR_FROM_MODULE,
-                                                   "libonnxexec.so.0")))
-    names.append("libonnxexec.so.0")
+                                                   "libonnxexec.so.1")))
+    names.append("libonnxexec.so.1")
     for name in names:
         try:
             return ctypes.CDLL(name), name

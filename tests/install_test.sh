@@ -61,7 +61,7 @@ run() {
 
 # ---- the installed tree --------------------------------------------------------------
 run "$T/install.log" "$CMAKE" --install "$BUILD" --prefix "$P" || exit 1
-for f in lib/libonnxexec.so.0.1.0 lib/libonnxexec.so.0 lib/libonnxexec.so lib/libonnxexec.a \
+for f in lib/libonnxexec.so.0.1.0 lib/libonnxexec.so.1 lib/libonnxexec.so lib/libonnxexec.a \
     include/onnxexec.h bin/onnxexec share/man/man1/onnxexec.1 lib/pkgconfig/onnxexec.pc \
     lib/cmake/onnxexec/onnxexecConfig.cmake lib/cmake/onnxexec/onnxexecConfigVersion.cmake \
     lib/cmake/onnxexec/onnxexecTargets.cmake; do
@@ -72,10 +72,10 @@ so=$(cd "$P/lib" && ls libonnxexec.so.*.*.* 2>/dev/null)
 [ "$so" = "libonnxexec.so.$version" ] && ok "library file $so (onnxexec --version: $version)" ||
     bad "library file '$so', onnxexec --version '$version'"
 soname=$(readelf -d "$P/lib/$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
-[ "$soname" = libonnxexec.so.0 ] && ok "SONAME $soname" || bad "SONAME '$soname'"
-[ "$(readlink "$P/lib/libonnxexec.so.0")" = "$so" ] &&
-    [ "$(readlink "$P/lib/libonnxexec.so")" = libonnxexec.so.0 ] &&
-    ok "links libonnxexec.so -> libonnxexec.so.0 -> $so" || bad "symbolic links of $so"
+[ "$soname" = libonnxexec.so.1 ] && ok "SONAME $soname" || bad "SONAME '$soname'"
+[ "$(readlink "$P/lib/libonnxexec.so.1")" = "$so" ] &&
+    [ "$(readlink "$P/lib/libonnxexec.so")" = libonnxexec.so.1 ] &&
+    ok "links libonnxexec.so -> libonnxexec.so.1 -> $so" || bad "symbolic links of $so"
 
 # ---- symbols: the header's functions, nothing else ------------------------------------
 # The header's functions, from the preprocessed header (no comments left).
@@ -216,8 +216,8 @@ flags="-O2 -std=c99 -Wall -Wextra -pedantic -Werror $EXTRA"
 if run "$T/make.log" make -C "$T/ex" CC="$CC" CFLAGS="$flags" LDFLAGS="$EXTRA" run_model \
     run_model_static; then
     ok "make (pkg-config): run_model and run_model_static, no warnings"
-    readelf -d "$T/ex/run_model" | grep -q 'NEEDED.*\[libonnxexec\.so\.0\]' &&
-        ok "run_model needs libonnxexec.so.0" || bad "run_model does not need libonnxexec.so.0"
+    readelf -d "$T/ex/run_model" | grep -q 'NEEDED.*\[libonnxexec\.so\.1\]' &&
+        ok "run_model needs libonnxexec.so.1" || bad "run_model does not need libonnxexec.so.1"
     readelf -d "$T/ex/run_model_static" | grep -q 'NEEDED.*libonnxexec' &&
         bad "run_model_static needs libonnxexec.so" || ok "run_model_static has libonnxexec.a in"
     expect "pkg-config, shared: 2 images (.pb)" "2, 10" "$T/ref_0_2.npy" -- \
@@ -274,13 +274,13 @@ done
 # The installed onnxexec.py finds the installed library by itself (no ONNXEXEC_LIB) and runs
 # the shipped model to PyTorch's logits (tests/python_module.py on the installed copy). Not
 # in sanitizer builds: Python cannot load a library built with them.
-if [ -z "$EXTRA" ] && ! nm -D "$P/lib/libonnxexec.so.0" 2>/dev/null | grep -q __asan_init; then
+if [ -z "$EXTRA" ] && ! nm -D "$P/lib/libonnxexec.so.1" 2>/dev/null | grep -q __asan_init; then
     pydir=$P/lib/python3/dist-packages
     if [ ! -f "$pydir/onnxexec.py" ]; then
         bad "not installed: lib/python3/dist-packages/onnxexec.py"
     elif run "$T/python.log" env -u ONNXEXEC_LIB "$PY" "$SRC/tests/python_module.py" \
         --source "$SRC" --module-dir "$pydir"; then
-        grep -q "^library: $P/lib/libonnxexec.so.0 " "$T/python.log" &&
+        grep -q "^library: $P/lib/libonnxexec.so.1 " "$T/python.log" &&
             ok "python3 -c 'import onnxexec' (installed): the prefix's library, the model's logits" ||
             bad "the installed Python module loaded $(sed -n 's/^library: //p' "$T/python.log")"
     fi

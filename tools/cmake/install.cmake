@@ -3,8 +3,8 @@
 #
 #     cmake --install build --prefix P
 #
-#   P/lib/libonnxexec.so.0.1.0         the shared library (SONAME libonnxexec.so.0), with the
-#   P/lib/libonnxexec.so.0, .so        links; it exports the functions of onnxexec.h only
+#   P/lib/libonnxexec.so.0.1.0         the shared library (SONAME libonnxexec.so.1), with the
+#   P/lib/libonnxexec.so.1, .so        links; it exports the functions of onnxexec.h only
 #   P/lib/libonnxexec.a                the static library: one object whose other symbols are
 #                                      local (no clash with a program's own names)
 #   P/include/onnxexec.h               the API
@@ -34,8 +34,10 @@ endif()
 # The ABI number, the SONAME's: libonnxexec.so.${OX_SOVERSION}. Raise it with every change
 # that breaks binary compatibility (a function removed or its signature changed, a public
 # struct's layout or an enum's values changed), before 1.0 too. From 1.0 on it is the major
-# version (README.md, "Install").
-set(OX_SOVERSION 0)
+# version (README.md, "Install"). 1: ox_session_options gained batch_split, device and
+# precision, ox_compare_side device and precision (a program built against 0 passes a
+# shorter struct).
+set(OX_SOVERSION 1)
 
 # What libonnxexec needs beyond libc: protobuf-c, BLAS, libm, pthread (zlib is the tool's,
 # not the library's). As link items a consumer can use: a library in the linker's default
@@ -95,7 +97,7 @@ install(TARGETS onnxexec RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/onnxexec.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/tools/onnxexec.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 
-# The Python module (python/onnxexec.py, ctypes over libonnxexec.so.0) where Debian's Python
+# The Python module (python/onnxexec.py, ctypes over libonnxexec.so.1) where Debian's Python
 # looks: PREFIX/lib/python3/dist-packages (on sys.path for /usr and /usr/local; elsewhere
 # PYTHONPATH). The installed copy finds the library through the path from its folder to
 # the library's, written into it here.
