@@ -357,7 +357,6 @@ fail:
 void ox_devplan_free(struct ox_devplan *dp) {
     if (!dp) return;
     struct ox_device *d = dp->dev;
-    const struct ox_graph *g = dp->p->graph;
     if (dp->graph) d->ops->graph_free(d, dp->graph);
     if (dp->steps)
         for (int s = 0; s < dp->p->n_steps; s++) {
@@ -371,7 +370,6 @@ void ox_devplan_free(struct ox_devplan *dp) {
     for (int i = 0; i < dp->n_bufs; i++) d->ops->free(d, dp->bufs[i]);
     for (int i = 0; i < dp->n_ins; i++) d->ops->free_host(d, dp->ins[i].pinned);
     for (int i = 0; i < dp->n_outs; i++) d->ops->free_host(d, dp->outs[i].pinned);
-    (void)g;
     d->ops->free(d, dp->arena);
     d->ops->free(d, dp->scratch);
     d->ops->free(d, dp->temp);
