@@ -326,6 +326,18 @@ def measure_eager(model, x, device, args):
     return r
 
 
+def measure_eager_host(model, x_host, device, precision, args):
+    """Eager from host memory to host memory, as onnxexec's API runs: the float32 input
+    copied to the GPU (and cast there), the output copied back as float32."""
+    dt = torch_dtype(precision)
+
+    def call():
+        return model(x_host.to(device).to(dt)).float().cpu()
+
+    with torch.inference_mode():
+        return time_calls(call, device, args.warmup, args.runs)
+
+
 def measure_compile(model, x, device, mode, args):
     if not hasattr(torch, "compile"):
         raise RuntimeError(f"torch {torch.__version__} has no torch.compile")
@@ -412,15 +424,18 @@ def best_compile(row):
 
 
 def table_rows(rows):
-    head = ["model", "batch", "precision", "eager ms", "compile default ms",
-            "compile reduce-overhead ms", "onnxexec ms", "onnxexec / eager",
+    head = ["model", "batch", "precision", "eager ms", "eager host-to-host ms",
+            "compile default ms", "compile reduce-overhead ms", "onnxexec ms",
+            "onnxexec / eager", "onnxexec / eager host-to-host",
             "onnxexec / best compile"]
     out = []
     for r in rows:
         ox = med(r.get("onnxexec"))
         out.append([r["model"], str(r["batch"]), r["precision"], fmt_cell(r.get("eager")),
+                    fmt_cell(r.get("eager_host")),
                     fmt_cell(r.get("default")), fmt_cell(r.get("reduce-overhead")),
                     fmt_cell(r.get("onnxexec")), fmt_ratio(ratio(ox, med(r.get("eager")))),
+                    fmt_ratio(ratio(ox, med(r.get("eager_host")))),
                     fmt_ratio(ratio(ox, best_compile(r)))])
     return head, out
 
@@ -484,7 +499,7 @@ def startup_rows(rows):
 def errors(rows):
     out = []
     for r in rows:
-        for k in ["onnxexec", "eager"] + COMPILE_MODES:
+        for k in ["onnxexec", "eager", "eager_host"] + COMPILE_MODES:
             c = r.get(k)
             if isinstance(c, dict) and "error" in c:
                 out.append(f"{r['model']} b{r['batch']} {r['precision']} {k}: {c['error']}")
@@ -527,7 +542,9 @@ def markdown(info, rows, exports, checks, errs):
         f"synchronisation (onnxexec: its own `bench --json`, after {info['warmup']} untimed "
         f"runs; eager: after {info['warmup']} untimed runs, torch.inference_mode, "
         f"cudnn.benchmark on; torch.compile: the first call (compile) timed apart, then "
-        f"{info['compile_warmup']} untimed runs). Inputs on the GPU for PyTorch. fp32: TF32 "
+        f"{info['compile_warmup']} untimed runs). Inputs on the GPU for PyTorch, except in "
+        f"'eager host-to-host' (a float32 input in host memory copied in and cast, the "
+        f"output copied back as float32, as onnxexec's runs do). fp32: TF32 "
         f"off in PyTorch (cuBLAS, cuDNN); fp16: model.half() and half inputs in PyTorch, "
         f"`--precision fp16` for onnxexec on the fp32 ONNX file. bert_base eager: MHA fast "
         f"path {info['eager_fastpath']}; torch.compile runs with it off. Models: random "
@@ -664,13 +681,17 @@ def phase_eager_onnxexec(args, device, cpu_models, paths, exports, by, left):
                 try:
                     if gpu_model is None:
                         gpu_model = model_on(cpu_model, device, p)
-                    x = make_input(name, shape, b).to(device, torch_dtype(p))
+                    x_host = make_input(name, shape, b)
+                    x = x_host.to(device, torch_dtype(p))
                     with fastpath_set(args.eager_fastpath == "on"):
                         r["eager"] = measure_eager(gpu_model, x, device, args)
-                    del x
+                        r["eager_host"] = measure_eager_host(gpu_model, x_host, device, p, args)
+                    del x, x_host
                 except Exception as e:  # noqa: BLE001
-                    r["eager"] = {"error": first_line(e)}
-                log(f"{tag} eager: {describe(r['eager'])}")
+                    r.setdefault("eager", {"error": first_line(e)})
+                    r["eager_host"] = {"error": first_line(e)}
+                log(f"{tag} eager: {describe(r['eager'])}, host to host: "
+                    f"{describe(r['eager_host'])}")
             del gpu_model
             free_gpu()
 
