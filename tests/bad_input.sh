@@ -60,6 +60,11 @@ expect "--limit unknown name" "no limit 'bogus'" -- run "$B/good_relu.onnx" --li
 expect "--limit bad value" "'12Q' is not a positive number" -- info "$B/good_relu.onnx" --limit rank=12Q
 expect "--limit rank too high" "rank can be at most 16" -- info "$B/good_relu.onnx" --limit rank=17
 expect "--limit without a value" "--limit needs NAME=VALUE" -- info "$B/good_relu.onnx" --limit
+expect "--device unknown" "unknown device 'tpu' (expected cpu, cuda or cuda:N)" -- run "$B/good_relu.onnx" --device tpu
+expect "--device cuda:x" "expected cuda:N" -- bench "$B/good_relu.onnx" --device cuda:x
+expect "--precision unknown" "--precision 'fp8': expected fp32, tf32, fp16 or bf16" -- run "$B/good_relu.onnx" --precision fp8
+expect "--precision fp16 on the CPU" "precision other than fp32 is for GPUs" -- run "$B/good_relu.onnx" --precision fp16
+expect "compare side cuda:fp8" "expected cuda[:N][:fp32|tf32|fp16][:noopt]" -- compare "$B/good_relu.onnx" cpu cuda:fp8
 
 # and the good model runs, also with limits raised to what the models need (K/M suffixes)
 if "$X" run "$B/good_relu.onnx" -i "x=$B/input_ok.npy" >"$T/out" 2>&1; then

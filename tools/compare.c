@@ -637,7 +637,7 @@ struct side {
     char *dataset;     /* a backend folder's data set (malloc'd), or NULL */
 };
 
-/* "cuda[:N][:fp16|bf16|tf32][:noopt]" */
+/* "cuda[:N][:fp32|tf32|fp16|bf16][:noopt]" */
 static bool is_cuda_spec(const char *s) {
     if (strncmp(s, "cuda", 4) != 0) return false;
     s += 4;
@@ -677,7 +677,7 @@ static int parse_side(const char *spec, struct side *s) {
         return cli_errorf(EXIT_USAGE, "side '%s': expected cpu or cpu:noopt", spec);
     if (strncmp(spec, "cuda", 4) == 0 && (spec[4] == 0 || spec[4] == ':')) {
         if (!is_cuda_spec(spec))
-            return cli_errorf(EXIT_USAGE, "side '%s': expected cuda[:N][:fp16|bf16|tf32][:noopt]",
+            return cli_errorf(EXIT_USAGE, "side '%s': expected cuda[:N][:fp32|tf32|fp16][:noopt]",
                               spec);
         s->kind = SIDE_RUN;
         long index = 0;
