@@ -7,7 +7,9 @@
 #     source .debs/unpack-debs.sh; tools/gpu_session.sh OUT [build|check|profile|bench]...
 #
 # (.debs: ../shared/gpu/README.md.) With no step named, build, check and bench; profile
-# times every node of a few models (bench --profile). Results go to OUT:
+# times every node of a few models (bench --profile). Seven files at most come back (the
+# device tool returns few): build.log, gpu_check.txt/.json (with the gradients),
+# GPU_BENCHMARKS.md, gpu_bench.txt/.json, profile.txt. Results go to OUT:
 # build.log, gpu_check.txt/.json, GPU_BENCHMARKS.md, gpu_bench.json. BENCH_BUDGET (seconds,
 # default 300) bounds the benchmark; BENCH_ARGS adds options to it. NODE_DIR names the ONNX
 # node cases (default: the onnx package's, where it has them); PARITY=0 skips the models,
@@ -44,13 +46,13 @@ fi
 bin=$build/onnxexec
 work=$build/gpu_models
 # the ONNX node cases: NODE_DIR, else those of the onnx package when it has them
-node=${NODE_DIR:-$(python3 -c "import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), 'backend/test/data/node'))")}
+node=${NODE_DIR:-$(python3 -c "import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), 'backend/test/data/node'))" 2>/dev/null)}
 [ -d "$node" ] || node=
 
 if [[ " $steps " == *" check "* ]]; then
     stamp "models"
-    python3 tools/gpu_bench.py --onnxexec $bin --work $work --export-only >"$out/export.log" 2>&1 ||
-        tail -5 "$out/export.log"
+    python3 tools/gpu_bench.py --onnxexec $bin --work $work --export-only >>"$out/build.log" 2>&1 ||
+        tail -5 "$out/build.log"
     models=()
     if [ "${PARITY:-1}" = 1 ]; then
         models=(--model models/fashion_mnist_cnn.onnx)
@@ -69,10 +71,11 @@ if [[ " $steps " == *" check "* ]]; then
     if [ "${GRADS:-1}" = 1 ]; then
         for m in resnet18 mobilenet_v2 bert_base; do
             [ -f $work/$m.onnx ] || continue
-            $bin grad $work/$m.onnx -o $work/$m.grad.onnx >"$out/grad_$m.txt" 2>&1 &&
+            $bin grad $work/$m.onnx -o $work/$m.grad.onnx >/dev/null 2>>"$out/gpu_check.txt" &&
                 timeout 120 $bin compare $work/$m.grad.onnx cpu cuda --outputs-only --shape N=2 \
-                    >>"$out/grad_$m.txt" 2>/dev/null
-            echo "gradients of $m, GPU against CPU: exit $? ($(tail -1 "$out/grad_$m.txt"))"
+                    >"$work/$m.grad.txt" 2>/dev/null
+            echo "gradients of $m, GPU against CPU: exit $? ($(tail -1 "$work/$m.grad.txt"))" |
+                tee -a "$out/gpu_check.txt"
         done
     fi
 fi
@@ -81,7 +84,7 @@ if [[ " $steps " == *" bench "* ]]; then
     stamp "bench"
     python3 tools/gpu_bench.py --onnxexec $bin --work $work --budget "${BENCH_BUDGET:-300}" \
         --out "$out/GPU_BENCHMARKS.md" --json-out "$out/gpu_bench.json" ${BENCH_ARGS:-} \
-        >"$out/gpu_bench.txt" 2>"$out/gpu_bench.err"
+        >"$out/gpu_bench.txt" 2>&1
     echo "gpu_bench exit $?"
 fi
 
@@ -92,11 +95,12 @@ if [[ " $steps " == *" profile "* ]]; then
         set -- $spec
         [ -f $work/$1.onnx ] &&
             $bin bench $work/$1.onnx --device cuda --batch $2 --precision $3 --runs 5 --profile \
-                >"$out/profile_$1_b$2_$3.txt" 2>&1
+                >>"$out/profile.txt" 2>&1
     done
 fi
 
 stamp "summary"
 [ -f "$out/gpu_check.txt" ] && grep -v "^  [A-Za-z]* [0-9]*," "$out/gpu_check.txt" | tail -40
-[ -f "$out/gpu_bench.txt" ] && tail -45 "$out/gpu_bench.txt"
+[ -f "$out/gpu_bench.txt" ] && grep -v "^\[" "$out/gpu_bench.txt" | tail -45
+[ -f "$out/profile.txt" ] && grep -E "^model|^runs|^  [A-Za-z]+ +[0-9]+ " "$out/profile.txt" | head -40
 true
