@@ -2,7 +2,7 @@
  *
  *     struct ox_device *d;
  *     ox_device_open("cuda:0", OX_PRECISION_FP32, &d);   // OX_E_DEVICE: none, or not built
- *     ox_devplan_build(d, plan, &dp);   // weights uploaded, device arena, kernels prepared
+ *     ox_devplan_build(d, NULL, plan, &dp); // weights uploaded, device arena, kernels prepared
  *     ox_devplan_run(dp, inputs);       // plan->vals of the graph outputs hold the results
  *     ox_devplan_free(dp);
  *     ox_device_close(d);
@@ -71,8 +71,17 @@ struct ox_device {
 ox_status ox_device_open(const char *spec, int precision, struct ox_device **out);
 void ox_device_close(struct ox_device *d);
 
+/* The device copies of a session's weights (initializers), shared by all its plans (one per
+ * input shape), so that a model run at several batch sizes holds its weights on the device
+ * once. Owned by the session, freed after its plans, before its device. */
+struct ox_devconsts;
+ox_status ox_devconsts_create(struct ox_device *d, struct ox_devconsts **out);
+void ox_devconsts_free(struct ox_devconsts *c);
+
 struct ox_devplan;
-ox_status ox_devplan_build(struct ox_device *d, struct ox_plan *p, struct ox_devplan **out);
+/* shared: where the plan's initializers go (borrowed; NULL: the plan's own copies). */
+ox_status ox_devplan_build(struct ox_device *d, struct ox_devconsts *shared, struct ox_plan *p,
+                           struct ox_devplan **out);
 /* Run: inputs as for ox_plan_run; the graph outputs are left in p->vals (host memory). */
 ox_status ox_devplan_run(struct ox_devplan *dp, const ox_tensor *const *inputs);
 void ox_devplan_free(struct ox_devplan *dp);

@@ -42,16 +42,29 @@ struct dbuf { /* an input or output staged through page-locked memory */
     size_t bytes;
 };
 
-struct ox_devplan {
+/* Uploaded buffers: a plan's own (folded values, inputs) or a session's shared weights. */
+struct bufs {
+    int n;
+    void **dev;        /* device memory owned */
+    const void **host; /* the host data each copies (constants), or NULL */
+    size_t *bytes;     /* host bytes */
+    bool *half;        /* converted to float16 */
+};
+
+struct ox_devconsts {
     struct ox_device *dev; /* borrowed */
-    struct ox_plan *p;     /* borrowed */
+    struct bufs b;
+};
+
+struct ox_devplan {
+    struct ox_device *dev;       /* borrowed */
+    struct ox_devconsts *shared; /* borrowed: where initializers go, or NULL */
+    struct ox_plan *p;           /* borrowed */
     void *arena;
     void *scratch;
     size_t scratch_bytes;
-    int n_bufs;
-    void **bufs;           /* device memory owned: constants and inputs */
-    const void **buf_host; /* per buffer: the host data it copies (constants), or NULL */
-    size_t *buf_bytes;
+    struct bufs own;  /* device memory owned: folded values, inputs, and initializers when
+                         there is no shared set */
     ox_tensor *dvals; /* per value: its descriptor with the device address (NULL: none) and
                          the device's element type */
     bool half;        /* float32 values are float16 on the device */
@@ -108,35 +121,64 @@ static int root_of(const struct ox_plan *p, int v) {
     return v;
 }
 
-static ox_status add_buf(struct ox_devplan *dp, const void *host, size_t bytes, void **out) {
-    void **bufs = realloc(dp->bufs, sizeof *bufs * (size_t)(dp->n_bufs + 1));
-    if (bufs) dp->bufs = bufs;
-    const void **hosts = realloc(dp->buf_host, sizeof *hosts * (size_t)(dp->n_bufs + 1));
-    if (hosts) dp->buf_host = hosts;
-    size_t *sizes = realloc(dp->buf_bytes, sizeof *sizes * (size_t)(dp->n_bufs + 1));
-    if (sizes) dp->buf_bytes = sizes;
-    if (!bufs || !hosts || !sizes) return ox_err(OX_E_NOMEM, "out of memory");
-    void *d = NULL;
-    ox_status st = dp->dev->ops->alloc(dp->dev, bytes, &d);
+static ox_status add_buf(struct ox_device *d, struct bufs *b, const void *host, size_t bytes,
+                         bool half, void **out) {
+    void **dev = realloc(b->dev, sizeof *dev * (size_t)(b->n + 1));
+    if (dev) b->dev = dev;
+    const void **hosts = realloc(b->host, sizeof *hosts * (size_t)(b->n + 1));
+    if (hosts) b->host = hosts;
+    size_t *sizes = realloc(b->bytes, sizeof *sizes * (size_t)(b->n + 1));
+    if (sizes) b->bytes = sizes;
+    bool *halves = realloc(b->half, sizeof *halves * (size_t)(b->n + 1));
+    if (halves) b->half = halves;
+    if (!dev || !hosts || !sizes || !halves) return ox_err(OX_E_NOMEM, "out of memory");
+    void *p = NULL;
+    ox_status st = d->ops->alloc(d, bytes, &p);
     if (st) return st;
-    dp->bufs[dp->n_bufs] = d;
-    dp->buf_host[dp->n_bufs] = host;
-    dp->buf_bytes[dp->n_bufs] = bytes;
-    dp->n_bufs++;
-    *out = d;
+    b->dev[b->n] = p;
+    b->host[b->n] = host;
+    b->bytes[b->n] = bytes;
+    b->half[b->n] = half;
+    b->n++;
+    *out = p;
     return OX_OK;
 }
 
-/* The device copy of constant value v (uploaded once; values with the same data share). */
+static void bufs_free(struct ox_device *d, struct bufs *b) {
+    for (int i = 0; i < b->n; i++) d->ops->free(d, b->dev[i]);
+    free(b->dev);
+    free(b->host);
+    free(b->bytes);
+    free(b->half);
+    memset(b, 0, sizeof *b);
+}
+
+ox_status ox_devconsts_create(struct ox_device *d, struct ox_devconsts **out) {
+    *out = calloc(1, sizeof **out);
+    if (!*out) return ox_err(OX_E_NOMEM, "out of memory");
+    (*out)->dev = d;
+    return OX_OK;
+}
+
+void ox_devconsts_free(struct ox_devconsts *c) {
+    if (!c) return;
+    bufs_free(c->dev, &c->b);
+    free(c);
+}
+
+/* The device copy of constant value v, uploaded once: values with the same data share it,
+ * and so do all plans of a session for its initializers. */
 static ox_status upload(struct ox_devplan *dp, int v, void **out) {
     const void *host = dp->p->vals[v].data;
     size_t bytes = value_bytes(&dp->p->vals[v]);
-    for (int i = 0; i < dp->n_bufs; i++)
-        if (dp->buf_host[i] == host && dp->buf_bytes[i] >= bytes) {
-            *out = dp->bufs[i];
+    bool half = is_converted(dp, v);
+    struct bufs *b = dp->shared && dp->p->slot[v] == OX_SLOT_CONST ? &dp->shared->b : &dp->own;
+    for (int i = 0; i < b->n; i++)
+        if (b->host[i] == host && b->bytes[i] >= bytes && b->half[i] == half) {
+            *out = b->dev[i];
             return OX_OK;
         }
-    ox_status st = add_buf(dp, host, bytes, out);
+    ox_status st = add_buf(dp->dev, b, host, bytes, half, out);
     if (!st) st = to_device(dp, *out, v, host);
     return st;
 }
@@ -172,7 +214,7 @@ static ox_status place_values(struct ox_devplan *dp) {
         case OX_SLOT_INPUT:
             dp->host_ok[v] = true;
             if (p->vals[v].kind == OX_IO_TENSOR && p->vals[v].dtype != OX_STRING &&
-                (st = add_buf(dp, NULL, bytes ? bytes : 1, &t->data)))
+                (st = add_buf(d, &dp->own, NULL, bytes ? bytes : 1, false, &t->data)))
                 return st;
             break;
         case OX_SLOT_ARENA:
@@ -315,13 +357,15 @@ static ox_status plan_outputs(struct ox_devplan *dp) {
     return OX_OK;
 }
 
-ox_status ox_devplan_build(struct ox_device *d, struct ox_plan *p, struct ox_devplan **out) {
+ox_status ox_devplan_build(struct ox_device *d, struct ox_devconsts *shared, struct ox_plan *p,
+                           struct ox_devplan **out) {
     *out = NULL;
     if (p->n_outer) return ox_err(OX_E_INTERNAL, "a subgraph's plan given to a device");
     const struct ox_graph *g = p->graph;
     struct ox_devplan *dp = calloc(1, sizeof *dp);
     if (!dp) return ox_err(OX_E_NOMEM, "out of memory");
     dp->dev = d;
+    dp->shared = shared;
     dp->p = p;
     dp->half = d->precision == OX_PRECISION_FP16;
     ox_status st = OX_E_NOMEM;
@@ -367,15 +411,12 @@ void ox_devplan_free(struct ox_devplan *dp) {
             free(ds->pull);
             free(ds->push);
         }
-    for (int i = 0; i < dp->n_bufs; i++) d->ops->free(d, dp->bufs[i]);
+    bufs_free(d, &dp->own);
     for (int i = 0; i < dp->n_ins; i++) d->ops->free_host(d, dp->ins[i].pinned);
     for (int i = 0; i < dp->n_outs; i++) d->ops->free_host(d, dp->outs[i].pinned);
     d->ops->free(d, dp->arena);
     d->ops->free(d, dp->scratch);
     d->ops->free(d, dp->temp);
-    free(dp->bufs);
-    free(dp->buf_host);
-    free(dp->buf_bytes);
     free(dp->dvals);
     free(dp->host_ok);
     free(dp->steps);

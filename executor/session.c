@@ -56,9 +56,10 @@ struct ox_session {
     int batch_split;     /* OX_BATCH_SPLIT_* */
     double weight_bytes; /* of the graph's initializers */
     struct ox_batch_info batch;
-    struct ox_device *device; /* NULL: the CPU */
-    pthread_mutex_t mu;       /* guards ctxs */
-    struct ox_run_ctx *ctxs;  /* one per thread that has run the session */
+    struct ox_device *device;    /* NULL: the CPU */
+    struct ox_devconsts *consts; /* the weights on the device, shared by the plans */
+    pthread_mutex_t mu;          /* guards ctxs */
+    struct ox_run_ctx *ctxs;     /* one per thread that has run the session */
 };
 
 /* The calling thread's context; a new one when it has none and create is set. */
@@ -345,8 +346,10 @@ ox_status ox_session_create(ox_model *m, const ox_session_options *opt, ox_sessi
     /* our pool splits the work; OpenBLAS runs one thread inside each piece */
     openblas_set_num_threads(1);
     ox_status st = ox_device_open(opt ? opt->device : NULL, opt ? opt->precision : 0, &s->device);
+    if (!st && s->device) st = ox_devconsts_create(s->device, &s->consts);
     if (!st) st = ox_pool_create(s->n_threads, &s->pool);
     if (st) {
+        ox_devconsts_free(s->consts);
         ox_device_close(s->device);
         pthread_mutex_destroy(&s->mu);
         free(s);
@@ -475,10 +478,6 @@ static ox_status split_lanes(ox_session *s, struct ox_run_ctx *c, int n_lanes,
             ox_plan_free(p);
             return ox_err(OX_E_NOMEM, "out of memory");
         }
-        if (s->device && (st = ox_devplan_build(s->device, p, &p->devplan))) {
-            ox_plan_free(p);
-            return st;
-        }
         if (l > 0) { /* the same graph and shapes: the same steps, the same packed weights */
             struct ox_plan *p0 = c->lanes[0];
             if (p->n_steps != p0->n_steps) {
@@ -579,6 +578,7 @@ void ox_session_free(ox_session *s) {
         free(c);
     }
     ox_pool_free(s->pool);
+    ox_devconsts_free(s->consts); /* after the plans, which borrow them */
     ox_device_close(s->device);
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -638,7 +638,7 @@ static ox_status ctx_plan(ox_session *s, struct ox_run_ctx *c, struct ox_plan **
             ox_plan_free(p);
             return ox_err(OX_E_NOMEM, "out of memory");
         }
-        if (s->device && (st = ox_devplan_build(s->device, p, &p->devplan))) {
+        if (s->device && (st = ox_devplan_build(s->device, s->consts, p, &p->devplan))) {
             ox_plan_free(p);
             return st;
         }

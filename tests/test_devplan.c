@@ -25,7 +25,8 @@ struct fake {
     struct ox_device base;
     pthread_mutex_t mu;
     enum take take;
-    int seen; /* nodes offered, for TAKE_ALTERNATE */
+    int seen;         /* nodes offered, for TAKE_ALTERNATE */
+    size_t allocated; /* bytes of device memory allocated so far */
 };
 
 static void f_close(struct ox_device *d) {
@@ -33,7 +34,7 @@ static void f_close(struct ox_device *d) {
 }
 
 static ox_status f_alloc(struct ox_device *d, size_t n, void **out) {
-    (void)d;
+    ((struct fake *)d)->allocated += n;
     *out = malloc(n ? n : 1);
     if (!*out) return ox_err(OX_E_NOMEM, "fake device: out of memory");
     memset(*out, 0xff, n); /* NaN in every float type */
@@ -109,11 +110,17 @@ static void f_release(struct ox_device *d, void *kernel) {
     (void)d, (void)kernel;
 }
 
+static ox_status f_alloc_host(struct ox_device *d, size_t n, void **out) {
+    (void)d;
+    *out = malloc(n ? n : 1);
+    return *out ? OX_OK : ox_err(OX_E_NOMEM, "fake device: out of memory");
+}
+
 static const struct ox_device_ops fake_ops = {
     .close = f_close,
     .alloc = f_alloc,
     .free = f_free,
-    .alloc_host = f_alloc,
+    .alloc_host = f_alloc_host,
     .free_host = f_free,
     .copy_in = f_copy,
     .copy_out = f_copy,
@@ -134,6 +141,51 @@ static double rel_l2(const ox_tensor *a, const ox_tensor *b) {
         den += x * x;
     }
     return isnan(num) ? INFINITY : sqrt(num) / (den > 0 ? sqrt(den) : 1);
+}
+
+/* Two plans of one session share its weights on the device (ox_devconsts): the second
+ * allocates no copy of the initializers, and still computes the CPU plan's outputs. */
+static void check_shared(const char *path, const struct ox_graph *g, const ox_tensor **bound,
+                         const struct ox_plan *ref) {
+    struct fake f = {.base = {.ops = &fake_ops}, .take = TAKE_ALL};
+    pthread_mutex_init(&f.mu, NULL);
+    f.base.mu = &f.mu;
+    struct ox_devconsts *shared = NULL;
+    struct ox_plan *p[3] = {NULL, NULL, NULL};
+    size_t bytes[3];
+    ox_status st = ox_devconsts_create(&f.base, &shared);
+    for (int i = 0; !st && i < 3; i++) { /* p[0], p[1] sharing; p[2] on its own */
+        size_t before = f.allocated;
+        st = ox_plan_build(g, bound, NULL, &p[i]);
+        if (!st) st = ox_devplan_build(&f.base, i < 2 ? shared : NULL, p[i], &p[i]->devplan);
+        if (!st) st = ox_devplan_run(p[i]->devplan, bound);
+        bytes[i] = f.allocated - before;
+    }
+    CHECK(st == OX_OK, "%s shared weights: %s", path, ox_errmsg());
+    if (!st) {
+        size_t weights = 0; /* the initializers the plan reads, each buffer once */
+        for (int v = 0; v < g->n_values; v++) {
+            if (p[2]->slot[v] != OX_SLOT_CONST || !p[2]->vals[v].data) continue;
+            bool seen = false;
+            for (int u = 0; u < v && !seen; u++)
+                seen = p[2]->slot[u] == OX_SLOT_CONST && p[2]->vals[u].data == p[2]->vals[v].data;
+            if (!seen && p[2]->vals[v].kind == OX_IO_TENSOR && p[2]->vals[v].dtype != OX_STRING)
+                weights +=
+                    (size_t)ox_tensor_numel(&p[2]->vals[v]) * ox_dtype_size(p[2]->vals[v].dtype);
+        }
+        CHECK(bytes[2] - bytes[1] == weights && bytes[0] == bytes[2],
+              "%s: device bytes of plans sharing weights %zu, %zu, alone %zu (weights %zu)", path,
+              bytes[0], bytes[1], bytes[2], weights);
+        for (int k = 0; k < g->n_outputs; k++) {
+            const ox_tensor *a = &ref->vals[g->outputs[k]], *b = &p[1]->vals[g->outputs[k]];
+            if (a->kind != OX_IO_TENSOR || !ox_dtype_is_float(a->dtype)) continue;
+            CHECK(rel_l2(a, b) <= 1e-5, "%s output %d with shared weights: relative L2 %g", path, k,
+                  rel_l2(a, b));
+        }
+    }
+    for (int i = 0; i < 3; i++) ox_plan_free(p[i]);
+    ox_devconsts_free(shared);
+    pthread_mutex_destroy(&f.mu);
 }
 
 static void check_model(const char *path, bool all_values) {
@@ -190,7 +242,7 @@ static void check_model(const char *path, bool all_values) {
             f.base.mu = &f.mu;
             struct ox_plan *p = NULL;
             ox_status st = ox_plan_build(g, bound, NULL, &p);
-            if (!st) st = ox_devplan_build(&f.base, p, &p->devplan);
+            if (!st) st = ox_devplan_build(&f.base, NULL, p, &p->devplan);
             for (int run = 0; !st && run < 2; run++) st = ox_devplan_run(p->devplan, bound);
             CHECK(st == OX_OK, "%s take %d precision %d: %s", path, take, prec, ox_errmsg());
             int n_dev = 0, n_cpu = 0;
@@ -210,6 +262,7 @@ static void check_model(const char *path, bool all_values) {
             ox_plan_free(p);
             pthread_mutex_destroy(&f.mu);
         }
+    if (ok && !all_values) check_shared(path, g, bound, ref);
     ox_plan_free(ref);
     for (int i = 0; ins && i < n_in; i++) ox_tensor_free_data(&ins[i]);
     free(ins);
