@@ -150,6 +150,10 @@ _session_run = _fn("ox_session_run", ctypes.c_int, _P, ctypes.POINTER(_Tensor), 
                    ctypes.POINTER(ctypes.POINTER(_Tensor)))
 _session_memory = _fn("ox_session_memory", ctypes.c_int, _P, ctypes.POINTER(ctypes.c_size_t),
                       ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t))
+_session_device = _fn("ox_session_device", ctypes.c_int, _P, ctypes.POINTER(ctypes.c_char_p),
+                      ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
+                      ctypes.POINTER(ctypes.POINTER(ctypes.c_int)),
+                      ctypes.POINTER(ctypes.c_bool))
 
 
 class Error(Exception):
@@ -312,6 +316,19 @@ class Session(_Owned):
         a, b, c = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_size_t()
         _check(_session_memory(self._h, ctypes.byref(a), ctypes.byref(b), ctypes.byref(c)))
         return {"arena": a.value, "no_reuse": b.value, "lower_bound": c.value}
+
+    def device(self):
+        """Where the session runs and how its last plan ran: {'device': 'cpu' or 'cuda:0
+        (NVIDIA ...)', 'device_steps', 'cpu_steps' (on a GPU, the nodes without a GPU
+        kernel), 'graph_replay' (runs replay one captured CUDA graph)}."""
+        if not self._h:
+            raise ValueError("onnxexec: the session is closed")
+        name, nd, nc = ctypes.c_char_p(), ctypes.c_int(), ctypes.c_int()
+        nodes, cap = ctypes.POINTER(ctypes.c_int)(), ctypes.c_bool()
+        _check(_session_device(self._h, ctypes.byref(name), ctypes.byref(nd), ctypes.byref(nc),
+                               ctypes.byref(nodes), ctypes.byref(cap)))
+        return {"device": name.value.decode(), "device_steps": nd.value,
+                "cpu_steps": nc.value, "graph_replay": cap.value}
 
     def close(self):
         if self._h:

@@ -136,6 +136,9 @@ with onnxexec.Model(path) as m:
         check("unknown device 'tpu'" in str(e), "device 'tpu': %s" % e)
     with m.session(threads=1, device="cpu") as s:
         check(np.allclose(s.run([images[:2]])[0], m.run([images[:2]])[0]), "device='cpu' runs")
+        d = s.device()
+        check(d["device"] == "cpu" and d["device_steps"] == 0 and d["cpu_steps"] > 0 and
+              not d["graph_replay"], "device(): %s" % d)
     try:
         m.session(precision="fp8")
         check(False, "precision 'fp8': refused")
