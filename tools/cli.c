@@ -146,6 +146,13 @@ bool cli_is_help(const char *a) {
     return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0;
 }
 
+int cli_precision(const char *name, size_t len) {
+    static const char *const names[] = {"fp32", "tf32", "fp16", "bf16"}; /* OX_PRECISION_* */
+    for (int i = 0; name && i < 4; i++)
+        if (len == 4 && strncmp(name, names[i], 4) == 0) return i;
+    return -1;
+}
+
 bool cli_parse_i64(const char *s, int64_t *out) {
     if (!s || !*s) return false;
     errno = 0;

@@ -26,6 +26,9 @@ const char *cli_lib_msg(ox_status st);
 bool cli_is_help(const char *arg); /* -h or --help */
 /* A whole decimal integer (no trailing characters). */
 bool cli_parse_i64(const char *s, int64_t *out);
+/* The OX_PRECISION_* named by the len characters at name ("fp32", "tf32", "fp16", "bf16"),
+ * or -1. */
+int cli_precision(const char *name, size_t len);
 bool cli_has_ext(const char *path, const char *ext); /* case-insensitive */
 bool cli_is_dir(const char *path);
 bool cli_is_file(const char *path);

@@ -637,10 +637,12 @@ struct side {
     char *dataset;     /* a backend folder's data set (malloc'd), or NULL */
 };
 
-/* "cuda[:N][:fp32|tf32|fp16|bf16][:noopt]" */
-static bool is_cuda_spec(const char *s) {
+/* "cuda[:N][:fp32|tf32|fp16|bf16][:noopt]", its fields in that order, each at most once, into
+ * the side; false when it is not that. */
+static bool parse_cuda_spec(const char *s, struct side *side) {
     if (strncmp(s, "cuda", 4) != 0) return false;
     s += 4;
+    long index = 0;
     int stage = 0; /* 0: device number next, 1: precision, 2: noopt, 3: nothing */
     while (*s) {
         if (*s++ != ':') return false;
@@ -649,18 +651,22 @@ static bool is_cuda_spec(const char *s) {
         if (n == 0) return false;
         bool digits = true;
         for (size_t k = 0; k < n; k++) digits &= isdigit((unsigned char)s[k]) != 0;
-        bool prec = (n == 4 && (!strncmp(s, "fp16", 4) || !strncmp(s, "bf16", 4) ||
-                                !strncmp(s, "tf32", 4) || !strncmp(s, "fp32", 4)));
-        if (stage == 0 && digits)
+        int prec = cli_precision(s, n);
+        if (stage == 0 && digits) {
+            index = strtol(s, NULL, 10);
             stage = 1;
-        else if (stage <= 1 && prec)
+        } else if (stage <= 1 && prec >= 0) {
+            side->precision = prec;
             stage = 2;
-        else if (stage <= 2 && n == 5 && !strncmp(s, "noopt", 5))
+        } else if (stage <= 2 && n == 5 && !strncmp(s, "noopt", 5)) {
+            side->noopt = true;
             stage = 3;
-        else
+        } else {
             return false;
+        }
         s += n;
     }
+    snprintf(side->device, sizeof side->device, "cuda:%ld", index);
     return true;
 }
 
@@ -676,20 +682,10 @@ static int parse_side(const char *spec, struct side *s) {
     if (strncmp(spec, "cpu:", 4) == 0)
         return cli_errorf(EXIT_USAGE, "side '%s': expected cpu or cpu:noopt", spec);
     if (strncmp(spec, "cuda", 4) == 0 && (spec[4] == 0 || spec[4] == ':')) {
-        if (!is_cuda_spec(spec))
+        if (!parse_cuda_spec(spec, s))
             return cli_errorf(EXIT_USAGE, "side '%s': expected cuda[:N][:fp32|tf32|fp16][:noopt]",
                               spec);
         s->kind = SIDE_RUN;
-        long index = 0;
-        static const char *const precs[] = {"fp32", "tf32", "fp16", "bf16"};
-        for (const char *p = strchr(spec, ':'); p; p = strchr(p + 1, ':')) {
-            const char *f = p + 1;
-            if (isdigit((unsigned char)*f)) index = strtol(f, NULL, 10);
-            for (int i = 0; i < 4; i++)
-                if (!strncmp(f, precs[i], 4)) s->precision = i;
-            if (!strncmp(f, "noopt", 5)) s->noopt = true;
-        }
-        snprintf(s->device, sizeof s->device, "cuda:%ld", index);
         return 0;
     }
     if (cli_is_dir(spec)) {

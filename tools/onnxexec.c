@@ -1202,14 +1202,12 @@ static int print_profile(ox_session *s, bool json) {
 
 /* --precision: fp32, tf32, fp16 or bf16. */
 static int parse_precision(const char *val, int *out) {
-    static const char *const names[] = {"fp32", "tf32", "fp16", "bf16"};
-    for (int i = 0; i < 4; i++)
-        if (val && strcmp(val, names[i]) == 0) {
-            *out = i; /* OX_PRECISION_FP32, _TF32, _FP16, _BF16 */
-            return 0;
-        }
-    return cli_errorf(EXIT_USAGE, "--precision '%s': expected fp32, tf32, fp16 or bf16",
-                      val ? val : "");
+    int p = val ? cli_precision(val, strlen(val)) : -1;
+    if (p < 0)
+        return cli_errorf(EXIT_USAGE, "--precision '%s': expected fp32, tf32, fp16 or bf16",
+                          val ? val : "");
+    *out = p;
+    return 0;
 }
 
 static int bench_report(struct run_state *r, int n_pass, int warmup, int runs, bool json,
