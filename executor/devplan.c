@@ -43,12 +43,16 @@ struct dbuf { /* an input or output staged through page-locked memory */
 };
 
 /* Uploaded buffers: a plan's own (folded values, inputs) or a session's shared weights. */
+struct buf {
+    void *dev;        /* device memory owned */
+    const void *host; /* the host data it copies (constants), or NULL */
+    size_t bytes;     /* host bytes */
+    bool half;        /* converted to float16 */
+};
+
 struct bufs {
     int n;
-    void **dev;        /* device memory owned */
-    const void **host; /* the host data each copies (constants), or NULL */
-    size_t *bytes;     /* host bytes */
-    bool *half;        /* converted to float16 */
+    struct buf *b;
 };
 
 struct ox_devconsts {
@@ -121,36 +125,23 @@ static int root_of(const struct ox_plan *p, int v) {
     return v;
 }
 
-static ox_status add_buf(struct ox_device *d, struct bufs *b, const void *host, size_t bytes,
+static ox_status add_buf(struct ox_device *d, struct bufs *bs, const void *host, size_t bytes,
                          bool half, void **out) {
-    void **dev = realloc(b->dev, sizeof *dev * (size_t)(b->n + 1));
-    if (dev) b->dev = dev;
-    const void **hosts = realloc(b->host, sizeof *hosts * (size_t)(b->n + 1));
-    if (hosts) b->host = hosts;
-    size_t *sizes = realloc(b->bytes, sizeof *sizes * (size_t)(b->n + 1));
-    if (sizes) b->bytes = sizes;
-    bool *halves = realloc(b->half, sizeof *halves * (size_t)(b->n + 1));
-    if (halves) b->half = halves;
-    if (!dev || !hosts || !sizes || !halves) return ox_err(OX_E_NOMEM, "out of memory");
+    struct buf *b = realloc(bs->b, sizeof *b * (size_t)(bs->n + 1));
+    if (!b) return ox_err(OX_E_NOMEM, "out of memory");
+    bs->b = b;
     void *p = NULL;
     ox_status st = d->ops->alloc(d, bytes, &p);
     if (st) return st;
-    b->dev[b->n] = p;
-    b->host[b->n] = host;
-    b->bytes[b->n] = bytes;
-    b->half[b->n] = half;
-    b->n++;
+    b[bs->n++] = (struct buf){.dev = p, .host = host, .bytes = bytes, .half = half};
     *out = p;
     return OX_OK;
 }
 
-static void bufs_free(struct ox_device *d, struct bufs *b) {
-    for (int i = 0; i < b->n; i++) d->ops->free(d, b->dev[i]);
-    free(b->dev);
-    free(b->host);
-    free(b->bytes);
-    free(b->half);
-    memset(b, 0, sizeof *b);
+static void bufs_free(struct ox_device *d, struct bufs *bs) {
+    for (int i = 0; i < bs->n; i++) d->ops->free(d, bs->b[i].dev);
+    free(bs->b);
+    memset(bs, 0, sizeof *bs);
 }
 
 ox_status ox_devconsts_create(struct ox_device *d, struct ox_devconsts **out) {
@@ -172,13 +163,13 @@ static ox_status upload(struct ox_devplan *dp, int v, void **out) {
     const void *host = dp->p->vals[v].data;
     size_t bytes = value_bytes(&dp->p->vals[v]);
     bool half = is_converted(dp, v);
-    struct bufs *b = dp->shared && dp->p->slot[v] == OX_SLOT_CONST ? &dp->shared->b : &dp->own;
-    for (int i = 0; i < b->n; i++)
-        if (b->host[i] == host && b->bytes[i] >= bytes && b->half[i] == half) {
-            *out = b->dev[i];
+    struct bufs *bs = dp->shared && dp->p->slot[v] == OX_SLOT_CONST ? &dp->shared->b : &dp->own;
+    for (int i = 0; i < bs->n; i++)
+        if (bs->b[i].host == host && bs->b[i].bytes >= bytes && bs->b[i].half == half) {
+            *out = bs->b[i].dev;
             return OX_OK;
         }
-    ox_status st = add_buf(dp->dev, b, host, bytes, half, out);
+    ox_status st = add_buf(dp->dev, bs, host, bytes, half, out);
     if (!st) st = to_device(dp, *out, v, host);
     return st;
 }
