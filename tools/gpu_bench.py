@@ -111,50 +111,22 @@ def first_line(text):
 
 # ---- models ---------------------------------------------------------------------------------
 
-def seed_everything(seed=SEED):
-    import random
-    random.seed(seed)
-    _torch().manual_seed(seed)
-    try:
-        import numpy as np
-        np.random.seed(seed)
-    except ImportError:
-        pass
-
-
-def randomise_batchnorm(model, gen):
-    """Give every BatchNorm non-trivial running stats and affine parameters."""
-    nn = _torch().nn
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, nn.modules.batchnorm._BatchNorm):
-                n = m.num_features
-                m.running_mean.copy_(torch.randn(n, generator=gen) * 0.1)
-                m.running_var.copy_(torch.empty(n).uniform_(0.5, 1.5, generator=gen))
-                m.weight.copy_(torch.empty(n).uniform_(0.5, 1.5, generator=gen))
-                m.bias.copy_(torch.randn(n, generator=gen) * 0.1)
-
-
-def randomise_transformer(model, gen):
-    """nn.TransformerEncoder deep-copies its layer, so all layers start alike (and LayerNorm
-    1/0, attention biases 0). Redraw every parameter so that each layer differs."""
-    with _torch().no_grad():
-        for name, p in model.named_parameters():
-            if p.dim() >= 2:
-                fan_out, fan_in = p.shape[0], p[0].numel()
-                a = (6.0 / (fan_in + fan_out)) ** 0.5
-                p.copy_(torch.empty(p.shape).uniform_(-a, a, generator=gen))
-            elif "norm" in name and name.endswith(".weight"):
-                p.copy_(torch.empty(p.shape).uniform_(0.5, 1.5, generator=gen))
-            else:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.1)
+def _parity():
+    """models/export_parity.py, whose seeding and weight randomisation the models share with
+    the CPU benchmark's and parity tests' (it imports torch, so it is loaded when needed)."""
+    _torch()
+    models = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models")
+    if models not in sys.path:
+        sys.path.insert(0, models)
+    import export_parity
+    return export_parity
 
 
 def build_model(name):
     """(fp32 CPU module in eval mode, per-sample input shape) for model `name`."""
-    _torch()
+    parity = _parity()
     index = MODEL_NAMES.index(name)
-    seed_everything(SEED)
+    parity.seed_everything(SEED)
     gen = torch.Generator().manual_seed(3000 + index)
     if name == "bert_base":
         nn = torch.nn
@@ -162,11 +134,11 @@ def build_model(name):
                                            dropout=0.1, activation="gelu", batch_first=True)
         # enable_nested_tensor=False: keep the plain (exportable) code path.
         m = nn.TransformerEncoder(layer, num_layers=12, enable_nested_tensor=False).eval()
-        randomise_transformer(m, gen)
+        parity.randomise_transformer(m, gen)
         return m, (128, 768)
     import torchvision
     m = getattr(torchvision.models, name)(weights=None).eval()
-    randomise_batchnorm(m, gen)
+    parity.randomise_batchnorm(m, gen)
     return m, (3, 224, 224)
 
 
