@@ -331,9 +331,6 @@ ox_status ox_session_create(ox_model *m, const ox_session_options *opt, ox_sessi
     s->profile = opt && opt->profile;
     s->plan_bytes = opt && opt->plan_bytes ? opt->plan_bytes : m->limits.plan_bytes;
     s->batch_split = opt ? opt->batch_split : OX_BATCH_SPLIT_AUTO;
-    if (opt && opt->device && *opt->device && strcmp(opt->device, "cpu") != 0)
-        s->batch_split = OX_BATCH_SPLIT_OFF;
-    if (s->batch_split != OX_BATCH_SPLIT_OFF) ox_graph_batch_info(m->graph, &s->batch);
     for (int v = 0; v < m->graph->n_values; v++) {
         const ox_tensor *t = m->graph->values[v].init;
         if (t && t->kind == OX_IO_TENSOR)
@@ -355,6 +352,8 @@ ox_status ox_session_create(ox_model *m, const ox_session_options *opt, ox_sessi
         free(s);
         return st;
     }
+    if (s->device) s->batch_split = OX_BATCH_SPLIT_OFF; /* a GPU takes the batch whole */
+    if (s->batch_split != OX_BATCH_SPLIT_OFF) ox_graph_batch_info(m->graph, &s->batch);
     *out = s;
     return OX_OK;
 }
