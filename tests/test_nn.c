@@ -12,6 +12,7 @@
  *     test_nn --bench    # also time a float32 ConvTranspose
  */
 #include "harness.h"
+#include "kernels/cpu/winograd.h"
 
 static void fill(ox_tensor *t) {
     int64_t n = ox_tensor_numel(t);
@@ -331,6 +332,72 @@ static bool random_conv_geom(int iter, int64_t s_lo, int64_t s_hi, int64_t max_p
 
 /* ---- dense and grouped Conv (float 2-D), fused residual and activation ---------------- */
 
+/* One FusedConv (x: xd, w: wd, y: yd; random data, bias, a residual Z when with_z, the
+ * activation act) against the definition in double: the worst error over the outputs, each
+ * relative to 1 + the sum of the magnitudes of its terms; -1 when it failed to run. */
+static double conv_case(const int64_t xd[4], const int64_t wd[4], const int64_t yd[4], int64_t k[2],
+                        int64_t s[2], int64_t d[2], int64_t pads[4], int64_t G, const char *act,
+                        bool with_z) {
+    int64_t N = xd[0], C = xd[1], M = wd[0], cg = C / G, mg = M / G;
+    ox_tensor x = mk(OX_FLOAT, 4, xd), w = mk(OX_FLOAT, 4, wd), b = mk(OX_FLOAT, 1, &M),
+              z = mk(OX_FLOAT, 4, yd), y;
+    fill(&x);
+    fill(&w);
+    fill(&b);
+    fill(&z);
+    float clip[2] = {-0.5f, 0.7f};
+    struct attrs at = {0};
+    attr_ints(&at, "kernel_shape", 2, k);
+    attr_ints(&at, "strides", 2, s);
+    attr_ints(&at, "dilations", 2, d);
+    attr_ints(&at, "pads", 4, pads);
+    attr_i(&at, "group", G);
+    attr_s(&at, "activation", act);
+    if (!strcmp(act, "Clip")) attr_floats(&at, "activation_params", 2, clip);
+    const ox_tensor *in[4] = {&x, &w, &b, with_z ? &z : NULL};
+    ox_status st =
+        run_node("ai.onnxexec", "FusedConv", 1, &at, 4, in, 1, (ox_tensor *[]){&y}, NULL);
+    CHECK(!st, "%s", ox_errmsg());
+    bool shape = !st && y.rank == 4 && !memcmp(y.dims, yd, 4 * sizeof *yd);
+    CHECK(st || shape, "shape");
+    double worst = shape ? 0 : -1;
+    int64_t H = xd[2], W = xd[3];
+    for (int64_t n = 0; shape && n < N; n++)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t oh = 0; oh < yd[2]; oh++)
+                for (int64_t ow = 0; ow < yd[3]; ow++) {
+                    int64_t gr = m / mg, o = ((n * M + m) * yd[2] + oh) * yd[3] + ow;
+                    double acc = ox_get_f64(&b, m), mag = fabs(acc);
+                    for (int64_t c = 0; c < cg; c++)
+                        for (int64_t kh = 0; kh < k[0]; kh++)
+                            for (int64_t kw = 0; kw < k[1]; kw++) {
+                                int64_t ih = oh * s[0] - pads[0] + kh * d[0];
+                                int64_t iw = ow * s[1] - pads[1] + kw * d[1];
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                double t =
+                                    ox_get_f64(&x, ((n * C + gr * cg + c) * H + ih) * W + iw) *
+                                    ox_get_f64(&w, ((m * cg + c) * k[0] + kh) * k[1] + kw);
+                                acc += t;
+                                mag += fabs(t);
+                            }
+                    if (with_z) acc += ox_get_f64(&z, o), mag += 1;
+                    if (!strcmp(act, "Relu")) acc = acc > 0 ? acc : 0;
+                    if (!strcmp(act, "Clip"))
+                        acc = acc < clip[0] ? clip[0] : acc > clip[1] ? clip[1] : acc;
+                    if (!strcmp(act, "Silu")) acc = acc / (1 + exp(-acc));
+                    double e = fabs(ox_get_f64(&y, o) - acc) / (1 + mag);
+                    worst = e > worst ? e : worst;
+                }
+    if (!st) ox_tensor_free_data(&y);
+    ox_tensor_free_data(&x);
+    ox_tensor_free_data(&w);
+    ox_tensor_free_data(&b);
+    ox_tensor_free_data(&z);
+    return worst;
+}
+
+static const char *const acts[] = {"", "Relu", "Clip", "Silu"};
+
 /* Random convolutions through FusedConv (kernel 1-5, strides 1-3, unequal in the two
  * dimensions, dilations, unequal pads, groups, depthwise ones of 1 to 40 channels, rows
  * narrower and wider than a 32-column block, a residual Z and each activation) against the
@@ -339,7 +406,6 @@ static bool random_conv_geom(int iter, int64_t s_lo, int64_t s_hi, int64_t max_p
  * (several 256-deep slabs) and every fourth case a stride-1 1x1 convolution: the shapes of
  * late layers (7x7, 13x13, 14x14 maps), where the GEMM's last column block is partly empty. */
 static void test_conv_random(bool narrow) {
-    static const char *const acts[] = {"", "Relu", "Clip", "Silu"};
     for (int iter = 0; iter < (narrow ? 80 : 240); iter++) {
         int64_t k[2], s[2], d[2], pads[4], G = irand(1, 2), cg = irand(1, 20), mg = irand(1, 20);
         if (iter % 5 == 4) G = irand(1, 40), cg = mg = 1; /* depthwise, blocks of 16 channels */
@@ -360,68 +426,64 @@ static void test_conv_random(bool narrow) {
             }
         }
         const char *act = acts[iter % 4];
-        ox_tensor x = mk(OX_FLOAT, 4, xd), w = mk(OX_FLOAT, 4, wd), b = mk(OX_FLOAT, 1, &M),
-                  z = mk(OX_FLOAT, 4, yd), y;
-        fill(&x);
-        fill(&w);
-        fill(&b);
-        fill(&z);
         bool with_z = iter % 2 == 0;
-        float clip[2] = {-0.5f, 0.7f};
-        struct attrs at = {0};
-        attr_ints(&at, "kernel_shape", 2, k);
-        attr_ints(&at, "strides", 2, s);
-        attr_ints(&at, "dilations", 2, d);
-        attr_ints(&at, "pads", 4, pads);
-        attr_i(&at, "group", G);
-        attr_s(&at, "activation", act);
-        if (!strcmp(act, "Clip")) attr_floats(&at, "activation_params", 2, clip);
-        const ox_tensor *in[4] = {&x, &w, &b, with_z ? &z : NULL};
-        ox_status st =
-            run_node("ai.onnxexec", "FusedConv", 1, &at, 4, in, 1, (ox_tensor *[]){&y}, NULL);
-        CHECK(!st, "iter %d: %s", iter, ox_errmsg());
-        bool shape = !st && y.rank == 4 && !memcmp(y.dims, yd, sizeof yd);
-        CHECK(st || shape, "iter %d: shape", iter);
-        double worst = 0;
-        int64_t H = xd[2], W = xd[3];
-        for (int64_t n = 0; shape && n < N; n++)
-            for (int64_t m = 0; m < M; m++)
-                for (int64_t oh = 0; oh < yd[2]; oh++)
-                    for (int64_t ow = 0; ow < yd[3]; ow++) {
-                        int64_t gr = m / mg, o = ((n * M + m) * yd[2] + oh) * yd[3] + ow;
-                        double acc = ox_get_f64(&b, m), mag = fabs(acc);
-                        for (int64_t c = 0; c < cg; c++)
-                            for (int64_t kh = 0; kh < k[0]; kh++)
-                                for (int64_t kw = 0; kw < k[1]; kw++) {
-                                    int64_t ih = oh * s[0] - pads[0] + kh * d[0];
-                                    int64_t iw = ow * s[1] - pads[1] + kw * d[1];
-                                    if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                                    double t =
-                                        ox_get_f64(&x, ((n * C + gr * cg + c) * H + ih) * W + iw) *
-                                        ox_get_f64(&w, ((m * cg + c) * k[0] + kh) * k[1] + kw);
-                                    acc += t;
-                                    mag += fabs(t);
-                                }
-                        if (with_z) acc += ox_get_f64(&z, o), mag += 1;
-                        if (!strcmp(act, "Relu")) acc = acc > 0 ? acc : 0;
-                        if (!strcmp(act, "Clip"))
-                            acc = acc < clip[0] ? clip[0] : acc > clip[1] ? clip[1] : acc;
-                        if (!strcmp(act, "Silu")) acc = acc / (1 + exp(-acc));
-                        double e = fabs(ox_get_f64(&y, o) - acc) / (1 + mag);
-                        worst = e > worst ? e : worst;
-                    }
-        CHECK(worst < 1e-5,
+        double worst = conv_case(xd, wd, yd, k, s, d, pads, G, act, with_z);
+        CHECK(worst >= 0 && worst < 1e-5,
               "iter %d: error %g (x %lldx%lld, k %lldx%lld, s %lldx%lld, d %lldx%lld, group %lld, "
               "%s%s)",
-              iter, worst, (long long)H, (long long)W, (long long)k[0], (long long)k[1],
+              iter, worst, (long long)xd[2], (long long)xd[3], (long long)k[0], (long long)k[1],
               (long long)s[0], (long long)s[1], (long long)d[0], (long long)d[1], (long long)G, act,
               with_z ? ", residual" : "");
-        if (!st) ox_tensor_free_data(&y);
-        ox_tensor_free_data(&x);
-        ox_tensor_free_data(&w);
-        ox_tensor_free_data(&b);
-        ox_tensor_free_data(&z);
     }
+}
+
+/* Random 3x3 stride-1 convolutions of the shapes the Winograd form takes
+ * (kernels/cpu/winograd.c; each case checked to go through it where the CPU has AVX-512):
+ * 1-3 images, 8-300 input channels (past one 256-deep slab), 16-150 output channels (not
+ * only multiples of 16), maps of 1 to 40 (tiles cut by the map's edge, rows of tiles
+ * narrower and wider than 16, blocks of tiles spanning images), pads 0-2 on each side
+ * independently, a residual and each activation; against the definition in double. The
+ * transforms add rounding: the worst case here is 2.4e-6 (5.5e-6 with the points 0, +-1,
+ * +-2 of Lavin's matrices; the direct form's stay below 1e-6), so the bound is 1e-5. */
+static void test_conv_winograd(void) {
+    int ran = 0;
+    for (int iter = 0; iter < 60; iter++) {
+        int64_t N = irand(1, 3), C = irand(8, iter % 10 == 0 ? 300 : 64), M = irand(16, 150);
+        int64_t k[2] = {3, 3}, s[2] = {1, 1}, d[2] = {1, 1}, pads[4];
+        int64_t xd[4] = {N, C, irand(1, 40), irand(1, 40)}, wd[4] = {M, C, 3, 3}, yd[4] = {N, M};
+        if (C > 64) xd[2] = irand(1, 14), xd[3] = irand(1, 14);
+        bool fits = true;
+        for (int i = 0; i < 4; i++) pads[i] = irand(0, 2);
+        for (int i = 0; i < 2; i++) {
+            yd[i + 2] = xd[i + 2] + pads[i] + pads[i + 2] - 2;
+            fits = fits && yd[i + 2] >= 1;
+        }
+        struct ox_wino wg = {.N = N,
+                             .C = C,
+                             .H = xd[2],
+                             .W = xd[3],
+                             .M = M,
+                             .OH = yd[2],
+                             .OW = yd[3],
+                             .pt = pads[0],
+                             .pl = pads[1]};
+        if (!fits || !ox_wino_applies(&wg)) {
+            CHECK(!fits || !ox_sgemm_is_fast() || N * ((yd[2] + 3) / 4) * ((yd[3] + 3) / 4) < 16,
+                  "iter %d: Winograd refused a case it should take", iter);
+            continue;
+        }
+        ran++;
+        const char *act = acts[iter % 4];
+        bool with_z = iter % 3 != 1;
+        double worst = conv_case(xd, wd, yd, k, s, d, pads, 1, act, with_z);
+        CHECK(worst >= 0 && worst < 1e-5,
+              "iter %d: error %g (N %lld, C %lld, M %lld, x %lldx%lld, pads %lld %lld %lld %lld, "
+              "%s%s)",
+              iter, worst, (long long)N, (long long)C, (long long)M, (long long)xd[2],
+              (long long)xd[3], (long long)pads[0], (long long)pads[1], (long long)pads[2],
+              (long long)pads[3], act, with_z ? ", residual" : "");
+    }
+    CHECK(!ox_sgemm_is_fast() || ran >= 30, "only %d cases went through the Winograd form", ran);
 }
 
 /* ---- depthwise Conv (float 2-D) ------------------------------------------------------ */
@@ -729,6 +791,7 @@ int main(int argc, char **argv) {
     test_mvn();
     test_conv_random(false);
     test_conv_random(true);
+    test_conv_winograd();
     test_depthwise_random();
     test_maxpool_random();
     test_pool_huge_kernel();

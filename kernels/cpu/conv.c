@@ -7,6 +7,7 @@
  * windows directly. Geometry (pads, auto_pad, dilations, ceil_mode) is shared.
  */
 #include "kernels/op.h"
+#include "kernels/cpu/winograd.h"
 
 #include <cblas.h>
 #include <float.h>
@@ -152,6 +153,25 @@ static bool conv_is_fast(int64_t cg, int64_t mg) {
     return ox_sgemm_is_fast() && !(cg == 1 && mg == 1);
 }
 
+/* Whether a float convolution runs in the Winograd form (kernels/cpu/winograd.c): 2-D,
+ * 3x3, stride 1, no dilation, one group, and where ox_wino_applies says it pays. */
+static bool conv_wino(const struct geom *g, int64_t N, int64_t C, int64_t M, int64_t group,
+                      struct ox_wino *w) {
+    if (g->nsp != 2 || group != 1 || !conv_is_fast(C, M)) return false;
+    for (int i = 0; i < 2; i++)
+        if (g->k[i] != 3 || g->s[i] != 1 || g->d[i] != 1) return false;
+    *w = (struct ox_wino){.N = N,
+                          .C = C,
+                          .H = g->in[0],
+                          .W = g->in[1],
+                          .M = M,
+                          .OH = g->out[0],
+                          .OW = g->out[1],
+                          .pt = g->pb[0],
+                          .pl = g->pb[1]};
+    return ox_wino_applies(w);
+}
+
 /* Scratch floats per thread for a float convolution (OpenBLAS path). */
 static int64_t conv_slot(const struct geom *g, int64_t cg, int64_t mg) {
     if (conv_is_pointwise(g) || (cg == 1 && mg == 1)) return 0;
@@ -260,9 +280,18 @@ ox_status ox_nn_infer_conv(struct ox_infer_ctx *ctx, const struct ox_node *n,
     /* scratch: one group's columns (float or double), plus float copies of float16 data */
     int64_t cg = x->dims[1] / group, mg = w->dims[0] / group;
     size_t cols = 0, conv16 = 0;
+    struct ox_wino wg;
     if (x->dtype == OX_DOUBLE) {
         if (!conv_is_pointwise(&g) && !(cg == 1 && mg == 1))
             cols = (size_t)(cg * g.k_size * g.out_size) * 8;
+    } else if (x->dtype == OX_FLOAT &&
+               conv_wino(&g, x->dims[0], x->dims[1], w->dims[0], group, &wg)) {
+        size_t packed = (size_t)ox_wino_weight_floats(wg.C, wg.M) * 4;
+        if (ctx->const_inputs & 2)
+            ctx->prepared_bytes = packed;
+        else
+            cols = packed;
+        cols += (size_t)ox_wino_scratch_floats(&wg) * 4;
     } else if (x->dtype == OX_FLOAT && conv_is_fast(cg, mg)) {
         size_t packed = (size_t)(group * ox_sgemm_packed_a_floats(mg, cg * g.k_size)) * 4;
         if (ctx->const_inputs & 2)
@@ -1392,6 +1421,28 @@ static void conv_float_fast(struct ox_kernel_ctx *ctx, struct conv_job *job, int
     for (int64_t u = 0; u < units; u++) fast_conv_unit(&f, u, ctx->pool, 0);
 }
 
+/* The Winograd form: the transformed weights prepared once when W is constant, else made
+ * in scratch ahead of the convolution's own. */
+static void pack_wino_weights(void *dst, void *arg) {
+    const struct conv_job *f = arg;
+    ox_wino_pack_weights(f->w, f->C, f->M, dst);
+    ox_release_pages(f->w, sizeof(float) * (size_t)(f->M * f->kdim));
+}
+
+static void conv_float_wino(struct ox_kernel_ctx *ctx, struct conv_job *job,
+                            const struct ox_wino *wg) {
+    float *scratch = ctx->scratch;
+    const float *pw = ox_kernel_prepared(ctx, pack_wino_weights, job);
+    if (!pw) {
+        pack_wino_weights(scratch, job);
+        pw = scratch;
+        scratch += ox_wino_weight_floats(wg->C, wg->M);
+    }
+    ox_wino_conv(ctx->pool, wg, job->x, pw, job->b, job->z, job->lo, job->hi, job->silu, job->y,
+                 scratch);
+    job->epilogue_done = true;
+}
+
 static void to_float(const ox_tensor *t, float *dst) {
     const uint16_t *s = t->data;
     int64_t n = ox_tensor_numel(t);
@@ -1418,7 +1469,10 @@ static ox_status conv_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n, c
         j.hi = hi;
         j.silu = silu;
         j.dw_padded = true; /* infer sized the scratch for it */
-        if (conv_is_fast(C / group, M / group))
+        struct ox_wino wg;
+        if (conv_wino(&g, N, C, M, group, &wg))
+            conv_float_wino(ctx, &j, &wg);
+        else if (conv_is_fast(C / group, M / group))
             conv_float_fast(ctx, &j, N);
         else
             conv_float(ctx->pool, &j, N, ctx->scratch);
