@@ -72,9 +72,31 @@ static int n_fail, n_checks;
 /* New strings made by kernels, as the plan's arena holds them in a session. */
 static struct ox_arena harness_strings;
 
-/* Frees the string arena, prints the summary line and returns the exit status. */
+/* run_node's kernels run on a pool of this many threads (1: none, serially); set it around
+ * the cases that check how a kernel splits its work. */
+static int harness_threads = 1;
+static struct ox_pool *harness_pool;
+static int harness_pool_threads;
+
+static inline struct ox_pool *harness_get_pool(void) {
+    if (harness_threads <= 1) return NULL;
+    if (harness_pool && harness_pool_threads != harness_threads) {
+        ox_pool_free(harness_pool);
+        harness_pool = NULL;
+    }
+    if (!harness_pool && ox_pool_create(harness_threads, &harness_pool)) {
+        printf("harness: no pool of %d threads\n", harness_threads);
+        exit(2);
+    }
+    harness_pool_threads = harness_threads;
+    return harness_pool;
+}
+
+/* Frees the string arena and the pool, prints the summary line and returns the exit
+ * status. */
 static inline int harness_finish(void) {
     ox_arena_free(&harness_strings);
+    if (harness_pool) ox_pool_free(harness_pool);
     printf("%d checks, %d failed\n", n_checks, n_fail);
     return n_fail != 0;
 }
@@ -229,7 +251,7 @@ static inline ox_status run_node(const char *domain, const char *op, int opset,
     }
     memset(desc, 0, sizeof desc);
     for (int j = 0; j < n_out; j++) outs[j] = out[j] ? &desc[j] : NULL;
-    struct ox_infer_ctx ictx = {.n_threads = 1};
+    struct ox_infer_ctx ictx = {.n_threads = harness_threads > 1 ? harness_threads : 1};
     (void)ox_attr_check(&node); /* forget mismatches read outside an infer function */
     ox_status st = o->infer(&ictx, &node, sp, outs);
     if (asked) *asked = st == OX_NEED_DATA;
@@ -252,8 +274,10 @@ static inline ox_status run_node(const char *domain, const char *op, int opset,
         printf("harness: no memory for %zu bytes of scratch\n", ictx.scratch_bytes);
         exit(2);
     }
-    struct ox_kernel_ctx kctx = {
-        .scratch = scratch, .scratch_bytes = ictx.scratch_bytes, .strings = &harness_strings};
+    struct ox_kernel_ctx kctx = {.scratch = scratch,
+                                 .scratch_bytes = ictx.scratch_bytes,
+                                 .strings = &harness_strings,
+                                 .pool = harness_get_pool()};
     st = o->cpu(&kctx, &node, in, outs);
     free(scratch);
     if (st)

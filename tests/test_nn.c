@@ -334,10 +334,11 @@ static bool random_conv_geom(int iter, int64_t s_lo, int64_t s_hi, int64_t max_p
 
 /* One FusedConv (x: xd, w: wd, y: yd; random data, bias, a residual Z when with_z, the
  * activation act) against the definition in double: the worst error over the outputs, each
- * relative to 1 + the sum of the magnitudes of its terms; -1 when it failed to run. */
+ * relative to 1 + the sum of the magnitudes of its terms; -1 when it failed to run. With
+ * keep, y is left there (the caller frees it). */
 static double conv_case(const int64_t xd[4], const int64_t wd[4], const int64_t yd[4], int64_t k[2],
                         int64_t s[2], int64_t d[2], int64_t pads[4], int64_t G, const char *act,
-                        bool with_z) {
+                        bool with_z, ox_tensor *keep) {
     int64_t N = xd[0], C = xd[1], M = wd[0], cg = C / G, mg = M / G;
     ox_tensor x = mk(OX_FLOAT, 4, xd), w = mk(OX_FLOAT, 4, wd), b = mk(OX_FLOAT, 1, &M),
               z = mk(OX_FLOAT, 4, yd), y;
@@ -388,7 +389,10 @@ static double conv_case(const int64_t xd[4], const int64_t wd[4], const int64_t 
                     double e = fabs(ox_get_f64(&y, o) - acc) / (1 + mag);
                     worst = e > worst ? e : worst;
                 }
-    if (!st) ox_tensor_free_data(&y);
+    if (!st && keep)
+        *keep = y;
+    else if (!st)
+        ox_tensor_free_data(&y);
     ox_tensor_free_data(&x);
     ox_tensor_free_data(&w);
     ox_tensor_free_data(&b);
@@ -427,7 +431,7 @@ static void test_conv_random(bool narrow) {
         }
         const char *act = acts[iter % 4];
         bool with_z = iter % 2 == 0;
-        double worst = conv_case(xd, wd, yd, k, s, d, pads, G, act, with_z);
+        double worst = conv_case(xd, wd, yd, k, s, d, pads, G, act, with_z, NULL);
         CHECK(worst >= 0 && worst < 1e-5,
               "iter %d: error %g (x %lldx%lld, k %lldx%lld, s %lldx%lld, d %lldx%lld, group %lld, "
               "%s%s)",
@@ -442,7 +446,8 @@ static void test_conv_random(bool narrow) {
  * 1-3 images, 8-300 input channels (past one 256-deep slab), 16-150 output channels (not
  * only multiples of 16), maps of 1 to 40 (tiles cut by the map's edge, rows of tiles
  * narrower and wider than 16, blocks of tiles spanning images), pads 0-2 on each side
- * independently, a residual and each activation; against the definition in double. The
+ * independently, a residual and each activation; against the definition in double, and
+ * again on 2 or 3 threads (which must give the same bits). The
  * transforms add rounding: the worst case here is 2.4e-6 (5.5e-6 with the points 0, +-1,
  * +-2 of Lavin's matrices; the direct form's stay below 1e-6), so the bound is 1e-5. */
 static void test_conv_winograd(void) {
@@ -452,6 +457,11 @@ static void test_conv_winograd(void) {
         int64_t k[2] = {3, 3}, s[2] = {1, 1}, d[2] = {1, 1}, pads[4];
         int64_t xd[4] = {N, C, irand(1, 40), irand(1, 40)}, wd[4] = {M, C, 3, 3}, yd[4] = {N, M};
         if (C > 64) xd[2] = irand(1, 14), xd[3] = irand(1, 14);
+        if (iter % 5 == 2) { /* one image of 16-25 tiles, large filters */
+            xd[0] = yd[0] = N = 1, xd[1] = wd[1] = C = irand(64, 300);
+            wd[0] = yd[1] = M = irand(64, 150);
+            xd[2] = irand(13, 18), xd[3] = irand(13, 18);
+        }
         bool fits = true;
         for (int i = 0; i < 4; i++) pads[i] = irand(0, 2);
         for (int i = 0; i < 2; i++) {
@@ -475,13 +485,27 @@ static void test_conv_winograd(void) {
         ran++;
         const char *act = acts[iter % 4];
         bool with_z = iter % 3 != 1;
-        double worst = conv_case(xd, wd, yd, k, s, d, pads, 1, act, with_z);
-        CHECK(worst >= 0 && worst < 1e-5,
-              "iter %d: error %g (N %lld, C %lld, M %lld, x %lldx%lld, pads %lld %lld %lld %lld, "
-              "%s%s)",
-              iter, worst, (long long)N, (long long)C, (long long)M, (long long)xd[2],
-              (long long)xd[3], (long long)pads[0], (long long)pads[1], (long long)pads[2],
-              (long long)pads[3], act, with_z ? ", residual" : "");
+        /* the same case on 1 thread and on 2 or 3 (the threads split the tiles): the same
+         * outputs, bit for bit */
+        ox_tensor y1 = {0}, yt = {0};
+        unsigned seed = (unsigned)rand();
+        srand(seed);
+        double worst = conv_case(xd, wd, yd, k, s, d, pads, 1, act, with_z, &y1);
+        harness_threads = 2 + iter % 2;
+        srand(seed);
+        double worst_t = conv_case(xd, wd, yd, k, s, d, pads, 1, act, with_z, &yt);
+        harness_threads = 1;
+        CHECK(worst >= 0 && worst < 1e-5 && worst_t >= 0 && worst_t < 1e-5,
+              "iter %d: error %g, %g on %d threads (N %lld, C %lld, M %lld, x %lldx%lld, pads "
+              "%lld %lld %lld %lld, %s%s)",
+              iter, worst, worst_t, 2 + iter % 2, (long long)N, (long long)C, (long long)M,
+              (long long)xd[2], (long long)xd[3], (long long)pads[0], (long long)pads[1],
+              (long long)pads[2], (long long)pads[3], act, with_z ? ", residual" : "");
+        CHECK(y1.data && yt.data &&
+                  !memcmp(y1.data, yt.data, sizeof(float) * (size_t)ox_tensor_numel(&y1)),
+              "iter %d: %d threads gave other outputs than 1", iter, 2 + iter % 2);
+        ox_tensor_free_data(&y1);
+        ox_tensor_free_data(&yt);
     }
     CHECK(!ox_sgemm_is_fast() || ran >= 30, "only %d cases went through the Winograd form", ran);
 }

@@ -291,7 +291,7 @@ ox_status ox_nn_infer_conv(struct ox_infer_ctx *ctx, const struct ox_node *n,
             ctx->prepared_bytes = packed;
         else
             cols = packed;
-        cols += (size_t)ox_wino_scratch_floats(&wg) * 4;
+        cols += (size_t)ox_wino_scratch_floats(&wg, ctx->n_threads) * 4;
     } else if (x->dtype == OX_FLOAT && conv_is_fast(cg, mg)) {
         size_t packed = (size_t)(group * ox_sgemm_packed_a_floats(mg, cg * g.k_size)) * 4;
         if (ctx->const_inputs & 2)

@@ -21,8 +21,8 @@ bool ox_wino_applies(const struct ox_wino *g);
 int64_t ox_wino_weight_floats(int64_t C, int64_t M);
 /* w: M x C x 3 x 3 float weights into dst (ox_wino_weight_floats(C, M) floats). */
 void ox_wino_pack_weights(const float *w, int64_t C, int64_t M, float *dst);
-/* Floats of scratch one convolution needs (shared by the pool's threads). */
-int64_t ox_wino_scratch_floats(const struct ox_wino *g);
+/* Floats of scratch one convolution needs on a pool of n_threads. */
+int64_t ox_wino_scratch_floats(const struct ox_wino *g, int n_threads);
 /* y = act(conv(x, w) + bias + z): bias (M) and z (y's shape) may be NULL; act clamps to
  * [lo, hi] or, with silu, is x * sigmoid(x). */
 void ox_wino_conv(struct ox_pool *pool, const struct ox_wino *g, const float *x,
