@@ -3,7 +3,9 @@
  * Conv: for each image and group, the input patches are laid out as columns (im2col, in
  * scratch) and multiplied by the group's filters with OpenBLAS sgemm; 1x1 stride-1 unpadded
  * convolutions use the input directly, and depthwise convolutions (one input and one output
- * channel per group) run a direct loop. Pooling (Max/Average/Lp, global or windowed) walks
+ * channel per group) run a direct loop. On CPUs with AVX-512 the float path is the packed
+ * GEMM of sgemm.c instead, and 3x3 stride-1 convolutions run in the Winograd form
+ * (kernels/cpu/winograd.c) where conv_wino says so. Pooling (Max/Average/Lp, global or windowed) walks
  * windows directly. Geometry (pads, auto_pad, dilations, ceil_mode) is shared.
  */
 #include "kernels/op.h"
