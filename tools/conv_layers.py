@@ -13,8 +13,8 @@ minimum is the steadiest figure for one layer alone.
 """
 
 import argparse
+import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -41,10 +41,10 @@ def write_model(path, c, m, h):
 
 def best_ms(onnxexec, model, threads, batch, runs, winograd):
     env = dict(os.environ, OX_WINOGRAD="1" if winograd else "0")
-    out = subprocess.run([onnxexec, "bench", model, "--threads", str(threads), "--batch",
-                          str(batch), "--runs", str(runs), "--warmup", "10"],
+    out = subprocess.run([onnxexec, "bench", model, "--json", "--threads", str(threads),
+                          "--batch", str(batch), "--runs", str(runs), "--warmup", "10"],
                          env=env, capture_output=True, text=True, check=True).stdout
-    return float(re.search(r"min ([0-9.]+) ms", out).group(1))
+    return json.loads(out.strip().splitlines()[-1])["min_ms"]
 
 
 def main():

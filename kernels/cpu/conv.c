@@ -5,8 +5,8 @@
  * convolutions use the input directly, and depthwise convolutions (one input and one output
  * channel per group) run a direct loop. On CPUs with AVX-512 the float path is the packed
  * GEMM of sgemm.c instead, and 3x3 stride-1 convolutions run in the Winograd form
- * (kernels/cpu/winograd.c) where conv_wino says so. Pooling (Max/Average/Lp, global or windowed) walks
- * windows directly. Geometry (pads, auto_pad, dilations, ceil_mode) is shared.
+ * (kernels/cpu/winograd.c) where conv_wino says so. Pooling (Max/Average/Lp, global or windowed)
+ * walks windows directly. Geometry (pads, auto_pad, dilations, ceil_mode) is shared.
  */
 #include "kernels/op.h"
 #include "kernels/cpu/winograd.h"

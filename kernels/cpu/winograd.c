@@ -129,11 +129,12 @@ void ox_wino_pack_weights(const float *w, int64_t C, int64_t M, float *dst) {
         }
 }
 
-/* Scratch: V (the block's transformed inputs: 36 packed A operands of tiles x C, panels of
- * 8 tiles) and P (the block's products). */
-/* Floats from one position's V to the next: the 36 are written side by side, and at a
+/* A thread's scratch: V (a block's transformed inputs: 36 packed A operands of tiles x C,
+ * panels of 8 tiles) and P (the block's products).
+ *
+ * Floats from one position's V to the next: the 36 are written side by side, and at a
  * multiple of 4 KiB apart they would all fall in one set of the L1 cache (the input
- * transform ran 3x slower so): one cache line past a multiple of 4 KiB puts them in 36
+ * transform ran 5x slower so): one cache line past a multiple of 4 KiB puts them in 36
  * consecutive sets. */
 static int64_t v_stride(const struct ox_wino *g, int64_t tb) {
     return round_up(round_up(tb, OX_GEMM_MR) * g->C, 1024) + 16;
@@ -171,8 +172,7 @@ struct wino_job {
     float *y, *scratch;
     float lo, hi;
     bool silu;
-    int64_t tb;           /* tiles of a block (the last may have fewer) */
-    struct wino_blk *blk; /* the block in hand, when the threads share one */
+    int64_t tb; /* tiles of a block (the last may have fewer) */
 };
 
 /* A block: tiles [t0, t0 + tb) of all images, its V and P. */
@@ -317,22 +317,22 @@ static inline const float *at(const float *x, int64_t off) {
     return (const float *)((uintptr_t)x + (uintptr_t)(off * (int64_t)sizeof(float)));
 }
 
-/* Chunks [b, e) of block k: V of their tiles, every input channel. For each channel, the
+/* V of every tile of block k, a chunk at a time, every input channel. For each channel, the
  * chunk's six input rows are transformed down the columns, a vector of 16 columns at a time
  * (each put together from its segments' rows by masked loads), into rows[]; then the
  * columns of the tiles are taken apart by phase (column 4 l + jc is lane l of phase jc) and
  * transformed across. rows[] is written and read in whole aligned vectors, so that each
  * read takes its data straight from the store before it. */
-__attribute__((target("avx512f,avx512vl"))) static void
-input_chunks(const struct wino_job *j, const struct wino_blk *k, int64_t b, int64_t e) {
+__attribute__((target("avx512f,avx512vl"))) static void input_chunks(const struct wino_job *j,
+                                                                     const struct wino_blk *k) {
     const struct ox_wino *g = j->g;
     int64_t KC = OX_GEMM_KC, HW = g->H * g->W, W = g->W, vs = v_stride(g, k->tb);
     float rows[6][80] __attribute__((aligned(64)));
     float ext[2][6][16] __attribute__((aligned(64)));
     memset(rows, 0, sizeof rows);
-    for (int64_t ci = b; ci < e; ci++) {
+    for (int64_t tl0 = 0; tl0 < k->tb; tl0 += 16) {
         struct chunk ch;
-        chunk_make(j, k, ci * 16, &ch);
+        chunk_make(j, k, tl0, &ch);
         __m512i from[3];
         __mmask8 mask[3];
         int np = chunk_dst(ch.tl0, ch.cnt, from, mask);
@@ -420,13 +420,12 @@ static void gemms(const struct wino_job *j, const struct wino_blk *k) {
     if (4 * (L) + kk < mn)                                                                         \
     zz = _mm512_insertf32x4(zz, _mm_maskz_loadu_ps(kq, zr + (L)*4 * plane), L)
 
-/* The output transform of block k for its tiles and output channels 16 g0..16 g1: for each
- * tile and 16 channels, A^T . A gives each row of the tile's outputs as four vectors (one
- * per column, lanes: channels); a 4 x 4 transpose in each 128-bit lane turns them into four
- * outputs of a row per lane group (channel 4 L + kk of vector kk in lanes 4 L..4 L + 3),
- * stored with one 128-bit store each. */
-__attribute__((target("avx512f,avx512vl"))) static void
-outputs(const struct wino_job *j, const struct wino_blk *k, int64_t g0, int64_t g1) {
+/* The output transform of block k: for each tile and 16 output channels, A^T . A gives each row of
+ * the tile's outputs as four vectors (one per column, lanes: channels); a 4 x 4 transpose in each
+ * 128-bit lane turns them into four outputs of a row per lane group (channel 4 L + kk of vector kk
+ * in lanes 4 L..4 L + 3), stored with one 128-bit store each. */
+__attribute__((target("avx512f,avx512vl"))) static void outputs(const struct wino_job *j,
+                                                                const struct wino_blk *k) {
     const struct ox_wino *g = j->g;
     int64_t M = g->M, T = tiles_per_image(g), tw = tiles_w(g);
     int64_t OH = g->OH, OW = g->OW, plane = OH * OW;
@@ -435,8 +434,8 @@ outputs(const struct wino_job *j, const struct wino_blk *k, int64_t g0, int64_t 
         int64_t t = k->t0 + tl, n = t / T, oy = t % T / tw * 4, ox = t % T % tw * 4;
         int64_t rn = OH - oy < 4 ? OH - oy : 4, qn = OW - ox < 4 ? OW - ox : 4;
         __mmask8 kq = (__mmask8)((1u << qn) - 1);
-        for (int64_t gi = g0; gi < g1; gi++) {
-            int64_t m0 = gi * 16, mn = M - m0 < 16 ? M - m0 : 16;
+        for (int64_t m0 = 0; m0 < M; m0 += 16) {
+            int64_t mn = M - m0 < 16 ? M - m0 : 16;
             __mmask16 km = (__mmask16)((1u << mn) - 1);
             const float *p = k->P + tl * p_stride(g) + m0;
             __m512 s[4][6], o[4], m[6];
@@ -482,9 +481,9 @@ static void block_piece(void *arg, int64_t b, int64_t e, int tid) {
     const struct wino_job *j = arg;
     for (int64_t i = b; i < e; i++) {
         struct wino_blk k = wino_blk(j, i, tid);
-        input_chunks(j, &k, 0, (k.tb + 15) / 16);
+        input_chunks(j, &k);
         gemms(j, &k);
-        outputs(j, &k, 0, (j->g->M + 15) / 16);
+        outputs(j, &k);
     }
 }
 
