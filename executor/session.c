@@ -655,12 +655,13 @@ static ox_status ctx_plan(ox_session *s, struct ox_run_ctx *c, struct ox_plan **
 ox_status ox_session_plan(ox_session *s, struct ox_plan **out) {
     struct ox_run_ctx *c;
     ox_status st = run_ctx(s, true, &c);
-    return st ? st : ctx_plan(s, c, out);
+    if (!st) st = ctx_plan(s, c, out);
+    ox_pool_release_caller(s->pool);
+    return st;
 }
 
-ox_status ox_session_run(ox_session *s, const ox_tensor *inputs, int n_inputs,
-                         const ox_tensor **outputs) {
-    if (!s) return ox_err(OX_E_INVALID, "ox_session_run: session is NULL");
+static ox_status session_run(ox_session *s, const ox_tensor *inputs, int n_inputs,
+                             const ox_tensor **outputs) {
     struct ox_run_ctx *c;
     ox_status st = run_ctx(s, true, &c);
     if (st || (st = bind_inputs(s, c, inputs, n_inputs))) return st;
@@ -679,6 +680,14 @@ ox_status ox_session_run(ox_session *s, const ox_tensor *inputs, int n_inputs,
         return st;
     for (int k = 0; k < g->n_outputs; k++) outputs[k] = &p->vals[g->outputs[k]];
     return OX_OK;
+}
+
+ox_status ox_session_run(ox_session *s, const ox_tensor *inputs, int n_inputs,
+                         const ox_tensor **outputs) {
+    if (!s) return ox_err(OX_E_INVALID, "ox_session_run: session is NULL");
+    ox_status st = session_run(s, inputs, n_inputs, outputs);
+    ox_pool_release_caller(s->pool); /* the caller's own CPUs back (executor/pool.c) */
+    return st;
 }
 
 ox_status ox_session_memory(ox_session *s, size_t *arena, size_t *no_reuse, size_t *peak) {

@@ -78,6 +78,13 @@ void ox_parallel_for(struct ox_pool *p, int64_t n, ox_range_fn fn, void *arg);
  * work whose pieces each repeat a setup (a GEMM split by rows packs all of B per piece). */
 void ox_parallel_for_pieces(struct ox_pool *p, int64_t n, int per_thread, ox_range_fn fn,
                             void *arg);
+/* Where the process may use as many CPUs as the pool has threads, each worker is held to
+ * one of them, and a thread that starts a job on a worker's CPU is moved to another and held
+ * there until ox_pool_release_caller (the session calls it at the end of each run) gives it
+ * back the CPUs it had. OX_AFFINITY=0 in the environment turns this off. ox_pool_cpu(p, tid)
+ * is the CPU thread tid is held to (tid 0: where a caller is moved), -1 when none. */
+void ox_pool_release_caller(struct ox_pool *p);
+int ox_pool_cpu(const struct ox_pool *p, int tid);
 /* C = alpha * op(A) op(B) + beta * C for row-major float matrices (cblas_sgemm's contract),
  * split over the pool (kernels/cpu/gemm.c). */
 void ox_sgemm(struct ox_pool *pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,

@@ -6,6 +6,7 @@
  *
  *     test_concurrency SCRATCH MODELS_DIR
  */
+#define _GNU_SOURCE
 #include "harness.h"
 
 #include <pthread.h>
@@ -109,6 +110,24 @@ int main(int argc, char **argv) {
     CHECK(ok == N_THREADS * N_RUNS, "%d of %d runs gave the serial run's output", ok,
           N_THREADS * N_RUNS);
 
+    /* a run started on any of the allowed CPUs (one is a worker's: the pool moves the caller
+     * off it) leaves the caller's CPU set as it was (executor/pool.c, "Affinity") */
+    cpu_set_t all;
+    pthread_getaffinity_np(pthread_self(), sizeof all, &all);
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &all)) continue;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(c, &one);
+        pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+        pthread_setaffinity_np(pthread_self(), sizeof all, &all);
+        ox_tensor in = {.dtype = OX_FLOAT, .rank = 4, .dims = {1, 1, 28, 28}, .data = inputs[0]};
+        const ox_tensor *out[1];
+        EXPECT(ox_session_run(s, &in, 1, out) == OX_OK);
+        cpu_set_t after;
+        pthread_getaffinity_np(pthread_self(), sizeof after, &after);
+        CHECK(CPU_EQUAL(&after, &all), "a run started on CPU %d left the caller held", c);
+    }
     ox_session_free(s);
 
     /* a session run by this thread only: another thread's memory and profile questions have
