@@ -441,6 +441,28 @@ static void test_conv_random(bool narrow) {
     }
 }
 
+/* Random 1x1 stride-1 convolutions with 1-40 output channels (those up to 32 read their
+ * input in place instead of packing it: kernels/cpu/conv.c, pw_in_place), 1-600 input
+ * channels (past the in-place limit of 512 too), maps from 1x1 to 9x90 (the last column
+ * block of every row of the input partly past the map: an over-read past the input's end
+ * would show under ASan), 1-2 images, a residual and each activation; against the
+ * definition in double. */
+static void test_conv_pointwise(void) {
+    for (int iter = 0; iter < 40; iter++) {
+        int64_t N = irand(1, 2), C = irand(1, iter % 8 == 0 ? 600 : 64), M = irand(1, 40);
+        int64_t k[2] = {1, 1}, s[2] = {1, 1}, d[2] = {1, 1}, pads[4] = {0, 0, 0, 0};
+        int64_t xd[4] = {N, C, irand(1, 9), irand(1, 90)}, wd[4] = {M, C, 1, 1};
+        int64_t yd[4] = {N, M, xd[2], xd[3]};
+        const char *act = acts[iter % 4];
+        bool with_z = iter % 3 == 0;
+        double worst = conv_case(xd, wd, yd, k, s, d, pads, 1, act, with_z, NULL);
+        CHECK(worst >= 0 && worst < 1e-5,
+              "iter %d: error %g (x %lldx%lldx%lldx%lld, %lld outputs, %s%s)", iter, worst,
+              (long long)N, (long long)C, (long long)xd[2], (long long)xd[3], (long long)M, act,
+              with_z ? ", residual" : "");
+    }
+}
+
 /* Random 3x3 stride-1 convolutions of the shapes the Winograd form takes
  * (kernels/cpu/winograd.c; each case checked to go through it where the CPU has AVX-512):
  * 1-3 images, 8-300 input channels (past one 256-deep slab), 16-150 output channels (not
@@ -815,6 +837,7 @@ int main(int argc, char **argv) {
     test_mvn();
     test_conv_random(false);
     test_conv_random(true);
+    test_conv_pointwise();
     test_conv_winograd();
     test_depthwise_random();
     test_maxpool_random();

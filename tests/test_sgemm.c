@@ -191,9 +191,25 @@ static void test_packed_gemm(void) {
     struct ox_pool *pools[3];
     for (int t = 0; t < 3; t++) EXPECT(ox_pool_create(t + 1, &pools[t]) == OX_OK);
     /* the edges */
-    static const int64_t shapes[][3] = {{1, 1, 1},    {8, 32, 256},  {9, 33, 257},
-                                        {7, 31, 255}, {64, 49, 576}, {3, 200, 5},
-                                        {130, 5, 40}, {16, 64, 0},   {40, 100, 700}};
+    static const int64_t shapes[][3] = {{1, 1, 1},
+                                        {8, 32, 256},
+                                        {9, 33, 257},
+                                        {7, 31, 255},
+                                        {64, 49, 576},
+                                        {3, 200, 5},
+                                        {130, 5, 40},
+                                        {16, 64, 0},
+                                        {40, 100, 700},
+                                        /* a classifier's Gemm at batch 1, 3, 8: B streamed
+                                           with prefetches when packed ahead */
+                                        {1, 1000, 600},
+                                        {3, 700, 800},
+                                        {8, 600, 900},
+                                        /* column blocks 8 at a time: two groups and part of a
+                                           third; A larger than B: split by rows */
+                                        {20, 600, 70},
+                                        {512, 200, 64},
+                                        {100, 150, 300}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
         for (int epi = 0; epi < 64; epi += 9)
             check_product(shapes[s][0], shapes[s][1], shapes[s][2], s & 1, s & 2, epi, pools);
@@ -204,6 +220,33 @@ static void test_packed_gemm(void) {
     for (size_t s = 0; s < sizeof columns / sizeof *columns; s++)
         for (int epi = 0; epi < 64; epi += 5)
             check_product(columns[s][0], 1, columns[s][1], s & 1, s & 2, epi, pools);
+    /* a row's result is the same bits whatever rows come with it (batch split runs items
+     * alone: README), with B packed on the fly and packed ahead */
+    for (int r = 0; r < 4; r++) {
+        int64_t N = r < 2 ? 1000 : irand(1, 300), K = r < 2 ? 700 : irand(1, 600);
+        float *A = alloc_floats(8 * K), *B = alloc_floats(K * N), *full = alloc_floats(8 * N);
+        float *part = alloc_floats(8 * N), *ap = alloc_floats(ox_sgemm_packed_a_floats(8, K));
+        float *bp = alloc_floats(ox_sgemm_packed_b_floats(K, N));
+        for (int64_t i = 0; i < 8 * K; i++) A[i] = frand();
+        for (int64_t i = 0; i < K * N; i++) B[i] = frand();
+        struct ox_gemm_b b = {.pack = ox_gemm_b_pack_matrix, .data = B, .ld = N};
+        ox_sgemm_pack_b(&b, K, N, bp);
+        if (r & 1) b.packed = bp;
+        struct ox_epilogue ep = {.lo = -INFINITY, .hi = INFINITY};
+        ox_sgemm_pack_a(A, K, false, 8, K, ap);
+        ox_sgemm_packed(NULL, ap, 8, N, K, &b, full, N, &ep, false);
+        for (int64_t rows = 1; rows <= 5; rows += 2) /* 1, 3 or 5 rows from row 2 */
+            for (int t = 0; t < 3; t++) {
+                ox_sgemm_pack_a(A + 2 * K, K, false, rows, K, ap);
+                ox_sgemm_packed(pools[t], ap, rows, N, K, &b, part, N, &ep, false);
+                CHECK(!memcmp(part, full + 2 * N, sizeof(float) * (size_t)(rows * N)),
+                      "N %lld K %lld: rows 2..%lld alone (%d threads, B %s) differ from the same "
+                      "rows among 8",
+                      (long long)N, (long long)K, (long long)(rows + 1), t + 1,
+                      r & 1 ? "packed ahead" : "packed on the fly");
+            }
+        free(A), free(B), free(full), free(part), free(ap), free(bp);
+    }
     /* random shapes */
     for (int r = 0; r < 40; r++)
         check_product(irand(1, 70), irand(1, 150), irand(1, 600), irand(0, 1), irand(0, 1),

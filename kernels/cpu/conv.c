@@ -1356,6 +1356,16 @@ static void direct_store_piece(void *arg, int64_t b, int64_t e, int tid) {
 }
 #endif
 
+/* A pointwise convolution with few output channels reads its input in place (rows of B
+ * os floats apart) instead of packing it: with at most 4 panels of weights, each packed
+ * block of B would be used at most 4 times, and packing took as long as the products
+ * (mobilenet_v2's 32 -> 16 channel layer at 112x112: 0.103 -> 0.086 ms). */
+#define PW_INPLACE_MAX_K 512
+static bool pw_in_place(const struct conv_job *f) {
+    return f->pointwise && f->mg <= 4 * OX_GEMM_MR && f->kdim <= PW_INPLACE_MAX_K &&
+           f->kdim * f->g->out_size < INT32_MAX;
+}
+
 static void fast_conv_unit(const struct conv_job *f, int64_t u, struct ox_pool *pool, int tid) {
     const struct geom *g = f->g;
     int64_t nn = u / f->group, gr = u % f->group, os = g->out_size;
@@ -1395,6 +1405,11 @@ static void fast_conv_unit(const struct conv_job *f, int64_t u, struct ox_pool *
     }
 #endif
     (void)tid;
+    int32_t offs[PW_INPLACE_MAX_K];
+    if (pw_in_place(f)) { /* B read in place: row k of the input is channel k */
+        for (int64_t k = 0; k < f->kdim; k++) offs[k] = (int32_t)(k * os);
+        b = (struct ox_gemm_b){.data = xg, .offs = offs};
+    }
     ox_sgemm_packed(pool, wpk, f->mg, os, f->kdim, &b, f->y + yo, os, &ep, false);
 }
 

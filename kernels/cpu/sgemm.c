@@ -129,16 +129,19 @@ void ox_gemm_b_pack_matrix(const struct ox_gemm_b *b, int64_t k0, int64_t k1, in
 
 /* One 8 x 32 block: C[0..mr, 0..nr) (+)= a (kc x MR) b (kc x NR), then the epilogue on
  * rows row0.. and columns col0.. of the whole product when ep is not NULL. Row k of b is
- * b + k * NR (packed), or b + offs[k] (direct: B read in place). */
+ * b + k * NR (packed), or b + offs[k] (direct: B read in place; mask_b: only its first nr
+ * columns read, for a B that ends there). rows (a constant where it
+ * is inlined, >= mr) bounds the rows computed: a Gemm of batch 1 to 4 does not spend 8
+ * rows' FMAs on each k. Each element's sum runs over k in the same order for any rows. */
 __attribute__((target("avx512f"), always_inline)) static inline void
 kernel_8x32_body(int64_t kc, const float *a, const float *b, const int32_t *offs, float *c,
                  int64_t ldc, int mr, int nr, bool load_c, const struct ox_epilogue *ep,
-                 int64_t row0, int64_t col0, bool pf_b) {
+                 int64_t row0, int64_t col0, bool pf_b, int rows, bool mask_b) {
     __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
     __mmask16 m1 = nr >= 32 ? 0xFFFF : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 8
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < rows; i++) {
         if (load_c && i < mr) {
             c0[i] = _mm512_maskz_loadu_ps(m0, c + i * ldc);
             c1[i] = _mm512_maskz_loadu_ps(m1, c + i * ldc + 16);
@@ -157,9 +160,16 @@ kernel_8x32_body(int64_t kc, const float *a, const float *b, const int32_t *offs
             _mm_prefetch((const char *)(bk + 2048), _MM_HINT_T0);
             _mm_prefetch((const char *)(bk + 2048 + 16), _MM_HINT_T0);
         }
-        __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16);
+        __m512 b0, b1;
+        if (mask_b) { /* B read in place: its columns past nr may lie past its end */
+            b0 = _mm512_maskz_loadu_ps(m0, bk);
+            b1 = _mm512_maskz_loadu_ps(m1, bk + 16);
+        } else {
+            b0 = _mm512_loadu_ps(bk);
+            b1 = _mm512_loadu_ps(bk + 16);
+        }
 #pragma GCC unroll 8
-        for (int i = 0; i < MR; i++) {
+        for (int i = 0; i < rows; i++) {
             __m512 av = _mm512_set1_ps(a[i]);
             c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
             c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
@@ -175,7 +185,7 @@ kernel_8x32_body(int64_t kc, const float *a, const float *b, const int32_t *offs
         __m512 lo = _mm512_set1_ps(ep->lo), hi = _mm512_set1_ps(ep->hi);
         bool clamp = ep->lo > -INFINITY || ep->hi < INFINITY;
 #pragma GCC unroll 8
-        for (int i = 0; i < MR; i++) {
+        for (int i = 0; i < rows; i++) {
             if (i >= mr) break;
             if (ep->bias_row) {
                 __m512 br = _mm512_set1_ps(ep->bias_row[row0 + i]);
@@ -202,24 +212,34 @@ kernel_8x32_body(int64_t kc, const float *a, const float *b, const int32_t *offs
         }
     }
 #pragma GCC unroll 8
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < rows; i++) {
         if (i >= mr) break;
         _mm512_mask_storeu_ps(c + i * ldc, m0, c0[i]);
         _mm512_mask_storeu_ps(c + i * ldc + 16, m1, c1[i]);
     }
 }
 
-/* The packed and the direct kernel: one body, compiled twice. */
+/* The packed and the direct kernel: one body, compiled for each case. */
 __attribute__((target("avx512f"))) static void
 kernel_8x32(int64_t kc, const float *a, const float *b, const int32_t *offs, float *c, int64_t ldc,
             int mr, int nr, bool load_c, const struct ox_epilogue *ep, int64_t row0, int64_t col0,
             bool pf_b) {
-    if (offs)
-        kernel_8x32_body(kc, a, b, offs, c, ldc, mr, nr, load_c, ep, row0, col0, false);
+    if (offs && nr < NR)
+        kernel_8x32_body(kc, a, b, offs, c, ldc, mr, nr, load_c, ep, row0, col0, false, MR, true);
+    else if (offs)
+        kernel_8x32_body(kc, a, b, offs, c, ldc, mr, nr, load_c, ep, row0, col0, false, MR, false);
+    else if (pf_b && mr == 1) /* a batch-1 Gemm streaming its weights */
+        kernel_8x32_body(kc, a, b, NULL, c, ldc, mr, nr, load_c, ep, row0, col0, true, 1, false);
+    else if (pf_b && mr <= 4)
+        kernel_8x32_body(kc, a, b, NULL, c, ldc, mr, nr, load_c, ep, row0, col0, true, 4, false);
     else if (pf_b)
-        kernel_8x32_body(kc, a, b, NULL, c, ldc, mr, nr, load_c, ep, row0, col0, true);
+        kernel_8x32_body(kc, a, b, NULL, c, ldc, mr, nr, load_c, ep, row0, col0, true, MR, false);
+    else if (mr == 1)
+        kernel_8x32_body(kc, a, b, NULL, c, ldc, mr, nr, load_c, ep, row0, col0, false, 1, false);
+    else if (mr <= 4)
+        kernel_8x32_body(kc, a, b, NULL, c, ldc, mr, nr, load_c, ep, row0, col0, false, 4, false);
     else
-        kernel_8x32_body(kc, a, b, NULL, c, ldc, mr, nr, load_c, ep, row0, col0, false);
+        kernel_8x32_body(kc, a, b, NULL, c, ldc, mr, nr, load_c, ep, row0, col0, false, MR, false);
 }
 
 #else
@@ -247,7 +267,7 @@ static void kernel_8x32(int64_t kc, const float *a, const float *b, const int32_
 #endif
 
 /* Rows [p0, p1) (in panels) and columns [j0, j1) of the product, on one thread. */
-#define FEW_BLOCKS 8 /* column blocks packed together for a narrow product */
+#define FEW_BLOCKS 8 /* column blocks packed together */
 
 static void sgemm_block(const float *ap, int64_t M, int64_t K, int64_t p0, int64_t p1, int64_t j0,
                         int64_t j1, const struct ox_gemm_b *b, float *C, int64_t ldc,
@@ -255,30 +275,36 @@ static void sgemm_block(const float *ap, int64_t M, int64_t K, int64_t p0, int64
     static _Thread_local float bbuf[FEW_BLOCKS * KC * NR] __attribute__((aligned(64)));
     int64_t n_blocks = (j1 - j0 + NR - 1) / NR, Mp = (M + MR - 1) / MR * MR;
     const int32_t *offs = b->offs; /* direct: B read in place, never packed */
-    if (!b->packed && n_blocks > 1 && n_blocks <= FEW_BLOCKS && p1 - p0 > 1) {
-        /* Few columns (a late convolution layer: 49 or 196 positions): pack every column
-         * block of a k slab first, then each panel of A meets all of them while it is in L1,
-         * so that A (the weights, megabytes) is read once per slab, not once per block. */
-        for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += KC) {
-            int64_t kc = K - k0 < KC ? K - k0 : KC;
-            bool last = k0 + kc >= K;
-            for (int64_t jb = 0; jb < n_blocks && kc > 0 && !offs; jb++) {
-                int64_t j = j0 + jb * NR;
-                b->pack(b, k0, k0 + kc, j, j1 - j < NR ? j1 : j + NR, bbuf + jb * KC * NR);
-            }
-            for (int64_t p = p0; p < p1; p++) {
-                int64_t i = p * MR;
-                int mr = (int)(M - i < MR ? M - i : MR);
-                for (int64_t jb = 0; jb < n_blocks; jb++) {
-                    int64_t j = j0 + jb * NR;
-                    int nr = (int)(j1 - j < NR ? j1 - j : NR);
-                    const float *bp = offs ? b->data + j : bbuf + jb * KC * NR;
-                    kernel_8x32(kc, ap + k0 * Mp + i * kc, bp, offs ? offs + k0 : NULL,
-                                C + i * ldc + j, ldc, mr, nr, load_c || k0 > 0, last ? ep : NULL, i,
-                                j, false);
+    if (!b->packed && n_blocks > 1 && p1 - p0 > 1) {
+        /* Column blocks FEW_BLOCKS at a time (all of them in a narrow product: a late
+         * convolution layer's 49 or 196 positions): pack each block of the group for a k slab
+         * first, then each panel of A meets all of them while it is in L1, so that A (the
+         * weights, megabytes) is read once per group and slab, not once per block, and each
+         * row of C is written FEW_BLOCKS x NR columns at a time. */
+        for (int64_t g0 = j0; g0 < j1; g0 += FEW_BLOCKS * NR) {
+            int64_t g1 = j1 - g0 < FEW_BLOCKS * NR ? j1 : g0 + FEW_BLOCKS * NR;
+            int64_t gb = (g1 - g0 + NR - 1) / NR;
+            for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += KC) {
+                int64_t kc = K - k0 < KC ? K - k0 : KC;
+                bool last = k0 + kc >= K;
+                for (int64_t jb = 0; jb < gb && kc > 0 && !offs; jb++) {
+                    int64_t j = g0 + jb * NR;
+                    b->pack(b, k0, k0 + kc, j, g1 - j < NR ? g1 : j + NR, bbuf + jb * KC * NR);
                 }
+                for (int64_t p = p0; p < p1; p++) {
+                    int64_t i = p * MR;
+                    int mr = (int)(M - i < MR ? M - i : MR);
+                    for (int64_t jb = 0; jb < gb; jb++) {
+                        int64_t j = g0 + jb * NR;
+                        int nr = (int)(g1 - j < NR ? g1 - j : NR);
+                        const float *bp = offs ? b->data + j : bbuf + jb * KC * NR;
+                        kernel_8x32(kc, ap + k0 * Mp + i * kc, bp, offs ? offs + k0 : NULL,
+                                    C + i * ldc + j, ldc, mr, nr, load_c || k0 > 0,
+                                    last ? ep : NULL, i, j, false);
+                    }
+                }
+                if (kc == 0) break;
             }
-            if (kc == 0) break;
         }
         return;
     }
@@ -427,8 +453,16 @@ void ox_sgemm_packed(struct ox_pool *pool, const float *ap, int64_t M, int64_t N
         sgemm_piece(&j, 0, col_blocks, 0);
         return;
     }
-    /* column blocks when each thread gets a few, else row panels if there are more */
-    j.by_cols = col_blocks >= 3 * T || col_blocks >= row_panels;
+    /* Column blocks when each thread gets a few, else row panels if there are more. But row
+     * panels where A is the larger operand: a piece of a few column blocks reads all of A
+     * (resnet50's 256 -> 1024 channel 1x1 convolutions at 14x14: 1 MB of weights read by
+     * each of 7 one-block pieces; 0.44 -> 0.38 ms on 2 threads), at the price of each thread
+     * packing all of B: A twice B's size, or half of it where B is cheap to pack (a plain
+     * matrix, or read in place; not the patches of a strided convolution). */
+    bool cheap_b = b->packed || b->offs || b->pack == ox_gemm_b_pack_matrix;
+    bool a_large = M >= 2 * N || (cheap_b && 2 * M >= N);
+    j.by_cols =
+        (col_blocks >= 3 * T || col_blocks >= row_panels) && !(a_large && row_panels >= 2 * T);
     if (j.by_cols)
         ox_parallel_for(pool, col_blocks, sgemm_piece, &j);
     else /* every row piece packs all of B: one piece per thread */
