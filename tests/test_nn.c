@@ -669,7 +669,10 @@ static void test_pool_huge_kernel(void) {
 }
 
 static void test_maxpool_random(void) {
-    for (int iter = 0; iter < 300; iter++) {
+    for (int iter = 0; iter < 380; iter++) {
+        /* from 300 on: 3 columns wide, stride 2, rows of 16 or more outputs (the one-pass
+         * kernel, maxpool2d_k3s2), maps up to 120 wide, any rows, pads 0-2 */
+        bool k3s2 = iter >= 300;
         /* some with many channels: the tiled kernel's blocks of 16 and a partial one */
         int64_t k[2], s[2], d[2], pads[4], yd[4];
         int64_t xd[4] = {irand(1, 2), iter % 4 == 3 ? irand(1, 40) : irand(1, 3)};
@@ -682,6 +685,8 @@ static void test_maxpool_random(void) {
             pads[i] = irand(0, k[i] - 1 < 2 ? k[i] - 1 : 2);
             pads[i + 2] = irand(0, k[i] - 1 < 2 ? k[i] - 1 : 2);
             xd[i + 2] = i == 1 && iter % 3 == 0 ? irand(30, 70) : irand(1, 20);
+            if (k3s2 && i == 1) k[i] = 3, s[i] = 2, d[i] = 1, xd[i + 2] = irand(31, 120);
+            if (k3s2 && i == 1) pads[i] = irand(0, 2), pads[i + 2] = irand(0, 2);
             int64_t span = (k[i] - 1) * d[i] + 1, num = xd[i + 2] + pads[i] + pads[i + 2] - span;
             if (num < 0) ok = false;
             yd[i + 2] = ceil_mode ? (num + s[i] - 1) / s[i] + 1 : num / s[i] + 1;
