@@ -402,11 +402,11 @@ __attribute__((target("avx512f,avx512vl"))) static void input_chunks(const struc
     }
 }
 
-/* The 36 GEMMs of block k, on this thread. */
-static void gemms(const struct wino_job *j, const struct wino_blk *k) {
+/* GEMMs [p0, p1) of the 36 of block k, on this thread. */
+static void gemm_range(const struct wino_job *j, const struct wino_blk *k, int64_t p0, int64_t p1) {
     const struct ox_wino *g = j->g;
     int64_t per = ox_sgemm_packed_b_floats(g->C, g->M), vs = v_stride(g, k->tb);
-    for (int64_t p = 0; p < NE; p++) {
+    for (int64_t p = p0; p < p1; p++) {
         struct ox_gemm_b bb = {.packed = j->pw + p * per};
         ox_sgemm_packed(NULL, k->V + p * vs, k->tb, g->M, g->C, &bb, k->P + p * g->M, p_stride(g),
                         NULL, false);
@@ -482,16 +482,36 @@ static void block_piece(void *arg, int64_t b, int64_t e, int tid) {
     for (int64_t i = b; i < e; i++) {
         struct wino_blk k = wino_blk(j, i, tid);
         input_chunks(j, &k);
-        gemms(j, &k);
+        gemm_range(j, &k, 0, NE);
         outputs(j, &k);
     }
 }
 
+struct gemm_split {
+    const struct wino_job *j;
+    const struct wino_blk *k;
+};
+
+static void gemm_piece(void *arg, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const struct gemm_split *s = arg;
+    gemm_range(s->j, s->k, b, e);
+}
+
+/* Where all the tiles make one block and the transformed filters are at least this large,
+ * the threads share the 36 GEMMs of that block instead of its tiles (see ox_wino_conv). */
+#define SPLIT_FILTER_BYTES (4 << 20)
+
 /* The threads share the tiles: each does whole blocks, from the input to the output, with
- * no wait in between; at least one block per thread. (Sharing the output channels instead,
- * after transforming the inputs together, was slower even where each thread gets few tiles
- * of large filters: resnet's 256-channel 14 x 14 layer at batch 1, 2 threads, 0.32 ms
- * against 0.20.) */
+ * no wait in between; at least one block per thread. But where all the tiles make one block
+ * and the transformed filters take over 4 MiB, each thread would read all of them (from
+ * memory, in a model) for a few tiles: then the inputs are transformed on this thread, the
+ * threads share the 36 GEMMs (each reads the filters of its positions), and the outputs are
+ * transformed here (resnet18's 256-channel 14 x 14 layers at batch 1, 2 threads, in the
+ * model: 0.68-0.72 -> 0.52-0.61 ms; squeezenet1_1's 1.3-2.4 MB layers, whose filters stay in
+ * cache, were slower that way: 0.10 -> 0.16 ms). The same outputs, bit for bit, either way.
+ * (Sharing the output channels, after transforming the inputs together, was slower alone:
+ * 0.32 ms against 0.20 for the 256-channel layer.) */
 void ox_wino_conv(struct ox_pool *pool, const struct ox_wino *g, const float *x,
                   const float *packed_w, const float *bias, const float *z, float lo, float hi,
                   bool silu, float *y, float *scratch) {
@@ -507,6 +527,16 @@ void ox_wino_conv(struct ox_pool *pool, const struct ox_wino *g, const float *x,
                          .lo = lo,
                          .hi = hi,
                          .silu = silu};
+    double filter_bytes = (double)NE * (double)ox_sgemm_packed_b_floats(g->C, g->M) * 4;
+    if (T > 1 && total <= TB && filter_bytes >= SPLIT_FILTER_BYTES) {
+        j.tb = total;
+        struct wino_blk k = wino_blk(&j, 0, 0);
+        input_chunks(&j, &k);
+        struct gemm_split s = {&j, &k};
+        ox_parallel_for(pool, NE, gemm_piece, &s);
+        outputs(&j, &k);
+        return;
+    }
     int64_t blocks = (total + TB - 1) / TB;
     if (blocks < T) blocks = T;
     j.tb = (total + blocks - 1) / blocks; /* blocks of even size */
