@@ -17,8 +17,9 @@
  * through a table of row offsets (ox_gemm_b.offs: a stride-1 convolution over a padded
  * copy of its input, where every patch row is a contiguous run of that copy). The micro-kernel
  * keeps an 8 x 32 block of C in 16 AVX-512 registers; the epilogue runs on that block while it is
- * still in registers. The threads of the pool take column blocks (or row panels, when C is narrow);
- * each element of C is summed over k in one fixed order whatever the thread count.
+ * still in registers. The threads of the pool take column blocks (or row panels, when C is narrow
+ * or A the larger operand); each element of C is summed over k in one fixed order whatever the
+ * thread count or the rows computed with it.
  *
  * ox_sgemm_is_fast() says whether this CPU has AVX-512; callers use OpenBLAS otherwise.
  */
@@ -130,9 +131,9 @@ void ox_gemm_b_pack_matrix(const struct ox_gemm_b *b, int64_t k0, int64_t k1, in
 /* One 8 x 32 block: C[0..mr, 0..nr) (+)= a (kc x MR) b (kc x NR), then the epilogue on
  * rows row0.. and columns col0.. of the whole product when ep is not NULL. Row k of b is
  * b + k * NR (packed), or b + offs[k] (direct: B read in place; mask_b: only its first nr
- * columns read, for a B that ends there). rows (a constant where it
- * is inlined, >= mr) bounds the rows computed: a Gemm of batch 1 to 4 does not spend 8
- * rows' FMAs on each k. Each element's sum runs over k in the same order for any rows. */
+ * columns read, for a B that ends there). rows (a constant where it is inlined, >= mr)
+ * bounds the rows computed: a Gemm of batch 1 to 4 does not spend 8 rows' FMAs on each k.
+ * Each element's sum runs over k in the same order for any rows. */
 __attribute__((target("avx512f"), always_inline)) static inline void
 kernel_8x32_body(int64_t kc, const float *a, const float *b, const int32_t *offs, float *c,
                  int64_t ldc, int mr, int nr, bool load_c, const struct ox_epilogue *ep,
