@@ -43,7 +43,23 @@ BAR_GEOMEAN = 1.0
 BAR_WORST = 1.25
 BAR_ARENA = 1.1
 
-ORT_JS = r"""
+# The inputs of a model for ONNX Runtime, from the raw files and JSON export_inputs writes
+# (tools/node_compare.py's script uses it too).
+FEEDS_JS = r"""
+function readFeeds(ort, fs, meta) {
+  const feeds = {};
+  for (const m of meta) {
+    const b = fs.readFileSync(m.file);
+    const ab = b.buffer.slice(b.byteOffset, b.byteOffset + b.length);
+    const T = {float32: Float32Array, int64: BigInt64Array, int32: Int32Array,
+               float64: Float64Array, uint8: Uint8Array, int8: Int8Array}[m.dtype];
+    feeds[m.name] = new ort.Tensor(m.dtype, new T(ab), m.shape);
+  }
+  return feeds;
+}
+"""
+
+ORT_JS = FEEDS_JS + r"""
 const fs = require('fs');
 const rssKb = (k) => {
   const m = new RegExp(k + ':\\s*(\\d+)').exec(fs.readFileSync('/proc/self/status', 'utf8'));
@@ -59,14 +75,7 @@ const ort = require('onnxruntime-node');
     intraOpNumThreads: Number(threads), interOpNumThreads: 1,
     graphOptimizationLevel: 'all', executionMode: 'sequential'});
   const load = Number(process.hrtime.bigint() - t0) / 1e6;
-  const feeds = {};
-  for (const m of meta) {
-    const b = fs.readFileSync(m.file);
-    const ab = b.buffer.slice(b.byteOffset, b.byteOffset + b.length);
-    const T = {float32: Float32Array, int64: BigInt64Array, int32: Int32Array,
-               float64: Float64Array, uint8: Uint8Array, int8: Int8Array}[m.dtype];
-    feeds[m.name] = new ort.Tensor(m.dtype, new T(ab), m.shape);
-  }
+  const feeds = readFeeds(ort, fs, meta);
   const f0 = process.hrtime.bigint();
   await s.run(feeds);
   const first = Number(process.hrtime.bigint() - f0) / 1e6;
