@@ -1653,9 +1653,10 @@ static ox_status infer_pool(struct ox_infer_ctx *ctx, const struct ox_node *n,
     for (int i = 0; i < g.nsp; i++) dims[i + 2] = g.out[i];
     ox_set_shape(out[0], x->dtype, x->rank, dims);
     if (n->n_outputs > 1 && out[1]) ox_set_shape(out[1], OX_INT64, x->rank, dims);
-    if (kind == POOL_MAX && x->dtype == OX_FLOAT && g.nsp == 2) { /* a tile, or 2 rows */
+    if (kind == POOL_MAX && x->dtype == OX_FLOAT && g.nsp == 2) { /* none, a tile, or 2 rows */
         int64_t slot = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
+        if (maxpool_k3s2_fits(&g)) return OX_OK; /* one pass, no scratch */
         slot = maxpool_tiled_floats(&g);
 #endif
         if (!slot) slot = (g.in[1] + 15) / 16 * 16 * 2;

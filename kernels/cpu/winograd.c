@@ -527,8 +527,8 @@ void ox_wino_conv(struct ox_pool *pool, const struct ox_wino *g, const float *x,
                          .lo = lo,
                          .hi = hi,
                          .silu = silu};
-    double filter_bytes = (double)NE * (double)ox_sgemm_packed_b_floats(g->C, g->M) * 4;
-    if (T > 1 && total <= TB && filter_bytes >= SPLIT_FILTER_BYTES) {
+    if (T > 1 && total <= TB &&
+        (double)ox_wino_weight_floats(g->C, g->M) * sizeof(float) >= SPLIT_FILTER_BYTES) {
         j.tb = total;
         struct wino_blk k = wino_blk(&j, 0, 0);
         input_chunks(&j, &k);
