@@ -441,6 +441,37 @@ static void test_conv_random(bool narrow) {
     }
 }
 
+/* Random depthwise convolutions 3 columns wide with stride 2 across (dilation 1 there, pads
+ * 0-2 on each side) and 48 to 150 outputs a row: the shapes that read the input in place 64
+ * outputs at a time on AVX-512 (kernels/cpu/conv.c, depthwise2d_s2_rows; groups at the row's
+ * ends masked, rows whose last group is partly past the row). Heights, strides, dilations
+ * and pads down the columns vary (windows partly or wholly in the padding); every eighth case
+ * is one row 1100 wide (over 8 groups: masks computed per group). A residual and each
+ * activation; against the definition in double. */
+static void test_depthwise_s2_rows(void) {
+    for (int iter = 0; iter < 40; iter++) {
+        int64_t C = irand(1, 20), N = irand(1, 2);
+        int64_t k[2] = {irand(1, 5), 3}, s[2] = {irand(1, 3), 2}, d[2] = {irand(1, 2), 1};
+        int64_t pads[4] = {irand(0, 2), irand(0, 2), irand(0, 2), irand(0, 2)};
+        int64_t H = irand(1, 12), W = irand(95, 300);
+        if (iter % 8 == 7) H = 1, k[0] = 1, W = 1100;
+        int64_t xd[4] = {N, C, H, W}, wd[4] = {C, 1, k[0], 3}, yd[4] = {N, C};
+        int64_t num = H + pads[0] + pads[2] - ((k[0] - 1) * d[0] + 1);
+        if (num < 0) pads[2] += -num, num = 0;
+        yd[2] = num / s[0] + 1;
+        yd[3] = (W + pads[1] + pads[3] - 3) / 2 + 1;
+        const char *act = acts[iter % 4];
+        bool with_z = iter % 3 == 0;
+        double worst = conv_case(xd, wd, yd, k, s, d, pads, C, act, with_z, NULL);
+        CHECK(worst >= 0 && worst < 1e-5,
+              "iter %d: error %g (x %lldx%lld, k %lldx3, s %lldx2, d %lldx1, pads %lld %lld %lld "
+              "%lld, %s%s)",
+              iter, worst, (long long)H, (long long)W, (long long)k[0], (long long)s[0],
+              (long long)d[0], (long long)pads[0], (long long)pads[1], (long long)pads[2],
+              (long long)pads[3], act, with_z ? ", residual" : "");
+    }
+}
+
 /* Random 1x1 stride-1 convolutions with 1-40 output channels (those up to 32 read their
  * input in place instead of packing it: kernels/cpu/conv.c, pw_in_place), 1-600 input
  * channels (past the in-place limit of 512 too), maps from 1x1 to 9x90 (the last column
@@ -849,6 +880,7 @@ int main(int argc, char **argv) {
     test_conv_pointwise();
     test_conv_winograd();
     test_depthwise_random();
+    test_depthwise_s2_rows();
     test_maxpool_random();
     test_pool_huge_kernel();
     test_maxpool_empty_rows();
