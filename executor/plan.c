@@ -398,22 +398,23 @@ done:
 
 static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *inputs,
                             const struct ox_scope *scope, struct ox_pool *pool, uint64_t max_bytes,
-                            struct ox_plan **out);
+                            bool cpu_only, struct ox_plan **out);
 
 ox_status ox_plan_build(const struct ox_graph *g, const ox_tensor *const *inputs,
                         struct ox_pool *pool, struct ox_plan **out) {
-    return plan_build(g, inputs, NULL, pool, 0, out);
+    return plan_build(g, inputs, NULL, pool, 0, false, out);
 }
 
 ox_status ox_plan_build_limited(const struct ox_graph *g, const ox_tensor *const *inputs,
-                                struct ox_pool *pool, uint64_t max_bytes, struct ox_plan **out) {
-    return plan_build(g, inputs, NULL, pool, max_bytes, out);
+                                struct ox_pool *pool, uint64_t max_bytes, bool cpu_only,
+                                struct ox_plan **out) {
+    return plan_build(g, inputs, NULL, pool, max_bytes, cpu_only, out);
 }
 
 ox_status ox_plan_build_scoped(const struct ox_graph *g, const ox_tensor *const *inputs,
                                const struct ox_scope *scope, struct ox_plan **out) {
     const struct ox_plan *up = scope ? scope->plan : NULL;
-    return plan_build(g, inputs, scope, up ? up->pool : NULL, up ? up->max_bytes : 0, out);
+    return plan_build(g, inputs, scope, up ? up->pool : NULL, up ? up->max_bytes : 0, false, out);
 }
 
 /* The plan_bytes limit: what the plan holds so far against it. */
@@ -471,6 +472,45 @@ static ox_status plan_concat_in_place(struct ox_plan *p) {
             off += b;
         }
         st->is_skipped = true;
+    }
+    free(uses);
+    return OX_OK;
+}
+
+/* A pointwise Conv whose output only the next step's depthwise Conv reads (either may be a
+ * FusedConv with its activation: the widening and depthwise layers of MobileNet and
+ * EfficientNet blocks) runs with it as one step, where the kernel says it pays
+ * (kernels/cpu/conv.c, ox_nn_cpu_pw_dw): the widened tensor is made a band of rows at a time
+ * in scratch and never goes through memory. Its arena place stays (unwritten); the first
+ * node's inputs live through the second's step. A profile shows the step as the first node.
+ * Only for plans that no device plan runs (a device runs each node with its own kernels). */
+static bool is_conv(const struct ox_node *n) {
+    return (!strcmp(n->domain, OX_DOMAIN_ONNXEXEC) && !strcmp(n->op_type, "FusedConv")) ||
+           (!n->domain[0] && !strcmp(n->op_type, "Conv"));
+}
+
+static ox_status plan_fuse_pw_dw(struct ox_plan *p) {
+    const struct ox_graph *g = p->graph;
+    int *uses = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof(int));
+    if (!uses) return ox_err(OX_E_NOMEM, "out of memory planning");
+    ox_graph_count_uses(g, NULL, uses);
+    for (int s = 0; s + 1 < p->n_steps; s++) {
+        struct ox_step *a = &p->steps[s], *b = &p->steps[s + 1];
+        const struct ox_node *na = &g->nodes[a->node], *nb = &g->nodes[b->node];
+        if (a->is_dynamic || b->is_dynamic || a->is_skipped || b->is_skipped || !a->prepared ||
+            !is_conv(na) || !is_conv(nb) || na->n_outputs != 1 || nb->n_inputs < 2)
+            continue;
+        int v = na->outputs[0];
+        if (v < 0 || nb->inputs[0] != v || uses[v] != 1 || p->slot[v] != OX_SLOT_ARENA ||
+            !a->out[0] || !b->out[0])
+            continue;
+        size_t bytes =
+            ox_nn_pw_dw_scratch(na, a->in, a->out[0], nb, b->in, b->out[0], ox_pool_size(p->pool));
+        if (!bytes) continue;
+        a->fuse_next = true;
+        b->is_skipped = true;
+        if (bytes > p->scratch_bytes) p->scratch_bytes = bytes;
+        s++;
     }
     free(uses);
     return OX_OK;
@@ -565,7 +605,7 @@ static ox_status bind_outer(struct ox_plan *p, const struct ox_scope *scope,
 
 static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *inputs,
                             const struct ox_scope *scope, struct ox_pool *pool, uint64_t max_bytes,
-                            struct ox_plan **out) {
+                            bool cpu_only, struct ox_plan **out) {
     ox_status st = OX_OK;
     struct ox_plan *p = calloc(1, sizeof *p);
     int nv = g->n_values ? g->n_values : 1;
@@ -731,6 +771,7 @@ static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *in
         }
 
     if ((st = plan_concat_in_place(p))) goto fail;
+    if (cpu_only && (st = plan_fuse_pw_dw(p))) goto fail;
     /* lifetimes over the schedule: first write to last read (of the memory: a view's writes
      * and reads count for the value it shows); graph outputs live to the end */
     for (int v = 0; v < g->n_values; v++) first[v] = last[v] = -1;
@@ -754,6 +795,14 @@ static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *in
                     if (id >= 0 && last[id] < s) last[id] = s;
                 }
             }
+        }
+    }
+    /* a fused pair reads the first node's inputs at the second's step too */
+    for (int s = 0; s < p->n_steps; s++) {
+        const struct ox_node *n = &g->nodes[p->steps[s].node];
+        for (int k = 0; p->steps[s].fuse_next && k < n->n_inputs; k++) {
+            int r = n->inputs[k] >= 0 ? root_of(p, n->inputs[k]) : -1;
+            if (r >= 0 && last[r] == s) last[r] = s + 1;
         }
     }
     for (int k = 0; k < g->n_outputs; k++) last[root_of(p, g->outputs[k])] = p->n_steps;
@@ -852,6 +901,9 @@ ox_status ox_plan_run_step(struct ox_plan *p, int s, const struct ox_scope *scop
             if (rc) return rc;
         }
         rc = run_owned(p, n, st->in, st->out, ic.scratch_bytes, ic.prepared_bytes, p->pool, scope);
+    } else if (st->fuse_next) { /* this node and the next as one kernel */
+        const struct ox_step *nx = &p->steps[s + 1];
+        rc = ox_nn_cpu_pw_dw(&kc, n, st->in, st->out[0], &g->nodes[nx->node], nx->in, nx->out);
     } else {
         rc = n->op->cpu(&kc, n, st->in, st->out);
     }

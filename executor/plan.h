@@ -54,7 +54,9 @@ struct ox_step {
     const ox_tensor **in; /* node->n_inputs pointers into plan->vals (NULL if omitted) */
     ox_tensor **out;      /* node->n_outputs pointers (NULL if omitted) */
     void *prepared;       /* the kernel's prepared memory (ox_kernel_prepared), or NULL */
-    bool is_skipped;      /* a Concat whose inputs were written in place: nothing to do */
+    bool is_skipped;      /* nothing to do: a Concat whose inputs were written in place, or
+                           * the second node of a fused pair */
+    bool fuse_next;       /* runs the next step's node too, as one kernel (plan_fuse_pw_dw) */
 };
 
 struct ox_plan {
@@ -104,9 +106,11 @@ ox_status ox_plan_build(const struct ox_graph *g, const ox_tensor *const *inputs
                         struct ox_pool *pool, struct ox_plan **out);
 /* The same within max_bytes (0: no limit) for the arena, scratch, prepared and folded data:
  * OX_E_LIMIT past it, before the arena is allocated. Subgraph plans built from its scope
- * take the same limit, each on its own. */
+ * take the same limit, each on its own. With cpu_only (no device plan will run it), pairs of
+ * nodes that a CPU kernel runs faster together become one step (plan_fuse_pw_dw). */
 ox_status ox_plan_build_limited(const struct ox_graph *g, const ox_tensor *const *inputs,
-                                struct ox_pool *pool, uint64_t max_bytes, struct ox_plan **out);
+                                struct ox_pool *pool, uint64_t max_bytes, bool cpu_only,
+                                struct ox_plan **out);
 ox_status ox_plan_build_scoped(const struct ox_graph *g, const ox_tensor *const *inputs,
                                const struct ox_scope *scope, struct ox_plan **out);
 /* True when the plan was built for inputs (and outer values) of exactly these dtypes and

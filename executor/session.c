@@ -471,7 +471,8 @@ static ox_status split_lanes(ox_session *s, struct ox_run_ctx *c, int n_lanes,
             c->lanes[l] = NULL;
         }
         /* a lane runs its kernels serially: the threads take items, not pieces of nodes */
-        if ((st = ox_plan_build_limited(g, item_inputs, NULL, s->plan_bytes, &p))) return st;
+        if ((st = ox_plan_build_limited(g, item_inputs, NULL, s->plan_bytes, !s->device, &p)))
+            return st;
         if (s->profile && p->n_steps > 0 &&
             !(p->step_seconds = calloc((size_t)p->n_steps, sizeof *p->step_seconds))) {
             ox_plan_free(p);
@@ -630,7 +631,8 @@ static ox_status ctx_plan(ox_session *s, struct ox_run_ctx *c, struct ox_plan **
     struct ox_plan *p = c->plans, *prev = NULL;
     while (p && !ox_plan_matches(p, c->bound)) prev = p, p = p->next;
     if (!p) {
-        ox_status st = ox_plan_build_limited(s->model->graph, c->bound, s->pool, s->plan_bytes, &p);
+        ox_status st = ox_plan_build_limited(s->model->graph, c->bound, s->pool, s->plan_bytes,
+                                             !s->device, &p);
         if (st) return st;
         if (s->profile && p->n_steps > 0 &&
             !(p->step_seconds = calloc((size_t)p->n_steps, sizeof *p->step_seconds))) {

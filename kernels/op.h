@@ -142,6 +142,20 @@ void ox_sgemm_packed(struct ox_pool *pool, const float *ap, int64_t M, int64_t N
                      const struct ox_gemm_b *b, float *C, int64_t ldc, const struct ox_epilogue *ep,
                      bool load_c);
 
+/* A pointwise FusedConv (pw, its inputs pin and output pout) whose output only a depthwise
+ * FusedConv (dw, inputs din, output dout) reads, run as one kernel by a CPU plan
+ * (executor/plan.c, plan_fuse_pw_dw; kernels/cpu/conv.c): the scratch bytes it needs on
+ * n_threads, 0 where the pair does not fit it; and the kernel, which writes dout only. */
+struct ox_node;
+size_t ox_nn_pw_dw_scratch(const struct ox_node *pw, const ox_tensor *const *pin,
+                           const ox_tensor *pout, const struct ox_node *dw,
+                           const ox_tensor *const *din, const ox_tensor *dout, int n_threads);
+struct ox_kernel_ctx;
+ox_status ox_nn_cpu_pw_dw(struct ox_kernel_ctx *ctx, const struct ox_node *pw,
+                          const ox_tensor *const *pin, const ox_tensor *pout,
+                          const struct ox_node *dw, const ox_tensor *const *din,
+                          ox_tensor *const *dout);
+
 struct ox_plan;
 struct ox_scope;
 

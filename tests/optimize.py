@@ -17,6 +17,7 @@ One line per case; exits non-zero, naming what failed, if any case fails.
     optimize.py --onnxexec build/onnxexec [--keep DIR] [-k SUBSTRING]
 """
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -69,8 +70,11 @@ def mm(a, b):
 
 class Case:
     def __init__(self, name, nodes, inputs, outputs, inits=None, expect=None, oracle=None,
-                 opset=13, dtype=F32, note=""):
+                 opset=13, dtype=F32, note="", threads=None, one_step=None):
         self.name, self.nodes, self.inputs, self.outputs = name, nodes, inputs, outputs
+        self.threads = threads  # --threads of the runs (None: onnxexec's default)
+        # (first, second): node names the CPU plan must run as one step (True) or apart
+        self.one_step = one_step
         self.inits = inits or {}
         self.expect = expect or {}  # op -> exact count in the optimized graph
         self.oracle = oracle or {}  # output name -> float64 array
@@ -669,6 +673,84 @@ def cases():
              helper.make_node("Relu", ["b"], ["Y"])],
             {"A": A}, ["Y"], inits, {FUSED_GEMM: 1, "Gemm": 0, "BatchNormalization": 0, "Relu": 0},
             {"Y": relu(bn(y, **p))}))
+
+    # 26. A pointwise Conv whose output only a depthwise Conv reads, both fused with their
+    # activations: the CPU plan runs the pair as one step where the widened tensor is 1 MiB
+    # or more, on 2 threads or more (kernels/cpu/conv.c, ox_nn_cpu_pw_dw: bands of rows,
+    # shared rows kept between bands). Each depthwise path (rows in place, 16-channel tiles, the padded
+    # copy, strides other than 2 across), 1-2 images, odd sizes, pads that differ per side,
+    # dilation, no biases; and a pair that must stay apart (the widened tensor read twice).
+    def act_of(name, y):
+        return {"Relu": relu, "Clip": lambda v: clip(v, 0, 6), "Silu": silu,
+                "": lambda v: v}[name](y)
+
+    def act_nodes(name, inp, outp, tag):
+        if name == "Relu":
+            return [helper.make_node("Relu", [inp], [outp])]
+        if name == "Clip":
+            return [helper.make_node("Clip", [inp, "lo", "hi"], [outp])]
+        if name == "Silu":
+            return [helper.make_node("Sigmoid", [inp], [tag + "_s"]),
+                    helper.make_node("Mul", [inp, tag + "_s"], [outp])]
+        return [helper.make_node("Identity", [inp], [outp])]
+
+    def pw_dw_case(name, xshape, c2, k, stride, pads, dil, act1, act2, threads, bias=True,
+                   apart=False, one_step=True, made=False):
+        r = np.random.default_rng(26)
+        c1 = xshape[1]
+        X = rnd(r, xshape)
+        # made: X is computed (Neg of the graph input), so that its memory is in the arena and
+        # could be handed to the depthwise output if the pair's step did not keep it alive
+        src = "Xn" if made else "X"
+        W1, W2 = weights(r, (c2, c1, 1, 1), gain=2.0), weights(r, (c2, 1, k[0], k[1]), gain=2.0)
+        B1, B2 = rnd(r, c2, scale=0.3), rnd(r, c2, scale=0.3)
+        inits = {"W1": W1, "W2": W2, "lo": np.array(0, np.float32),
+                 "hi": np.array(6, np.float32)}
+        if bias:
+            inits.update(B1=B1, B2=B2)
+        nodes = [helper.make_node("Neg", ["Xm"], ["Xn"])] if made else []
+        nodes += [helper.make_node("Conv", [src, "W1"] + (["B1"] if bias else []), ["p"],
+                                   name="pw")]
+        nodes += act_nodes(act1, "p", "pa", "pw") if act1 else []
+        widened = "pa" if act1 else "p"
+        nodes.append(helper.make_node("Conv", [widened, "W2"] + (["B2"] if bias else []), ["d"],
+                                      name="dw", group=c2, kernel_shape=list(k),
+                                      strides=list(stride), pads=list(pads), dilations=list(dil)))
+        nodes += act_nodes(act2, "d", "Y", "dw")
+        pt = act_of(act1, conv(X, W1, B1 if bias else None))
+        # torch pads both sides alike: pad explicitly (zeros), then a valid convolution
+        padded = np.pad(pt, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+        y = act_of(act2, conv(padded, W2, B2 if bias else None, stride=tuple(stride),
+                              group=c2, dil=tuple(dil)))
+        outs, oracle = ["Y"], {"Y": y}
+        if apart:  # the widened tensor is a graph output too
+            nodes.append(helper.make_node("Identity", [widened], ["P"]))
+            outs.append("P")
+            oracle["P"] = pt
+        return Case("26_pw_dw_" + name, nodes, {"Xm" if made else "X": -X if made else X}, outs,
+                    inits, None, oracle,
+                    threads=threads, one_step=("pw", "dw", one_step and not apart))
+
+    out.append(pw_dw_case("s2rows_1t_apart", (1, 8, 40, 100), 72, (3, 3), (2, 2), (1, 1, 1, 1),
+                          (1, 1), "Clip", "Clip", 1, one_step=False))
+    out.append(pw_dw_case("s2rows_1img_2t", (1, 8, 40, 100), 72, (3, 3), (2, 2), (1, 1, 1, 1),
+                          (1, 1), "Clip", "Clip", 2))
+    out.append(pw_dw_case("s2rows_2t_2img", (2, 8, 41, 99), 72, (3, 3), (2, 2), (1, 0, 1, 2),
+                          (1, 1), "Relu", "Clip", 2))
+    out.append(pw_dw_case("s1_tiles_2t", (2, 16, 48, 60), 96, (3, 3), (1, 1), (1, 1, 1, 1),
+                          (1, 1), "Relu", "Relu", 2))
+    out.append(pw_dw_case("5x5s2_silu_2t", (1, 12, 57, 61), 80, (5, 5), (2, 2), (2, 2, 2, 2),
+                          (1, 1), "Silu", "Silu", 2))
+    out.append(pw_dw_case("s1_wide_dil2_nobias_2t", (1, 8, 70, 75), 64, (3, 3), (1, 1),
+                          (0, 2, 2, 1), (2, 2), "", "Clip", 2, bias=False))
+    out.append(pw_dw_case("s2x1_2t", (1, 8, 66, 70), 64, (3, 3), (2, 1), (1, 1, 1, 1), (1, 1),
+                          "Clip", "", 2))
+    out.append(pw_dw_case("s1_tiles_3t_made", (2, 16, 48, 60), 96, (3, 3), (1, 1), (1, 1, 1, 1),
+                          (1, 1), "Relu", "Relu", 3, made=True))
+    out.append(pw_dw_case("s2rows_2t_made", (1, 8, 40, 100), 72, (3, 3), (2, 2), (1, 1, 1, 1),
+                          (1, 1), "Clip", "Clip", 2, made=True))
+    out.append(pw_dw_case("read_twice_2t", (1, 8, 40, 100), 72, (3, 3), (2, 2), (1, 1, 1, 1),
+                          (1, 1), "Clip", "Clip", 2, apart=True))
     return out
 
 
@@ -707,14 +789,28 @@ def first_diff(got, want):
     return " (worst at %s: got %r, expected %r)" % (list(i), got[i].item(), want[i].item())
 
 
-def run(exe, model, inputs, outdir, optimize):
+def run(exe, model, inputs, outdir, optimize, threads=None):
     cmd = [exe, "run", model, "-o", outdir] + [a for n, p in inputs for a in ("-i", f"{n}={p}")]
     if not optimize:
         cmd.append("--no-optimize")
+    if threads:
+        cmd += ["--threads", str(threads)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         raise RuntimeError("%s failed (exit %d):\n%s%s" % (" ".join(cmd), r.returncode,
                                                             r.stdout, r.stderr))
+
+
+def profiled_nodes(exe, model, threads):
+    """The nodes `onnxexec bench --profile` times: a step that runs two nodes as one shows
+    as its first node only."""
+    cmd = [exe, "bench", model, "--runs", "1", "--warmup", "0", "--profile", "--json"]
+    if threads:
+        cmd += ["--threads", str(threads)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError("%s failed (exit %d): %s" % (" ".join(cmd), r.returncode, r.stderr))
+    return {q["node"] for q in json.loads(r.stdout.strip().splitlines()[-1])["profile"]["nodes_ms"]}
 
 
 def op_counts(exe, model):
@@ -749,7 +845,7 @@ def check(exe, case, work):
     outs = {}
     for opt in (True, False):
         od = os.path.join(d, "opt" if opt else "noopt")
-        run(exe, model, inputs, od, opt)
+        run(exe, model, inputs, od, opt, case.threads)
         outs[opt] = {n: np.load(os.path.join(od, n + ".npy")) for n in case.outputs}
     f16 = case.dtype == F16
     tol_same, tol_abs, tol_oracle = (1e-3, 1e-3, 1e-3) if f16 else (1e-6, 1e-5, 1e-5)
@@ -783,6 +879,15 @@ def check(exe, case, work):
         if counts.get(op, 0) != want:
             problems.append("optimized graph has %d %s, expected %d (ops: %s)" % (
                 counts.get(op, 0), op, want, counts))
+    if case.one_step:
+        first, second, together = case.one_step
+        timed = profiled_nodes(exe, model, case.threads)
+        if first not in timed:
+            problems.append("node %s not in the profile (%s)" % (first, sorted(timed)))
+        elif together and second in timed:
+            problems.append("nodes %s and %s ran as two steps, expected one" % (first, second))
+        elif not together and second not in timed:
+            problems.append("nodes %s and %s ran as one step, expected two" % (first, second))
     fused = " ".join("%s=%d" % (k.split(".")[-1], v) for k, v in sorted(counts.items()))
     summary = "opt/noopt relL2 %-9s oracle relL2 %-9s ops: %s" % (
         "%.2e" % max(rels_same), "%.2e" % max(rels_oracle) if rels_oracle else "-", fused)

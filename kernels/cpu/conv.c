@@ -562,6 +562,9 @@ struct conv_job {
     bool silu;             /* fused ops: x * sigmoid(x) instead */
     bool epilogue_done;    /* z and the clamp were applied by the path taken */
     bool dw_padded;        /* depthwise: the scratch holds dw_slot floats per thread */
+    /* depthwise: floats between channel planes of x and of y and z, when not the map's
+     * in_size and out_size (0): a band of rows of each plane (ox_nn_cpu_pw_dw) */
+    int64_t x_plane, y_plane;
 };
 
 static struct conv_job conv_job_make(const float *x, const float *w, const float *b, float *y,
@@ -865,12 +868,12 @@ __attribute__((target("avx512f"), always_inline)) static inline void transpose16
     }
 }
 
-/* The tile of cn <= 16 channels of x (planes in_size apart): pixel-major, 16 floats per
+/* The tile of cn <= 16 channels of x (planes xs apart): pixel-major, 16 floats per
  * pixel, `pad` where the padded map lies outside the input (lanes past cn: 0). Inside the
  * input, 16 pixels of each of the 16 channel rows are loaded and transposed in registers
  * into 16 pixel vectors (on this AMD EPYC, 16-lane gathers per pixel cost 2-3x as much:
  * 144 channels 56x56 stride 2 0.19 -> 0.07 ms). */
-__attribute__((target("avx512f"))) static void tile_fill(const float *x, int64_t cn,
+__attribute__((target("avx512f"))) static void tile_fill(const float *x, int64_t xs, int64_t cn,
                                                          const struct geom *g,
                                                          const struct dw_tile *t, float pad,
                                                          float *tile) {
@@ -894,22 +897,21 @@ __attribute__((target("avx512f"))) static void tile_fill(const float *x, int64_t
             __mmask16 m = (__mmask16)((1u << n) - 1);
             __m512 v[16];
             for (int k = 0; k < 16; k++)
-                v[k] = k < cn ? _mm512_maskz_loadu_ps(m, src + k * g->in_size + c)
-                              : _mm512_setzero_ps();
+                v[k] = k < cn ? _mm512_maskz_loadu_ps(m, src + k * xs + c) : _mm512_setzero_ps();
             transpose16(v);
             for (int k = 0; k < n; k++) _mm512_storeu_ps(row + (c + k) * 16, v[k]);
         }
     }
 }
 
-/* Channel planes y (os apart, cn of them) from the pixel-major tile ot of os pixels, 16
+/* Channel planes y (ys apart, cn of them) from the pixel-major tile ot of os pixels, 16
  * pixels at a time: their 16 channel vectors (1 KiB in a row) transposed in registers into
  * 16 pixels of each channel, + the residual z (y's layout) when given, then SiLU or the
  * clamp to [lo, hi] (NaN kept). (Gathering each channel's pixels instead, 64 bytes apart,
  * took two thirds of a 28x28 depthwise convolution.) */
 __attribute__((target("avx512f"))) static void tile_unpack(const float *ot, int64_t os, int64_t cn,
-                                                           float *y, const float *z, float lo,
-                                                           float hi, bool silu) {
+                                                           float *y, int64_t ys, const float *z,
+                                                           float lo, float hi, bool silu) {
     __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
     for (int64_t p = 0; p < os; p += 16) {
         int64_t n = os - p < 16 ? os - p : 16;
@@ -920,16 +922,17 @@ __attribute__((target("avx512f"))) static void tile_unpack(const float *ot, int6
         transpose16(v);
         for (int64_t c = 0; c < cn; c++) {
             __m512 u = v[c];
-            if (z) u = _mm512_add_ps(u, _mm512_maskz_loadu_ps(m, z + c * os + p));
+            if (z) u = _mm512_add_ps(u, _mm512_maskz_loadu_ps(m, z + c * ys + p));
             u = silu ? silu16(u) : _mm512_min_ps(vhi, _mm512_max_ps(vlo, u));
-            _mm512_mask_storeu_ps(y + c * os + p, m, u);
+            _mm512_mask_storeu_ps(y + c * ys + p, m, u);
         }
     }
 }
 
 __attribute__((target("avx512f"))) static void
-depthwise2d_tiled(const float *x, const float *w, const float *bias, float *y, const float *z,
-                  int64_t cn, const struct geom *g, float lo, float hi, bool silu, float *scratch) {
+depthwise2d_tiled(const float *x, int64_t xs, const float *w, const float *bias, float *y,
+                  int64_t ys, const float *z, int64_t cn, const struct geom *g, float lo, float hi,
+                  bool silu, float *scratch) {
     struct dw_tile t = dw_tile_geom(g);
     int64_t OH = g->out[0], OW = g->out[1], SH = g->s[0], SW = g->s[1], DH = g->d[0];
     int64_t DW = g->d[1], KH = g->k[0], KW = g->k[1], ks = g->k_size, os = g->out_size;
@@ -941,7 +944,7 @@ depthwise2d_tiled(const float *x, const float *w, const float *bias, float *y, c
     for (int64_t k = 0; k < ks; k++)
         _mm512_storeu_ps(wt + k * 16,
                          _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mc, w_idx, w + k, 4));
-    tile_fill(x, cn, g, &t, 0.0f, tile);
+    tile_fill(x, xs, cn, g, &t, 0.0f, tile);
     __m512 vb = bias ? _mm512_mask_loadu_ps(_mm512_setzero_ps(), mc, bias) : _mm512_setzero_ps();
     /* the sums, four output pixels of a row at a time (each tap's weights loaded once) */
     for (int64_t oh = 0; oh < OH; oh++) {
@@ -977,7 +980,7 @@ depthwise2d_tiled(const float *x, const float *w, const float *bias, float *y, c
             _mm512_storeu_ps(orow + ow * 16, a);
         }
     }
-    tile_unpack(ot, os, cn, y, z, lo, hi, silu);
+    tile_unpack(ot, os, cn, y, ys, z, lo, hi, silu);
 }
 
 /* Max pooling over small maps, 16 channels at a time through the same tile (-inf in the
@@ -997,7 +1000,7 @@ maxpool2d_tiled(const float *x, float *y, int64_t cn, const struct geom *g, floa
     int64_t SW = g->s[1], DH = g->d[0], DW = g->d[1], KH = g->k[0], KW = g->k[1];
     int64_t PT = g->pb[0], PL = g->pb[1];
     float *tile = scratch, *ot = scratch + t.tile;
-    tile_fill(x, cn, g, &t, -INFINITY, tile);
+    tile_fill(x, g->in_size, cn, g, &t, -INFINITY, tile);
     for (int64_t oh = 0; oh < OH; oh++) {
         const float *tr = tile + oh * SH * t.wp * 16;
         float *orow = ot + oh * OW * 16;
@@ -1042,7 +1045,7 @@ maxpool2d_tiled(const float *x, float *y, int64_t cn, const struct geom *g, floa
             if (!col_in) _mm512_storeu_ps(orow + ow * 16, _mm512_setzero_ps());
         }
     }
-    tile_unpack(ot, g->out_size, cn, y, NULL, -INFINITY, INFINITY, false);
+    tile_unpack(ot, g->out_size, cn, y, g->out_size, NULL, -INFINITY, INFINITY, false);
 }
 
 /* Floats of scratch per thread for maxpool2d_tiled, 0 where it does not apply: 2-D, AVX-512,
@@ -1228,9 +1231,11 @@ static void depthwise_tiled_piece(void *arg, int64_t b, int64_t e, int tid) {
     for (int64_t u = b; u < e; u++) {
         int64_t c0, cn, ch;
         channel_block(u, j->C, &c0, &cn, &ch);
-        depthwise2d_tiled(j->x + ch * g->in_size, j->w + c0 * g->k_size, j->b ? j->b + c0 : NULL,
-                          j->y + ch * g->out_size, j->z ? j->z + ch * g->out_size : NULL, cn, g,
-                          j->lo, j->hi, j->silu, j->scratch + tid * j->slot);
+        int64_t xs = j->x_plane ? j->x_plane : g->in_size;
+        int64_t ys = j->y_plane ? j->y_plane : g->out_size;
+        depthwise2d_tiled(j->x + ch * xs, xs, j->w + c0 * g->k_size, j->b ? j->b + c0 : NULL,
+                          j->y + ch * ys, ys, j->z ? j->z + ch * ys : NULL, cn, g, j->lo, j->hi,
+                          j->silu, j->scratch + tid * j->slot);
     }
 }
 #endif
@@ -1238,33 +1243,32 @@ static void depthwise_tiled_piece(void *arg, int64_t b, int64_t e, int tid) {
 static void depthwise_piece(void *arg, int64_t b, int64_t e, int tid) {
     const struct conv_job *j = arg;
     const struct geom *g = j->g;
+    int64_t xs = j->x_plane ? j->x_plane : g->in_size;
+    int64_t ys = j->y_plane ? j->y_plane : g->out_size;
     for (int64_t ch = b; ch < e; ch++) { /* ch = image * C + channel */
         int64_t c = ch % j->C;
-        float *y = j->y + ch * g->out_size;
+        float *y = j->y + ch * ys;
+        const float *x = j->x + ch * xs, *z = j->z ? j->z + ch * ys : NULL;
 #ifdef HAVE_DEPTHWISE_AVX512
         if (dw_s2_rows_fits(g)) { /* in place, no scratch (dw_slot) */
-            depthwise2d_s2_rows(j->x + ch * g->in_size, j->w + c * g->k_size, y, g,
-                                j->b ? j->b[c] : 0.0f, j->z ? j->z + ch * g->out_size : NULL, j->lo,
+            depthwise2d_s2_rows(x, j->w + c * g->k_size, y, g, j->b ? j->b[c] : 0.0f, z, j->lo,
                                 j->hi, j->silu);
             continue;
         }
         if (j->slot > 0) { /* the padded layout (the scratch was sized for it) */
-            depthwise2d_padded(j->x + ch * g->in_size, j->w + c * g->k_size, y, g,
-                               j->b ? j->b[c] : 0.0f, j->z ? j->z + ch * g->out_size : NULL, j->lo,
+            depthwise2d_padded(x, j->w + c * g->k_size, y, g, j->b ? j->b[c] : 0.0f, z, j->lo,
                                j->hi, j->silu, j->scratch + tid * j->slot,
-                               ch + 1 < e ? j->x + (ch + 1) * g->in_size : NULL);
+                               ch + 1 < e ? x + xs : NULL);
             continue;
         }
         if (g->nsp == 2 && g->in_size < INT32_MAX / 2 && ox_sgemm_is_fast()) {
-            depthwise2d_avx512(j->x + ch * g->in_size, j->w + c * g->k_size, y, g,
-                               j->b ? j->b[c] : 0.0f, j->z ? j->z + ch * g->out_size : NULL, j->lo,
+            depthwise2d_avx512(x, j->w + c * g->k_size, y, g, j->b ? j->b[c] : 0.0f, z, j->lo,
                                j->hi, j->silu);
             continue;
         }
 #endif
-        depthwise_float(j->x + ch * g->in_size, j->w + c * g->k_size, y, g);
+        depthwise_float(x, j->w + c * g->k_size, y, g);
         float bv = j->b ? j->b[c] : 0.0f, lo = j->lo, hi = j->hi;
-        const float *z = j->z ? j->z + ch * g->out_size : NULL;
         for (int64_t p = 0; p < g->out_size; p++) { /* bias, residual, clamp (NaN kept) */
             float v = y[p] + bv;
             if (z) v += z[p];
@@ -1713,6 +1717,197 @@ ox_status ox_nn_cpu_fused_conv(struct ox_kernel_ctx *ctx, const struct ox_node *
     ox_status st =
         conv_exec(&bc, n, in[0], in[1], ox_in(n, in, 2), &tmp, NULL, -INFINITY, INFINITY, false);
     return st ? st : ox_fused_post(n, &tmp, z, out[0], lo, hi, silu);
+}
+
+/* ---- a pointwise convolution and the depthwise one that reads it, as one kernel -------- */
+
+/* MobileNet's and EfficientNet's blocks widen the channels with a 1x1 convolution (16 -> 96
+ * at 112x112: 4.8 MB) that only the next, depthwise, convolution reads. Run apart, that
+ * tensor is written to memory and read back; here the CPU plan (executor/plan.c) runs the
+ * pair as one step: each thread takes bands of the depthwise output's rows and computes the
+ * widened rows those need into its own scratch (the packed GEMM, one thread, its bias and
+ * activation in the epilogue), then the depthwise rows from there, while they are in cache.
+ * Consecutive bands share the rows their windows overlap (kept, moved to the front, not
+ * computed again). The widened tensor keeps its place in the arena, unwritten. */
+struct pw_dw {
+    struct geom gp, gd; /* the pointwise and the depthwise convolution */
+    int64_t N, C1, C2;  /* images, input channels, widened channels */
+    int64_t band;       /* depthwise output rows per band */
+    int64_t rows;       /* widened rows a band can hold (its windows' extent) */
+    int64_t t_floats;   /* per thread: the widened band, C2 planes of rows x W */
+    int64_t dw_floats;  /* per thread: the depthwise path's scratch */
+    bool tiled;         /* the depthwise path: 16-channel tiles, else one channel at a time */
+};
+
+/* Widened bands of up to 768 KiB (with the depthwise scratch, within L2's 1 MiB): in
+ * mobilenet_v2 b1 on 2 threads the first three pairs took 0.55 / 0.42 / 0.25 ms with 192 KiB
+ * bands, 0.46 / 0.35 / 0.18 with 768 KiB and 0.68 / 0.63 / 0.32 with 1.5 MiB (minima of
+ * three interleaved runs; 0.70 / 0.44 / 0.29 apart). Pairs whose widened tensor is under
+ * 1 MiB stay apart: with 256 KiB the 28x28 and 14x14 pairs joined too and mobilenet_v2 b1 on
+ * 2 threads went from 4.84 to 5.64 ms (apart: 5.01). On one thread the pairs do not pay
+ * (mobilenet_v2 b1 5.92 -> 6.00 ms, b8 47.6 -> 48.9; medians of five interleaved runs) and
+ * stay apart: the gain on two is that each thread reads the widened rows it wrote, not
+ * those the other one wrote (mobilenet_v2 b1 on 2 threads 4.60 -> 4.40 ms, medians of
+ * seven). */
+#define PW_DW_BAND_BYTES (768 << 10)
+#define PW_DW_MIN_BYTES  (1 << 20)
+
+static bool pw_dw_setup(const struct ox_node *pw, const ox_tensor *const *pin,
+                        const ox_tensor *pout, const struct ox_node *dw,
+                        const ox_tensor *const *din, const ox_tensor *dout, int n_threads,
+                        struct pw_dw *f) {
+#ifdef HAVE_DEPTHWISE_AVX512
+    const ox_tensor *x = pin[0], *w1 = pin[1], *w2 = din[1];
+    int64_t group;
+    if (n_threads < 2 || !ox_sgemm_is_fast() || !x || !w1 || !w2 || x->dtype != OX_FLOAT ||
+        x->rank != 4 || w1->dtype != OX_FLOAT || w2->dtype != OX_FLOAT || pout->dtype != OX_FLOAT ||
+        dout->dtype != OX_FLOAT || ox_in(pw, pin, 3) || ox_in(dw, din, 3) || din[0] != pout)
+        return false;
+    if (conv_setup(pw, x, w1, &f->gp, &group) || group != 1 || !conv_is_pointwise(&f->gp))
+        return false;
+    if (conv_setup(dw, pout, w2, &f->gd, &group) || group != pout->dims[1] ||
+        w2->dims[0] != group || f->gd.nsp != 2)
+        return false;
+    f->N = x->dims[0], f->C1 = x->dims[1], f->C2 = w1->dims[0];
+    const struct geom *g = &f->gd;
+    int64_t W = g->in[1], KH = g->k[0], SH = g->s[0], DH = g->d[0];
+    if ((double)f->C2 * (double)g->in_size * 4 < PW_DW_MIN_BYTES || g->out[0] < 2) return false;
+    int64_t per_row = f->C2 * W * 4;
+    f->band = 1;
+    while (f->band < g->out[0] && (f->band * SH + (KH - 1) * DH + 1) * per_row <= PW_DW_BAND_BYTES)
+        f->band++;
+    /* at least a band per thread: with fewer images than threads, bands are the only
+     * pieces (a 28x28 map in one band would run on one thread) */
+    int64_t T = n_threads > 1 ? n_threads : 1, per_image = (T + f->N - 1) / f->N;
+    if ((g->out[0] + f->band - 1) / f->band < per_image)
+        f->band = (g->out[0] + per_image - 1) / per_image;
+    f->rows = (f->band - 1) * SH + (KH - 1) * DH + 1;
+    if (f->rows > g->in[0]) f->rows = g->in[0];
+    f->t_floats = (f->C2 * f->rows * W + 15) / 16 * 16;
+    struct geom gb = *g; /* a full band */
+    gb.in[0] = f->rows;
+    gb.out[0] = f->band;
+    gb.in_size = f->rows * W;
+    gb.out_size = f->band * g->out[1];
+    f->tiled = dw_tiled_floats(&gb) > 0 && !dw_s2_rows_fits(&gb);
+    f->dw_floats = f->tiled               ? dw_tiled_floats(&gb)
+                   : dw_s2_rows_fits(&gb) ? 0
+                                          : dw_padded_floats(&gb);
+    return f->rows * W < INT32_MAX / 16;
+#else
+    (void)pw, (void)pin, (void)pout, (void)dw, (void)din, (void)dout, (void)n_threads, (void)f;
+    return false;
+#endif
+}
+
+size_t ox_nn_pw_dw_scratch(const struct ox_node *pw, const ox_tensor *const *pin,
+                           const ox_tensor *pout, const struct ox_node *dw,
+                           const ox_tensor *const *din, const ox_tensor *dout, int n_threads) {
+    struct pw_dw f;
+    if (!pw_dw_setup(pw, pin, pout, dw, din, dout, n_threads, &f)) return 0;
+    return (size_t)(f.t_floats + f.dw_floats) * 4 * (size_t)(n_threads > 1 ? n_threads : 1);
+}
+
+#ifdef HAVE_DEPTHWISE_AVX512
+struct pw_dw_job {
+    const struct pw_dw *f;
+    const float *x, *wpk, *b1, *w2, *b2;
+    float *y, *scratch;
+    float lo1, hi1, lo2, hi2;
+    bool silu1, silu2;
+};
+
+/* Units [b, e): image u / bands, band u % bands, in order, so that a band finds the rows it
+ * shares with the one before still in the thread's scratch. */
+static void pw_dw_piece(void *arg, int64_t b, int64_t e, int tid) {
+    const struct pw_dw_job *j = arg;
+    const struct pw_dw *f = j->f;
+    const struct geom *g = &f->gd;
+    int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1], SH = g->s[0];
+    int64_t KH = g->k[0], DH = g->d[0], PT = g->pb[0], bands = (OH + f->band - 1) / f->band;
+    int64_t plane = f->rows * W; /* floats between the widened band's channel planes */
+    float *t = j->scratch + tid * (f->t_floats + f->dw_floats), *dws = t + f->t_floats;
+    int64_t t_lo = 0, t_hi = 0, t_img = -1; /* the input rows [t_lo, t_hi) of image t_img in t */
+    struct ox_epilogue ep = {.bias_row = j->b1, .lo = j->lo1, .hi = j->hi1, .silu = j->silu1};
+    for (int64_t u = b; u < e; u++) {
+        int64_t n = u / bands, oh0 = u % bands * f->band;
+        int64_t oh1 = oh0 + f->band < OH ? oh0 + f->band : OH;
+        int64_t r0 = oh0 * SH - PT, r1 = (oh1 - 1) * SH - PT + (KH - 1) * DH + 1;
+        int64_t lo = r0 > 0 ? r0 : 0, hi = r1 < H ? r1 : H;
+        if (hi < lo) hi = lo;
+        int64_t keep = 0; /* rows at the front of t already computed */
+        if (t_img == n && t_hi > lo && lo >= t_lo) {
+            keep = t_hi - lo;
+            if (keep > hi - lo) keep = hi - lo;
+            if (lo > t_lo)
+                for (int64_t c = 0; c < f->C2; c++)
+                    memmove(t + c * plane, t + c * plane + (lo - t_lo) * W,
+                            sizeof(float) * (size_t)(keep * W));
+        }
+        if (hi - lo > keep) { /* the widened rows [lo + keep, hi) */
+            struct ox_gemm_b bm = {.pack = ox_gemm_b_pack_matrix,
+                                   .data = j->x + n * f->C1 * H * W + (lo + keep) * W,
+                                   .ld = H * W};
+            ox_sgemm_packed(NULL, j->wpk, f->C2, (hi - lo - keep) * W, f->C1, &bm, t + keep * W,
+                            plane, &ep, false);
+        }
+        t_img = n, t_lo = lo, t_hi = hi;
+        /* the depthwise rows [oh0, oh1) from rows [lo, hi): rows above lo are padding */
+        struct geom gb = *g;
+        gb.in[0] = hi - lo;
+        gb.out[0] = oh1 - oh0;
+        gb.pb[0] = lo - r0;
+        gb.in_size = (hi - lo) * W;
+        gb.out_size = (oh1 - oh0) * OW;
+        struct conv_job dj = conv_job_make(t, j->w2, j->b2, j->y + n * f->C2 * OH * OW + oh0 * OW,
+                                           &gb, f->C2, f->C2, f->C2);
+        dj.lo = j->lo2, dj.hi = j->hi2, dj.silu = j->silu2;
+        dj.x_plane = plane;
+        dj.y_plane = OH * OW;
+        dj.scratch = dws;
+        dj.slot = f->dw_floats;
+        if (f->tiled)
+            depthwise_tiled_piece(&dj, 0, (f->C2 + 15) / 16, 0);
+        else
+            depthwise_piece(&dj, 0, f->C2, 0);
+    }
+}
+#endif
+
+ox_status ox_nn_cpu_pw_dw(struct ox_kernel_ctx *ctx, const struct ox_node *pw,
+                          const ox_tensor *const *pin, const ox_tensor *pout,
+                          const struct ox_node *dw, const ox_tensor *const *din,
+                          ox_tensor *const *dout) {
+    struct pw_dw f;
+    if (!pw_dw_setup(pw, pin, pout, dw, din, dout[0], ox_pool_size(ctx->pool), &f))
+        return ox_node_err(pw, OX_E_INTERNAL, "the convolutions %s and %s cannot run as one",
+                           pw->name, dw->name);
+#ifdef HAVE_DEPTHWISE_AVX512
+    struct conv_job pj =
+        conv_job_make(pin[0]->data, pin[1]->data, NULL, NULL, &f.gp, f.C1, f.C2, 1);
+    const float *wpk = ox_kernel_prepared(ctx, pack_conv_weights, &pj);
+    if (!wpk) return ox_node_err(pw, OX_E_INTERNAL, "no packed weights for the fused pair");
+    const ox_tensor *b1 = ox_in(pw, pin, 2), *b2 = ox_in(dw, din, 2);
+    struct pw_dw_job j = {.f = &f,
+                          .x = pin[0]->data,
+                          .wpk = wpk,
+                          .b1 = b1 ? b1->data : NULL,
+                          .w2 = din[1]->data,
+                          .b2 = b2 ? b2->data : NULL,
+                          .y = dout[0]->data,
+                          .scratch = ctx->scratch,
+                          .silu1 = ox_fused_silu(pw),
+                          .silu2 = ox_fused_silu(dw)};
+    ox_fused_clamp(pw, &j.lo1, &j.hi1);
+    ox_fused_clamp(dw, &j.lo2, &j.hi2);
+    int64_t units = f.N * ((f.gd.out[0] + f.band - 1) / f.band);
+    if (ox_tensor_numel(dout[0]) == 0) return OX_OK;
+    ox_parallel_for_pieces(ctx->pool, units, 1, pw_dw_piece, &j);
+    return OX_OK;
+#else
+    (void)ctx;
+    return OX_E_INTERNAL;
+#endif
 }
 
 /* ---- pooling --------------------------------------------------------------------------- */
