@@ -441,6 +441,19 @@ static void test_conv_random(bool narrow) {
     }
 }
 
+/* A random geometry 3 wide with stride 2 and dilation 1 across (pads 0..max_pad on each
+ * side); heights 1-5, strides 1-3, dilations 1-2 down; yd's spatial extents from H, W (the
+ * bottom pad grown where the window would not fit). */
+static void stride2x3_geom(int64_t H, int64_t W, int64_t max_pad, int64_t k[2], int64_t s[2],
+                           int64_t d[2], int64_t pads[4], int64_t yd[4]) {
+    k[0] = irand(1, 5), k[1] = 3, s[0] = irand(1, 3), s[1] = 2, d[0] = irand(1, 2), d[1] = 1;
+    for (int i = 0; i < 4; i++) pads[i] = irand(0, max_pad);
+    int64_t num = H + pads[0] + pads[2] - ((k[0] - 1) * d[0] + 1);
+    if (num < 0) pads[2] += -num, num = 0;
+    yd[2] = num / s[0] + 1;
+    yd[3] = (W + pads[1] + pads[3] - 3) / 2 + 1;
+}
+
 /* Random depthwise convolutions 3 columns wide with stride 2 across (dilation 1 there, pads
  * 0-2 on each side) and 48 to 150 outputs a row: the shapes that read the input in place 64
  * outputs at a time on AVX-512 (kernels/cpu/conv.c, depthwise2d_s2_rows; groups at the row's
@@ -450,16 +463,11 @@ static void test_conv_random(bool narrow) {
  * activation; against the definition in double. */
 static void test_depthwise_s2_rows(void) {
     for (int iter = 0; iter < 40; iter++) {
-        int64_t C = irand(1, 20), N = irand(1, 2);
-        int64_t k[2] = {irand(1, 5), 3}, s[2] = {irand(1, 3), 2}, d[2] = {irand(1, 2), 1};
-        int64_t pads[4] = {irand(0, 2), irand(0, 2), irand(0, 2), irand(0, 2)};
-        int64_t H = irand(1, 12), W = irand(95, 300);
-        if (iter % 8 == 7) H = 1, k[0] = 1, W = 1100;
-        int64_t xd[4] = {N, C, H, W}, wd[4] = {C, 1, k[0], 3}, yd[4] = {N, C};
-        int64_t num = H + pads[0] + pads[2] - ((k[0] - 1) * d[0] + 1);
-        if (num < 0) pads[2] += -num, num = 0;
-        yd[2] = num / s[0] + 1;
-        yd[3] = (W + pads[1] + pads[3] - 3) / 2 + 1;
+        int64_t C = irand(1, 20), N = irand(1, 2), k[2], s[2], d[2], pads[4];
+        int64_t H = irand(1, 12), W = irand(95, 300), yd[4] = {N, C};
+        if (iter % 8 == 7) H = 1, W = 1100;
+        stride2x3_geom(H, W, 2, k, s, d, pads, yd);
+        int64_t xd[4] = {N, C, H, W}, wd[4] = {C, 1, k[0], 3};
         const char *act = acts[iter % 4];
         bool with_z = iter % 3 == 0;
         double worst = conv_case(xd, wd, yd, k, s, d, pads, C, act, with_z, NULL);
@@ -469,6 +477,30 @@ static void test_depthwise_s2_rows(void) {
               iter, worst, (long long)H, (long long)W, (long long)k[0], (long long)s[0],
               (long long)d[0], (long long)pads[0], (long long)pads[1], (long long)pads[2],
               (long long)pads[3], act, with_z ? ", residual" : "");
+    }
+}
+
+/* Random convolutions of 1-4 input channels and 1-32 output channels, 3 wide with stride 2
+ * across (pads 0-3 on each side), 16 to 60 outputs a row: the stems that run directly on
+ * AVX-512 (kernels/cpu/conv.c, stem_row; 16 output channels at a time, the last group
+ * partly past M; the last 16 pixels of a row partly past it). Heights, strides, dilations
+ * and pads down the columns vary; 1-2 images; a residual and each activation; against the
+ * definition in double. */
+static void test_conv_stem(void) {
+    for (int iter = 0; iter < 40; iter++) {
+        int64_t C = irand(1, 4), M = irand(1, 32), N = irand(1, 2), k[2], s[2], d[2], pads[4];
+        int64_t H = irand(1, 12), W = irand(33, 120), yd[4] = {N, M};
+        stride2x3_geom(H, W, 3, k, s, d, pads, yd);
+        int64_t xd[4] = {N, C, H, W}, wd[4] = {M, C, k[0], 3};
+        const char *act = acts[iter % 4];
+        bool with_z = iter % 3 == 0;
+        double worst = conv_case(xd, wd, yd, k, s, d, pads, 1, act, with_z, NULL);
+        CHECK(worst >= 0 && worst < 1e-5,
+              "iter %d: error %g (%lld -> %lld channels, x %lldx%lld, k %lldx3, s %lldx2, d "
+              "%lldx1, pads %lld %lld %lld %lld, %s%s)",
+              iter, worst, (long long)C, (long long)M, (long long)H, (long long)W, (long long)k[0],
+              (long long)s[0], (long long)d[0], (long long)pads[0], (long long)pads[1],
+              (long long)pads[2], (long long)pads[3], act, with_z ? ", residual" : "");
     }
 }
 
@@ -881,6 +913,7 @@ int main(int argc, char **argv) {
     test_conv_winograd();
     test_depthwise_random();
     test_depthwise_s2_rows();
+    test_conv_stem();
     test_maxpool_random();
     test_pool_huge_kernel();
     test_maxpool_empty_rows();
