@@ -15,7 +15,9 @@ over the rounds of its median (ORT) or mean (onnxexec) over --runs runs.
 The two graphs differ after optimization (ORT's NCHWc Conv nodes, our FusedConv), so nodes
 are paired by their order among the heavy ops (convolutions, Gemm/MatMul, MaxPool): the
 k-th such node of one with the k-th of the other; a warning says when the counts differ
-(then pairs past the first difference are not the same layer), and parallel branches
+(then pairs past the first difference are not the same layer: on 2+ threads, a pointwise
+and a depthwise Conv that our plan runs as one step show as one node, README "Measuring"),
+and parallel branches
 (SqueezeNet's fire modules) may run in another order in ORT, crossing the pairs there. Prints both runtimes'
 medians per round, the sums of the paired nodes, and the pairs with the largest and the
 smallest difference, with our node names. Needs node and npm, /usr/bin/python3 with
