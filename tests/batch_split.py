@@ -16,8 +16,10 @@ Small PyTorch models exported by Debian's torch with a dynamic batch axis, run a
 Oracle: PyTorch's outputs (relative L2 <= 1e-5).
 """
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -172,6 +174,8 @@ def main():
     ap.add_argument("--keep")
     a = ap.parse_args()
     tmp = a.keep or tempfile.mkdtemp(prefix="ox_split_")
+    if not a.keep:  # a scratch folder goes however the script ends; --keep stays
+        atexit.register(shutil.rmtree, tmp, True)
     os.makedirs(tmp, exist_ok=True)
     fails = checks = 0
 

@@ -15,6 +15,7 @@ is valid), and the most bytes alive at one step is the lower bound info reports.
 Usage errors exit 2 with a message that says what to do.
 """
 import argparse
+import atexit
 import json
 import os
 import re
@@ -98,6 +99,7 @@ def params_oracle(path):
 
 
 tmp = tempfile.mkdtemp(prefix="ox_inspect_")
+atexit.register(shutil.rmtree, tmp, True)  # also when a check exits early
 cnn = os.path.join(args.models, "fashion_mnist_cnn.onnx")
 
 # ---- a model with the other FLOP shapes ----------------------------------------------------
@@ -266,6 +268,5 @@ else:
     print("skip the benchmark models: %s not found (models/export_bench.py makes them)"
           % args.bench)
 
-shutil.rmtree(tmp)
 print("%d failed" % fails if fails else "all passed")
 sys.exit(1 if fails else 0)

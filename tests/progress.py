@@ -5,8 +5,10 @@ end, and write nothing of it when it is not (a pipe); what goes to standard outp
 either way (test's PASS lines, bench's table, convert's last line). ONNXEXEC_PROGRESS=0 turns
 the bar off on a terminal."""
 import argparse
+import atexit
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,6 +55,7 @@ def run(cmd, tty, env=None):
 model = os.path.join(args.source, "models", "fashion_mnist_cnn.onnx")
 cases = os.path.join(args.source, "tests", "cases")
 tmp = tempfile.mkdtemp(prefix="ox_progress_")
+atexit.register(shutil.rmtree, tmp, True)  # also when a check exits early
 n_cases = len([d for d in os.listdir(cases) if os.path.isdir(os.path.join(cases, d))])
 
 for name, cmd, total, same_out in (
