@@ -671,7 +671,7 @@ __attribute__((target("avx512f"))) static void depthwise2d_avx512(const float *x
     __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), vb = _mm512_set1_ps(bias);
     for (int64_t oh = 0; oh < OH; oh++) {
         for (int64_t ow0 = 0; ow0 < OW; ow0 += 16) {
-            __mmask16 mo = OW - ow0 >= 16 ? 0xFFFF : (__mmask16)((1u << (OW - ow0)) - 1);
+            __mmask16 mo = tail_mask16(OW - ow0);
             __m512 acc = _mm512_setzero_ps();
             int64_t iw0 = ow0 * SW - PL;
             /* every tap of all 16 lanes inside the row (for stride 2, both loads): plain
@@ -754,7 +754,7 @@ __attribute__((target("avx512f"))) static void dw_pad_copy(const float *x, const
         for (int64_t c0 = 0; c0 < wp; c0 += 16) {
             __m512i pos = _mm512_add_epi32(lane, _mm512_set1_epi32((int)(c0 - PL)));
             __mmask16 m = inside ? _mm512_cmplt_epu32_mask(pos, wv) : 0;
-            __mmask16 ms = wp - c0 >= 16 ? 0xFFFF : (__mmask16)((1u << (wp - c0)) - 1);
+            __mmask16 ms = tail_mask16(wp - c0);
             /* lanes outside the row are masked: never read */
             __m512 v = _mm512_maskz_loadu_ps(m, (const char *)s + (c0 - PL) * 4);
             _mm512_mask_storeu_ps(d + c0, ms, v);
@@ -774,8 +774,7 @@ dw_padded_rows(const float *xp, int64_t wp, const float *w, float *y, const stru
      * computes: its copy then finds it there (early layers' maps are megabytes, in L3 or
      * memory, and the copy would otherwise wait on every line) */
     int64_t lines = next ? (g->in_size * 4 + 63) / 64 : 0, per_row = (lines + OH - 1) / OH;
-    const __m512i even =
-        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i even = even_lanes16();
     __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), vb = _mm512_set1_ps(bias);
     for (int64_t oh = 0; oh < OH; oh++) {
         const float *x0 = xp + oh * SH * wp;
@@ -796,7 +795,7 @@ dw_padded_rows(const float *xp, int64_t wp, const float *w, float *y, const stru
                     acc = _mm512_fmadd_ps(_mm512_set1_ps(w[kh * KW + kw]), v, acc);
                 }
             }
-            __mmask16 mo = OW - ow0 >= 16 ? 0xFFFF : (__mmask16)((1u << (OW - ow0)) - 1);
+            __mmask16 mo = tail_mask16(OW - ow0);
             dw_store16(acc, mo, zr ? zr + ow0 : NULL, yr + ow0, vlo, vhi, silu);
         }
     }
@@ -1103,10 +1102,8 @@ __attribute__((target("avx512f"))) static void maxpool2d_k3s2(const float *x, fl
                                                               const struct geom *g) {
     int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1], KH = g->k[0];
     int64_t SH = g->s[0], DH = g->d[0], PT = g->pb[0], PL = g->pb[1];
-    const __m512i even =
-        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd =
-        _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512i even = even_lanes16();
+    const __m512i odd = odd_lanes16();
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     for (int64_t oh = 0; oh < OH; oh++) {
         float *yr = y + oh * OW;
@@ -1130,7 +1127,7 @@ __attribute__((target("avx512f"))) static void maxpool2d_k3s2(const float *x, fl
             __m512 t0 = _mm512_permutex2var_ps(a, even, b), t1 = _mm512_permutex2var_ps(a, odd, b);
             __m512 t2 = _mm512_permutex2var_ps(e, even, f);
             __m512 v = nanmax16(nanmax16(t0, t1), t2);
-            __mmask16 ms = OW - o >= 16 ? 0xFFFF : (__mmask16)((1u << (OW - o)) - 1);
+            __mmask16 ms = tail_mask16(OW - o);
             _mm512_mask_storeu_ps(yr + o, ms, v);
         }
     }
@@ -1172,10 +1169,8 @@ static void dw_s2_masks(int64_t o0, int64_t OW, int64_t c0, int64_t W, __mmask16
 __attribute__((target("avx512f"), always_inline)) static inline void
 dw_s2_group(const float *xr, int64_t nkh, int64_t rstep, const float *w, const __mmask16 m[16],
             __m512 acc[4]) {
-    const __m512i even =
-        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd =
-        _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512i even = even_lanes16();
+    const __m512i odd = odd_lanes16();
     for (int64_t r = 0; r < nkh; r++, xr += rstep, w += 3) {
         __m512 w0 = _mm512_set1_ps(w[0]), w1 = _mm512_set1_ps(w[1]), w2 = _mm512_set1_ps(w[2]);
         for (int v = 0; v < 4; v++) { /* unrolled: the sums stay in registers */
@@ -1226,7 +1221,7 @@ __attribute__((target("avx512f"))) static void depthwise2d_s2_rows(const float *
             }
             for (int v = 0; v < 4 && o0 + 16 * v < OW; v++) {
                 int64_t o = o0 + 16 * v;
-                __mmask16 mo = OW - o >= 16 ? 0xFFFF : (__mmask16)((1u << (OW - o)) - 1);
+                __mmask16 mo = tail_mask16(OW - o);
                 dw_store16(acc[v], mo, zr ? zr + o : NULL, yr + o, vlo, vhi, silu);
             }
         }
@@ -1283,10 +1278,8 @@ stem_row(const struct stem_job *j, int64_t n, int64_t oh, int64_t KW) {
     const struct geom *g = j->g;
     int64_t H = g->in[0], W = g->in[1], OW = g->out[1], KH = g->k[0], SH = g->s[0];
     int64_t DH = g->d[0], PT = g->pb[0], PL = g->pb[1], C = j->C, M = j->M, os = g->out_size;
-    const __m512i even =
-        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd =
-        _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512i even = even_lanes16();
+    const __m512i odd = odd_lanes16();
     __m512 vlo = _mm512_set1_ps(j->lo), vhi = _mm512_set1_ps(j->hi);
     int64_t kh0, nkh = taps_inside(oh * SH - PT, KH, DH, H, &kh0);
     const float *xn = j->x + n * C * H * W;
@@ -1295,7 +1288,7 @@ stem_row(const struct stem_job *j, int64_t n, int64_t oh, int64_t KW) {
         __mmask16 ml[4], mh[4];    /* the loads at columns c0 + 2i and c0 + 2i + 16 */
         for (int i = 0; 2 * i < KW; i++)
             ml[i] = cols_in(c0 + 2 * i, W), mh[i] = cols_in(c0 + 2 * i + 16, W);
-        __mmask16 mo = OW - ow0 >= 16 ? 0xFFFF : (__mmask16)((1u << (OW - ow0)) - 1);
+        __mmask16 mo = tail_mask16(OW - ow0);
         for (int64_t m0 = 0; m0 < M; m0 += 16) {
             /* 16 named sums: as an array, GCC kept them in memory across the rows' loop */
 #define STEM_16(X)                                                                                 \
@@ -1340,13 +1333,9 @@ __attribute__((target("avx512f"))) static void stem_piece(void *arg, int64_t b, 
                                                           int tid) {
     (void)tid;
     const struct stem_job *j = arg;
-    int64_t OH = j->g->out[0], KW = j->g->k[1];
-    for (int64_t u = b; u < e; u++) { /* u = image * OH + output row */
-        if (KW == 3)
-            stem_row(j, u / OH, u % OH, 3);
-        else
-            stem_row(j, u / OH, u % OH, KW);
-    }
+    int64_t OH = j->g->out[0];
+    for (int64_t u = b; u < e; u++) /* u = image * OH + output row; 3 wide (conv_stem_fits) */
+        stem_row(j, u / OH, u % OH, 3);
 }
 
 /* The weights' copy for stem_row: [M / 16][C][KH][KW][16], zeros past M. */
@@ -1412,6 +1401,30 @@ static void depthwise_piece(void *arg, int64_t b, int64_t e, int tid) {
     }
 }
 
+/* Whether a depthwise convolution with slot floats of scratch per thread (dw_slot, or 0)
+ * goes through the 16-channel tiles. */
+static bool dw_tiled_path(const struct geom *g, int64_t slot) {
+#ifdef HAVE_DEPTHWISE_AVX512
+    return slot && dw_tiled_floats(g);
+#else
+    (void)g, (void)slot;
+    return false;
+#endif
+}
+
+/* The depthwise convolution of j (N images) over the pool: 16-channel tiles or one channel
+ * at a time (depthwise_piece picks the kernel). */
+static void depthwise_run(struct ox_pool *pool, struct conv_job *j, int64_t N, bool tiled) {
+#ifdef HAVE_DEPTHWISE_AVX512
+    if (tiled) {
+        ox_parallel_for(pool, N * ((j->C + 15) / 16), depthwise_tiled_piece, j);
+        return;
+    }
+#endif
+    (void)tiled;
+    ox_parallel_for(pool, N * j->C, depthwise_piece, j);
+}
+
 static void conv_float(struct ox_pool *pool, struct conv_job *job, int64_t N, float *scratch) {
     struct conv_job j = *job;
     const struct geom *g = j.g;
@@ -1424,14 +1437,7 @@ static void conv_float(struct ox_pool *pool, struct conv_job *job, int64_t N, fl
     int64_t units = N * group, os = g->out_size;
     if (j.cg == 1 && j.mg == 1) {
         j.slot = j.dw_padded ? dw_slot(g) : 0;
-#ifdef HAVE_DEPTHWISE_AVX512
-        if (j.slot && dw_tiled_floats(g)) {
-            ox_parallel_for(pool, N * ((C + 15) / 16), depthwise_tiled_piece, &j);
-            job->epilogue_done = true;
-            return;
-        }
-#endif
-        ox_parallel_for(pool, N * C, depthwise_piece, &j);
+        depthwise_run(pool, &j, N, dw_tiled_path(g, j.slot));
         job->epilogue_done = true;
         return;
     }
@@ -1573,7 +1579,7 @@ __attribute__((target("avx512f"))) static void direct_store(const float *wide, i
             float *d = y + (m * OH + oh) * OW;
             const float *zr = z ? z + (m * OH + oh) * OW : NULL;
             for (int64_t ow = 0; ow < OW; ow += 16) {
-                __mmask16 k = OW - ow >= 16 ? 0xFFFF : (__mmask16)((1u << (OW - ow)) - 1);
+                __mmask16 k = tail_mask16(OW - ow);
                 __m512 v = _mm512_maskz_loadu_ps(k, s + ow);
                 if (post) {
                     if (zr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, zr + ow));
@@ -1938,7 +1944,7 @@ static bool pw_dw_setup(const struct ox_node *pw, const ox_tensor *const *pin,
         f->band++;
     /* at least a band per thread: with fewer images than threads, bands are the only
      * pieces (a 28x28 map in one band would run on one thread) */
-    int64_t T = n_threads > 1 ? n_threads : 1, per_image = (T + f->N - 1) / f->N;
+    int64_t per_image = (n_threads + f->N - 1) / f->N;
     if ((g->out[0] + f->band - 1) / f->band < per_image)
         f->band = (g->out[0] + per_image - 1) / per_image;
     f->rows = (f->band - 1) * SH + (KH - 1) * DH + 1;
@@ -1949,10 +1955,10 @@ static bool pw_dw_setup(const struct ox_node *pw, const ox_tensor *const *pin,
     gb.out[0] = f->band;
     gb.in_size = f->rows * W;
     gb.out_size = f->band * g->out[1];
-    f->tiled = dw_tiled_floats(&gb) > 0 && !dw_s2_rows_fits(&gb);
-    f->dw_floats = f->tiled               ? dw_tiled_floats(&gb)
-                   : dw_s2_rows_fits(&gb) ? 0
-                                          : dw_padded_floats(&gb);
+    /* the path conv_float takes for a full band, kept for every band (a shorter last band
+     * could choose the tile where the scratch was sized for the padded copy) */
+    f->dw_floats = dw_slot(&gb);
+    f->tiled = dw_tiled_path(&gb, f->dw_floats);
     return f->rows * W < INT32_MAX / 16;
 #else
     (void)pw, (void)pin, (void)pout, (void)dw, (void)din, (void)dout, (void)n_threads, (void)f;
@@ -1965,7 +1971,7 @@ size_t ox_nn_pw_dw_scratch(const struct ox_node *pw, const ox_tensor *const *pin
                            const ox_tensor *const *din, const ox_tensor *dout, int n_threads) {
     struct pw_dw f;
     if (!pw_dw_setup(pw, pin, pout, dw, din, dout, n_threads, &f)) return 0;
-    return (size_t)(f.t_floats + f.dw_floats) * 4 * (size_t)(n_threads > 1 ? n_threads : 1);
+    return (size_t)(f.t_floats + f.dw_floats) * 4 * (size_t)n_threads; /* 2+: pw_dw_setup */
 }
 
 #ifdef HAVE_DEPTHWISE_AVX512
@@ -2026,10 +2032,7 @@ static void pw_dw_piece(void *arg, int64_t b, int64_t e, int tid) {
         dj.y_plane = OH * OW;
         dj.scratch = dws;
         dj.slot = f->dw_floats;
-        if (f->tiled)
-            depthwise_tiled_piece(&dj, 0, (f->C2 + 15) / 16, 0);
-        else
-            depthwise_piece(&dj, 0, f->C2, 0);
+        depthwise_run(NULL, &dj, 1, f->tiled); /* this thread, its scratch */
     }
 }
 #endif
@@ -2326,7 +2329,7 @@ static void maxpool_tiled_piece(void *arg, int64_t b, int64_t e, int tid) {
 __attribute__((target("avx512f"))) static void max_row_avx512(float *dst, const float *a,
                                                               const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __mmask16 m = tail_mask16(n - i);
         __m512 va = _mm512_maskz_loadu_ps(m, a + i), vb = _mm512_maskz_loadu_ps(m, b + i);
         __mmask16 take =
             _mm512_cmp_ps_mask(vb, va, _CMP_GT_OQ) | _mm512_cmp_ps_mask(vb, vb, _CMP_UNORD_Q);
@@ -2335,15 +2338,14 @@ __attribute__((target("avx512f"))) static void max_row_avx512(float *dst, const 
 }
 
 __attribute__((target("avx512f"))) static void even_avx512(float *y, const float *u, int64_t n) {
-    const __m512i idx =
-        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i idx = even_lanes16();
     for (int64_t o = 0; o < n; o += 16) {
         int64_t left = 2 * (n - o) - 1; /* the last input read: u[2 * (n - 1)] */
-        __mmask16 m0 = left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1);
+        __mmask16 m0 = tail_mask16(left);
         __mmask16 m1 = left >= 32 ? 0xFFFF : left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
         __m512 lo = _mm512_maskz_loadu_ps(m0, u + 2 * o),
                hi = _mm512_maskz_loadu_ps(m1, u + 2 * o + 16);
-        __mmask16 ms = n - o >= 16 ? 0xFFFF : (__mmask16)((1u << (n - o)) - 1);
+        __mmask16 ms = tail_mask16(n - o);
         _mm512_mask_storeu_ps(y + o, ms, _mm512_permutex2var_ps(lo, idx, hi));
     }
 }

@@ -138,7 +138,7 @@ __attribute__((target("avx512f"), always_inline)) static inline void
 kernel_8x32_body(int64_t kc, const float *a, const float *b, const int32_t *offs, float *c,
                  int64_t ldc, int mr, int nr, bool load_c, const struct ox_epilogue *ep,
                  int64_t row0, int64_t col0, bool pf_b, int rows, bool mask_b) {
-    __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+    __mmask16 m0 = tail_mask16(nr);
     __mmask16 m1 = nr >= 32 ? 0xFFFF : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 8

@@ -14,28 +14,24 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-static inline __mmask16 tail_mask(int64_t left) {
-    return left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1);
-}
-
 __attribute__((target("avx512f"))) static void softmax_row_avx512(const float *x, float *y,
                                                                   int64_t n) {
     __m512 vmax = _mm512_set1_ps(-INFINITY);
     for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = tail_mask(n - i);
+        __mmask16 m = tail_mask16(n - i);
         vmax = _mm512_mask_max_ps(vmax, m, _mm512_maskz_loadu_ps(m, x + i), vmax);
     }
     float mx = _mm512_reduce_max_ps(vmax);
     __m512 vm = _mm512_set1_ps(mx), vsum = _mm512_setzero_ps();
     for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = tail_mask(n - i);
+        __mmask16 m = tail_mask16(n - i);
         __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vm));
         vsum = _mm512_mask_add_ps(vsum, m, vsum, e);
         _mm512_mask_storeu_ps(y + i, m, e);
     }
     __m512 r = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
     for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = tail_mask(n - i);
+        __mmask16 m = tail_mask16(n - i);
         _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + i), r));
     }
 }
@@ -43,7 +39,7 @@ __attribute__((target("avx512f"))) static void softmax_row_avx512(const float *x
 __attribute__((target("avx512f"))) static void sigmoid_avx512(const float *x, float *y, int64_t n) {
     __m512 one = _mm512_set1_ps(1.0f);
     for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = tail_mask(n - i);
+        __mmask16 m = tail_mask16(n - i);
         __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(m, x + i)));
         _mm512_mask_storeu_ps(y + i, m, _mm512_div_ps(one, _mm512_add_ps(one, e)));
     }
@@ -51,7 +47,7 @@ __attribute__((target("avx512f"))) static void sigmoid_avx512(const float *x, fl
 
 __attribute__((target("avx512f"))) static void exp_avx512(const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = tail_mask(n - i);
+        __mmask16 m = tail_mask16(n - i);
         _mm512_mask_storeu_ps(y + i, m, exp16(_mm512_maskz_loadu_ps(m, x + i)));
     }
 }

@@ -27,6 +27,20 @@ __attribute__((target("avx512f"))) static inline __m512 exp16(__m512 x) {
     return _mm512_scalef_ps(p, k);
 }
 
+/* Lanes [0, left) of a 16-lane vector, all 16 from left 16 on (left >= 1): a row's tail. */
+static inline __mmask16 tail_mask16(int64_t left) {
+    return left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1);
+}
+
+/* Indices of the even and the odd lanes of two vectors (_mm512_permutex2var_ps): a stride-2
+ * row's taps from 32 consecutive floats. */
+__attribute__((target("avx512f"))) static inline __m512i even_lanes16(void) {
+    return _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+}
+__attribute__((target("avx512f"))) static inline __m512i odd_lanes16(void) {
+    return _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
 /* x * sigmoid(x) = x / (1 + e^-x), for 16 floats (SiLU, Swish). */
 __attribute__((target("avx512f"))) static inline __m512 silu16(__m512 x) {
     __m512 one = _mm512_set1_ps(1.0f);
