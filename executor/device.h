@@ -56,6 +56,11 @@ struct ox_device_ops {
     ox_status (*capture_end)(struct ox_device *d, void **graph);
     ox_status (*replay)(struct ox_device *d, void *graph);
     void (*graph_free)(struct ox_device *d, void *graph);
+    /* Profiling (NULL where a device has none: each step is then waited for and timed on the
+     * host): mark(i) queues mark i, the moment the device reaches that point of its queue;
+     * elapsed(i, j) gives the seconds from mark i to mark j once both are past (after sync). */
+    ox_status (*mark)(struct ox_device *d, int i);
+    ox_status (*elapsed)(struct ox_device *d, int i, int j, double *seconds);
 };
 
 struct ox_device {

@@ -19,7 +19,9 @@
  *
  * When every step runs on the device and every shape is static, the second run is
  * captured (input copies, kernels, output copies) and later runs replay it: one launch. A
- * profiled plan runs step by step instead, waiting for each, so that each has its time.
+ * profiled plan is not captured: each device step is queued between two of the device's
+ * marks, whose interval is its time on the device (read after the run; a device without
+ * marks has each step waited for and timed on the host).
  */
 #include "executor/device.h"
 
@@ -39,7 +41,9 @@ struct dstep {
 struct dbuf { /* an input or output staged through page-locked memory */
     int v;
     void *pinned;
-    size_t bytes;
+    size_t bytes; /* the value's bytes on the host */
+    bool half;    /* float32 on the host, float16 on the device: converted while staged, so
+                     that half the bytes cross the bus */
 };
 
 /* Uploaded buffers: a plan's own (folded values, inputs) or a session's shared weights. */
@@ -331,7 +335,9 @@ static ox_status plan_outputs(struct ox_devplan *dp) {
         struct dbuf *b = &dp->ins[dp->n_ins++];
         b->v = v;
         b->bytes = bytes;
-        if ((st = dp->dev->ops->alloc_host(dp->dev, bytes, &b->pinned))) return st;
+        b->half = is_converted(dp, v);
+        if ((st = dp->dev->ops->alloc_host(dp->dev, b->half ? bytes / 2 : bytes, &b->pinned)))
+            return st;
     }
     for (int i = 0; i < g->n_outputs; i++) {
         int v = g->outputs[i];
@@ -343,7 +349,9 @@ static ox_status plan_outputs(struct ox_devplan *dp) {
         struct dbuf *b = &dp->outs[dp->n_outs++];
         b->v = v;
         b->bytes = bytes;
-        if ((st = dp->dev->ops->alloc_host(dp->dev, bytes, &b->pinned))) return st;
+        b->half = is_converted(dp, v);
+        if ((st = dp->dev->ops->alloc_host(dp->dev, b->half ? bytes / 2 : bytes, &b->pinned)))
+            return st;
     }
     return OX_OK;
 }
@@ -424,20 +432,29 @@ static ox_status enqueue(struct ox_devplan *dp) {
     struct ox_plan *p = dp->p;
     const struct ox_graph *g = p->graph;
     ox_status st;
-    for (int i = 0; i < dp->n_ins; i++)
-        if ((st = to_device(dp, dp->dvals[dp->ins[i].v].data, dp->ins[i].v, dp->ins[i].pinned)))
+    for (int i = 0; i < dp->n_ins; i++) {
+        const struct dbuf *b = &dp->ins[i];
+        void *dst = dp->dvals[b->v].data;
+        if ((st = b->half ? d->ops->copy_in(d, dst, b->pinned, b->bytes / 2)
+                          : to_device(dp, dst, b->v, b->pinned)))
             return st;
+    }
     for (int s = 0; s < p->n_steps; s++) {
         struct dstep *ds = &dp->steps[s];
         const struct ox_node *n = &g->nodes[p->steps[s].node];
         if (p->steps[s].is_skipped) continue;
         if (ds->on_device) {
-            /* profiled: each step waited for, so that its time is its own */
-            double t0 = p->step_seconds ? ox_seconds() : 0;
+            /* profiled: the device's marks around the step (read after the run's sync), else
+             * each step waited for, so that its time is its own */
+            bool marks = p->step_seconds && d->ops->mark;
+            double t0 = p->step_seconds && !marks ? ox_seconds() : 0;
+            if (marks && (st = d->ops->mark(d, 2 * s))) return st;
             if ((st = d->ops->run(d, ds->kernel, n, ds->in, ds->out, dp->scratch,
                                   dp->scratch_bytes)))
                 return st;
-            if (p->step_seconds) {
+            if (marks) {
+                if ((st = d->ops->mark(d, 2 * s + 1))) return st;
+            } else if (p->step_seconds) {
                 if ((st = d->ops->sync(d))) return st;
                 p->step_seconds[s] += ox_seconds() - t0;
             }
@@ -460,38 +477,59 @@ static ox_status enqueue(struct ox_devplan *dp) {
                 return st;
         }
     }
-    for (int i = 0; i < dp->n_outs; i++)
-        if ((st = to_host(dp, dp->outs[i].pinned, dp->outs[i].v, dp->dvals[dp->outs[i].v].data)))
+    for (int i = 0; i < dp->n_outs; i++) {
+        const struct dbuf *b = &dp->outs[i];
+        const void *src = dp->dvals[b->v].data;
+        if ((st = b->half ? d->ops->copy_out(d, b->pinned, src, b->bytes / 2)
+                          : to_host(dp, b->pinned, b->v, src)))
             return st;
+    }
     return OX_OK;
 }
 
 /* Copies to and from the page-locked staging buffers, split over the session's threads
  * above 2 MiB: one thread's memcpy reaches a fraction of the memory's bandwidth, and at batch
- * 32 an image model's input (19 MB) took longer to stage than to compute. */
-#define COPY_CHUNK ((size_t)1 << 20)
+ * 32 an image model's input (19 MB) took longer to stage than to compute. A float32 value
+ * that is float16 on the device is converted on the way (as the GPU would, rounding to
+ * nearest even), so that half its bytes cross the bus and no conversion runs on the GPU. */
+#define COPY_CHUNK ((size_t)1 << 20) /* bytes of float32, or of a plain copy */
+
+enum { STAGE_COPY, STAGE_TO_HALF, STAGE_FROM_HALF };
 
 struct copy_job {
     char *dst;
     const char *src;
-    size_t n;
+    size_t n; /* host bytes: the float32 side's when converting */
+    int kind;
 };
+
+static void copy_range(const struct copy_job *j, size_t lo, size_t hi) {
+    if (j->kind == STAGE_COPY) {
+        memcpy(j->dst + lo, j->src + lo, hi - lo);
+    } else if (j->kind == STAGE_TO_HALF) {
+        const float *s = (const float *)j->src;
+        uint16_t *d = (uint16_t *)j->dst;
+        for (size_t i = lo / 4; i < hi / 4; i++) d[i] = ox_float_to_half(s[i]);
+    } else {
+        const uint16_t *s = (const uint16_t *)j->src;
+        float *d = (float *)j->dst;
+        for (size_t i = lo / 4; i < hi / 4; i++) d[i] = ox_half_to_float(s[i]);
+    }
+}
 
 static void copy_chunks(void *arg, int64_t begin, int64_t end, int tid) {
     const struct copy_job *j = arg;
     (void)tid;
     size_t lo = (size_t)begin * COPY_CHUNK, hi = (size_t)end * COPY_CHUNK;
-    if (hi > j->n) hi = j->n;
-    memcpy(j->dst + lo, j->src + lo, hi - lo);
+    copy_range(j, lo, hi > j->n ? j->n : hi);
 }
 
-static void copy_staged(struct ox_pool *pool, void *dst, const void *src, size_t n) {
-    if (!pool || n < 2 * COPY_CHUNK) {
-        memcpy(dst, src, n);
-        return;
-    }
-    struct copy_job j = {dst, src, n};
-    ox_parallel_for(pool, (int64_t)((n + COPY_CHUNK - 1) / COPY_CHUNK), copy_chunks, &j);
+static void copy_staged(struct ox_pool *pool, void *dst, const void *src, size_t n, int kind) {
+    struct copy_job j = {dst, src, n, kind};
+    if (!pool || n < 2 * COPY_CHUNK)
+        copy_range(&j, 0, n);
+    else
+        ox_parallel_for(pool, (int64_t)((n + COPY_CHUNK - 1) / COPY_CHUNK), copy_chunks, &j);
 }
 
 static ox_status run_locked(struct ox_devplan *dp, const ox_tensor *const *inputs) {
@@ -500,7 +538,8 @@ static ox_status run_locked(struct ox_devplan *dp, const ox_tensor *const *input
     ox_status st = ox_plan_bind(p, inputs, NULL);
     if (st) return st;
     for (int i = 0; i < dp->n_ins; i++)
-        copy_staged(p->pool, dp->ins[i].pinned, p->vals[dp->ins[i].v].data, dp->ins[i].bytes);
+        copy_staged(p->pool, dp->ins[i].pinned, p->vals[dp->ins[i].v].data, dp->ins[i].bytes,
+                    dp->ins[i].half ? STAGE_TO_HALF : STAGE_COPY);
     if (!dp->graph && dp->capturable && dp->runs >= 1) {
         /* the first run went eagerly (libraries set themselves up then); capture this one */
         ox_status rc = d->ops->capture_begin(d);
@@ -524,8 +563,15 @@ static ox_status run_locked(struct ox_devplan *dp, const ox_tensor *const *input
     }
     ox_status sst = d->ops->sync(d);
     if (st || (st = sst)) return st;
+    for (int s = 0; p->step_seconds && d->ops->mark && s < p->n_steps; s++) {
+        double sec = 0;
+        if (!dp->steps[s].on_device || p->steps[s].is_skipped) continue;
+        if ((st = d->ops->elapsed(d, 2 * s, 2 * s + 1, &sec))) return st;
+        p->step_seconds[s] += sec;
+    }
     for (int i = 0; i < dp->n_outs; i++)
-        copy_staged(p->pool, p->vals[dp->outs[i].v].data, dp->outs[i].pinned, dp->outs[i].bytes);
+        copy_staged(p->pool, p->vals[dp->outs[i].v].data, dp->outs[i].pinned, dp->outs[i].bytes,
+                    dp->outs[i].half ? STAGE_FROM_HALF : STAGE_COPY);
     dp->runs++;
     return OX_OK;
 }

@@ -4,10 +4,13 @@
  * through a plain CPU plan and through device plans that take every node they can, every
  * other node (so that values cross between device and CPU all the time: the copies around
  * fallback steps, views, Concats written in place, subgraphs reading values by name), or
- * none, in fp32 and in fp16 (float32 values converted at every crossing). The outputs must be
+ * none, in fp32 and in fp16 (float32 values converted at every crossing; in fp16 the fake
+ * takes only the elementwise nodes whose CPU kernels compute float16, so inputs and outputs
+ * staged as float16 on the host are checked on those). The outputs must be
  * the CPU plan's: within 1e-5 relative L2 in fp32, 1e-2 in fp16. Each model runs again with
  * every node output made a graph output, as `onnxexec compare` runs a side (every value then
- * comes back from the device: views, values a CPU step made, Concat inputs written in place).
+ * comes back from the device: views, values a CPU step made, Concat inputs written in place),
+ * and once profiled (each device step timed by the device's marks around it).
  *
  *     test_devplan TMPDIR MODEL.onnx|CASE_DIR...
  */
@@ -25,8 +28,10 @@ struct fake {
     struct ox_device base;
     pthread_mutex_t mu;
     enum take take;
-    int seen;         /* nodes offered, for TAKE_ALTERNATE */
-    size_t allocated; /* bytes of device memory allocated so far */
+    int seen;           /* nodes offered, for TAKE_ALTERNATE */
+    size_t allocated;   /* bytes of device memory allocated so far */
+    double marks[4096]; /* profiling: when each mark was queued (copies and kernels run at once) */
+    int n_marked, n_read; /* marks queued, elapsed times read */
 };
 
 static void f_close(struct ox_device *d) {
@@ -71,8 +76,17 @@ static ox_status f_convert(struct ox_device *d, void *dst, ox_dtype dst_type, co
     return OX_OK;
 }
 
-/* Take a node whose CPU kernel needs no scratch or prepared memory and sees no float16 (the
- * CPU kernels' float16 support varies: in fp16 the float nodes stay on the CPU). */
+/* Whether the CPU kernel of n computes float16 as the GPU would (float arithmetic, one
+ * rounding): the elementwise ops below; other CPU kernels' float16 support varies. */
+static bool takes_half(const struct ox_node *n) {
+    static const char *const ops[] = {"Add", "Sub", "Mul", "Relu", "Neg", "Abs", "Identity"};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (strcmp(n->op_type, ops[i]) == 0 && !n->domain[0]) return true;
+    return false;
+}
+
+/* Take a node whose CPU kernel needs no scratch or prepared memory and sees no float16
+ * unless takes_half (in fp16 most float nodes stay on the CPU). */
 static ox_status f_prepare(struct ox_device *d, const struct ox_node *n, const ox_tensor *const *in,
                            ox_tensor *const *out, unsigned const_inputs, void **kernel,
                            size_t *scratch) {
@@ -81,13 +95,14 @@ static ox_status f_prepare(struct ox_device *d, const struct ox_node *n, const o
     *scratch = 0;
     if (f->take == TAKE_NONE || (f->take == TAKE_ALTERNATE && f->seen++ % 2))
         return OX_E_UNSUPPORTED;
+    bool half_ok = takes_half(n);
     for (int k = 0; k < n->n_inputs; k++)
-        if (in[k] && in[k]->dtype == OX_FLOAT16) return OX_E_UNSUPPORTED;
+        if (in[k] && in[k]->dtype == OX_FLOAT16 && !half_ok) return OX_E_UNSUPPORTED;
     ox_tensor outs[HARNESS_MAX_OUT];
     ox_tensor *po[HARNESS_MAX_OUT];
     if (n->n_outputs > HARNESS_MAX_OUT) return OX_E_UNSUPPORTED;
     for (int k = 0; k < n->n_outputs; k++) {
-        if (out[k] && out[k]->dtype == OX_FLOAT16) return OX_E_UNSUPPORTED;
+        if (out[k] && out[k]->dtype == OX_FLOAT16 && !half_ok) return OX_E_UNSUPPORTED;
         if (out[k]) outs[k] = *out[k];
         po[k] = out[k] ? &outs[k] : NULL;
     }
@@ -116,6 +131,23 @@ static ox_status f_alloc_host(struct ox_device *d, size_t n, void **out) {
     return *out ? OX_OK : ox_err(OX_E_NOMEM, "fake device: out of memory");
 }
 
+static ox_status f_mark(struct ox_device *d, int i) {
+    struct fake *f = (struct fake *)d;
+    if (i < 0 || i >= 4096) return ox_err(OX_E_INTERNAL, "fake device: mark %d", i);
+    f->marks[i] = ox_seconds();
+    f->n_marked++;
+    return OX_OK;
+}
+
+static ox_status f_elapsed(struct ox_device *d, int i, int j, double *seconds) {
+    struct fake *f = (struct fake *)d;
+    if (i < 0 || j < 0 || i >= 4096 || j >= 4096)
+        return ox_err(OX_E_INTERNAL, "fake device: marks %d, %d", i, j);
+    *seconds = f->marks[j] - f->marks[i];
+    f->n_read++;
+    return OX_OK;
+}
+
 static const struct ox_device_ops fake_ops = {
     .close = f_close,
     .alloc = f_alloc,
@@ -129,6 +161,8 @@ static const struct ox_device_ops fake_ops = {
     .prepare = f_prepare,
     .run = f_run,
     .release = f_release,
+    .mark = f_mark,
+    .elapsed = f_elapsed,
 };
 
 static double rel_l2(const ox_tensor *a, const ox_tensor *b) {
@@ -185,6 +219,53 @@ static void check_shared(const char *path, const struct ox_graph *g, const ox_te
     }
     for (int i = 0; i < 3; i++) ox_plan_free(p[i]);
     ox_devconsts_free(shared);
+    pthread_mutex_destroy(&f.mu);
+}
+
+/* A profiled run (every other node on the device) times each device step from the device's
+ * marks around it, read after the run, and still computes the CPU plan's outputs. */
+static void check_profiled(const char *path, const struct ox_graph *g, const ox_tensor **bound,
+                           const struct ox_plan *ref) {
+    struct fake f = {.base = {.ops = &fake_ops}, .take = TAKE_ALTERNATE};
+    pthread_mutex_init(&f.mu, NULL);
+    f.base.mu = &f.mu;
+    struct ox_plan *p = NULL;
+    ox_status st = ox_plan_build(g, bound, NULL, &p);
+    if (!st && 2 * p->n_steps > 4096) { /* more marks than the fake keeps */
+        ox_plan_free(p);
+        pthread_mutex_destroy(&f.mu);
+        return;
+    }
+    if (!st && !(p->step_seconds = calloc((size_t)p->n_steps, sizeof *p->step_seconds)))
+        st = OX_E_NOMEM;
+    if (!st) st = ox_devplan_build(&f.base, NULL, p, &p->devplan);
+    for (int run = 0; !st && run < 2; run++) st = ox_devplan_run(p->devplan, bound);
+    CHECK(st == OX_OK, "%s profiled: %s", path, ox_errmsg());
+    if (!st) {
+        int n_dev = 0, n_cpu = 0;
+        bool captured;
+        ox_devplan_stats(p->devplan, &n_dev, &n_cpu, &captured);
+        double dev_sec = 0;
+        const int *cpu_nodes = ox_devplan_cpu_nodes(p->devplan, &n_cpu);
+        for (int s = 0; s < p->n_steps; s++) {
+            bool on_cpu = false;
+            for (int i = 0; i < n_cpu; i++) on_cpu = on_cpu || cpu_nodes[i] == p->steps[s].node;
+            CHECK(p->step_seconds[s] >= 0, "%s profiled step %d: %g s", path, s,
+                  p->step_seconds[s]);
+            if (!on_cpu) dev_sec += p->step_seconds[s];
+        }
+        CHECK(!captured && f.n_marked == 2 * 2 * n_dev && f.n_read == 2 * n_dev &&
+                  (n_dev == 0 || dev_sec > 0),
+              "%s profiled: %d device steps, %d marks, %d read, %g s on the device%s", path, n_dev,
+              f.n_marked, f.n_read, dev_sec, captured ? ", captured" : "");
+        for (int k = 0; k < g->n_outputs; k++) {
+            const ox_tensor *a = &ref->vals[g->outputs[k]], *b = &p->vals[g->outputs[k]];
+            if (a->kind != OX_IO_TENSOR || !ox_dtype_is_float(a->dtype)) continue;
+            CHECK(rel_l2(a, b) <= 1e-5, "%s output %d profiled: relative L2 %g", path, k,
+                  rel_l2(a, b));
+        }
+    }
+    ox_plan_free(p);
     pthread_mutex_destroy(&f.mu);
 }
 
@@ -263,6 +344,7 @@ static void check_model(const char *path, bool all_values) {
             pthread_mutex_destroy(&f.mu);
         }
     if (ok && !all_values) check_shared(path, g, bound, ref);
+    if (ok && !all_values) check_profiled(path, g, bound, ref);
     ox_plan_free(ref);
     for (int i = 0; ins && i < n_in; i++) ox_tensor_free_data(&ins[i]);
     free(ins);

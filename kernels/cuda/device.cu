@@ -42,6 +42,8 @@ struct cuda_device {
     cublasHandle_t blas;
     cudnnHandle_t dnn;
     int n_sms;
+    cudaEvent_t *marks; /* profiling: mark i is marks[i], made when first asked for */
+    int n_marks;
 };
 
 struct cuda_kernel {
@@ -116,6 +118,9 @@ static ox_status core_new(int index, struct cuda_core **out) {
 
 static void cu_close(struct ox_device *d) {
     struct cuda_device *cd = dev_of(d);
+    if (cd->n_marks) cudaSetDevice(cd->index);
+    for (int i = 0; i < cd->n_marks; i++) cudaEventDestroy(cd->marks[i]);
+    free(cd->marks);
     pthread_mutex_lock(&cores_mu);
     if (--cd->core->n_users == 0) {
         struct cuda_core **pp = &cores;
@@ -299,10 +304,38 @@ static void cu_graph_free(struct ox_device *d, void *graph) {
     if (graph) cudaGraphExecDestroy((cudaGraphExec_t)graph);
 }
 
+static ox_status cu_mark(struct ox_device *d, int i) {
+    struct cuda_device *cd = dev_of(d);
+    if (i < 0) return ox_err(OX_E_INTERNAL, "mark %d", i);
+    if (i >= cd->n_marks) {
+        int n = i + 1 > 2 * cd->n_marks ? i + 1 : 2 * cd->n_marks;
+        cudaEvent_t *m = (cudaEvent_t *)realloc(cd->marks, sizeof *m * (size_t)n);
+        if (!m) return ox_err(OX_E_NOMEM, "out of memory");
+        cd->marks = m;
+        for (; cd->n_marks < n; cd->n_marks++) {
+            ox_status st = ox_cu_check(cudaEventCreate(&m[cd->n_marks]), "cudaEventCreate");
+            if (st) return st;
+        }
+    }
+    return ox_cu_check(cudaEventRecord(cd->marks[i], cd->stream), "cudaEventRecord");
+}
+
+static ox_status cu_elapsed(struct ox_device *d, int i, int j, double *seconds) {
+    struct cuda_device *cd = dev_of(d);
+    float ms = 0;
+    *seconds = 0;
+    if (i < 0 || j < 0 || i >= cd->n_marks || j >= cd->n_marks)
+        return ox_err(OX_E_INTERNAL, "marks %d, %d of %d", i, j, cd->n_marks);
+    ox_status st =
+        ox_cu_check(cudaEventElapsedTime(&ms, cd->marks[i], cd->marks[j]), "cudaEventElapsedTime");
+    if (!st) *seconds = ms / 1000.0;
+    return st;
+}
+
 static const struct ox_device_ops cuda_ops = {
     cu_close,         cu_alloc,       cu_free,    cu_alloc_host, cu_free_host, cu_copy_in,
     cu_copy_out,      cu_sync,        cu_convert, cu_prepare,    cu_run,       cu_release,
-    cu_capture_begin, cu_capture_end, cu_replay,  cu_graph_free,
+    cu_capture_begin, cu_capture_end, cu_replay,  cu_graph_free, cu_mark,      cu_elapsed,
 };
 
 extern const struct ox_cuda_host *ox_cuda_host_api;

@@ -429,10 +429,16 @@ static ox_status gemm_run(struct ox_cuda_ctx *c, ox_dtype dt, const struct gemm_
  * - CONV_GEMM: a pointwise convolution (1x1, stride 1, no pads, one group) as a strided batch
  *   of GEMMs Y_n[M, HW] = W[M, C] X_n[C, HW], then our epilogue;
  * - CONV_DW: a 2-D depthwise convolution (one input and one output channel per group) in a
- *   direct kernel of ours with the epilogue in it. */
-enum { CONV_DNN, CONV_FUSED, CONV_GEMM, CONV_DW };
+ *   direct kernel of ours with the epilogue in it;
+ * - CONV_COL: a 2-D convolution of one group unrolled into workspace (im2col: each image's
+ *   [C*KH*KW, OH*OW] matrix of windows) and run as a strided batch of GEMMs
+ *   Y_n[M, OH*OW] = W[M, C*KH*KW] col_n, then our epilogue. cuBLAS splits K where the
+ *   output is small (a late ResNet layer at batch 1 has 49 pixels for 4608 products each),
+ *   which cuDNN's tiles over pixels and channels do not. */
+enum { CONV_DNN, CONV_FUSED, CONV_GEMM, CONV_DW, CONV_COL, CONV_MODES };
 
-/* The direct depthwise kernel's geometry (every extent fits an int). */
+/* The geometry of a 2-D convolution for the direct depthwise kernel and im2col (every
+ * extent fits an int). */
 struct dw_geom {
     int C, H, W, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL;
 };
@@ -454,8 +460,9 @@ struct conv_state {
     int64_t base_dims[OX_MAX_RANK];
     int64_t M, inner; /* output channels, spatial size */
     struct act a;
-    struct gemm_call pw; /* CONV_GEMM */
-    struct dw_geom dw;   /* CONV_DW */
+    struct gemm_call pw; /* CONV_GEMM, CONV_COL */
+    struct dw_geom dw;   /* CONV_DW, CONV_COL */
+    size_t col;          /* CONV_COL: bytes of the unrolled windows (workspace) */
 };
 
 void ox_cu_nn_release_conv(void *state) {
@@ -513,6 +520,38 @@ static void depthwise_launch(cudaStream_t st, const struct dw_geom *g, int64_t t
             <<<ox_cu_blocks(total), 256, 0, st>>>(xt, wt, bt, zt, (T *)y, total, *g, a);
 }
 
+/* col[n][k][p] = x[n][c][ih][iw] for k = (c, kh, kw) and p = (oh, ow), ih = oh * SH - PT +
+ * kh * DH (likewise iw), 0 where that falls in the padding; consecutive threads write
+ * consecutive pixels. I the index type. */
+template <typename T, typename I>
+__global__ void im2col(const T *x, T *col, I total, struct dw_geom g) {
+    I P = (I)g.OH * g.OW, KK = (I)g.KH * g.KW, K = (I)g.C * KK;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (I)gridDim.x * blockDim.x) {
+        I r = i % (K * P), n = i / (K * P);
+        I k = r / P, p = r - k * P;
+        int c = (int)(k / KK), kk = (int)(k - (I)c * KK);
+        int kh = kk / g.KW, kw = kk - kh * g.KW;
+        int oh = (int)(p / g.OW), ow = (int)(p - (I)oh * g.OW);
+        int ih = oh * g.SH - g.PT + kh * g.DH, iw = ow * g.SW - g.PL + kw * g.DW;
+        T v = from_f<T>(0.0f);
+        if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
+            v = x[((n * g.C + c) * g.H + ih) * g.W + iw];
+        col[i] = v;
+    }
+}
+
+template <typename T>
+static void im2col_launch(cudaStream_t st, const struct dw_geom *g, int64_t images, const void *x,
+                          void *col) {
+    int64_t total = images * g->C * g->KH * g->KW * g->OH * g->OW;
+    int64_t nx = images * g->C * g->H * g->W;
+    if (total <= INT32_MAX && nx <= INT32_MAX)
+        im2col<T, int><<<ox_cu_blocks(total), 256, 0, st>>>((const T *)x, (T *)col, (int)total, *g);
+    else
+        im2col<T, int64_t><<<ox_cu_blocks(total), 256, 0, st>>>((const T *)x, (T *)col, total, *g);
+}
+
 /* The node's work in mode `mode` when Z is absent or of Y's shape (not split): the one path
  * that both run and the timing in prepare take. ws: cuDNN's workspace. */
 static ox_status conv_launch(struct ox_cuda_ctx *c, const struct conv_state *s, int mode,
@@ -536,7 +575,15 @@ static ox_status conv_launch(struct ox_cuda_ctx *c, const struct conv_state *s, 
         return ox_cu_launched("depthwise convolution");
     }
     ox_status st;
-    if (mode == CONV_GEMM)
+    if (mode == CONV_COL) {
+        /* ws: the windows (s->col bytes), then the GEMMs read them as the pointwise B */
+        if (s->dt == OX_FLOAT)
+            im2col_launch<float>(c->stream, &s->dw, s->base_dims[0], x, ws);
+        else
+            im2col_launch<__half>(c->stream, &s->dw, s->base_dims[0], x, ws);
+        if ((st = ox_cu_launched("im2col"))) return st;
+        st = gemm_run(c, s->dt, &s->pw, 1.0f, w, ws, 0.0f, y);
+    } else if (mode == CONV_GEMM)
         st = gemm_run(c, s->dt, &s->pw, 1.0f, w, x, 0.0f, y);
     else
         st = ox_cu_dnn_check(cudnnConvolutionForward(c->dnn, &one, s->xd, x, s->wd, w, s->cd,
@@ -638,7 +685,7 @@ static bool agrees(cudaStream_t st, ox_dtype dt, const void *y, const void *yr, 
  * default where no such run can be made). */
 static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t xb, size_t wb,
                              size_t yb, bool has_b, bool has_z, bool want_fused, bool can_gemm,
-                             bool can_dw) {
+                             bool can_dw, bool can_col) {
     struct scratch sc = {{NULL}, 0};
     size_t esz = s->dt == OX_FLOAT ? 4 : 2, cap = 0;
     void *x = scratch_get(&sc, xb), *w = scratch_get(&sc, wb), *y = scratch_get(&sc, yb);
@@ -671,11 +718,11 @@ static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t
                                        c->dnn, s->xd, s->wd, s->cd, s->yd, s->algo, &s->ws),
                                    "cudnnGetConvolutionForwardWorkspaceSize");
     s->mode = CONV_DNN; /* without a timed run */
-    /* OX_CUDA_CONV=dnn|fused|gemm|dw (tests, diagnosis): that mode where it applies */
+    /* OX_CUDA_CONV=dnn|fused|gemm|dw|col (tests, diagnosis): that mode where it applies */
     const char *force = getenv("OX_CUDA_CONV");
-    static const char *const names[] = {"dnn", "fused", "gemm", "dw"};
+    static const char *const names[CONV_MODES] = {"dnn", "fused", "gemm", "dw", "col"};
     int forced = -1;
-    for (int i = 0; force && i < 4; i++)
+    for (int i = 0; force && i < CONV_MODES; i++)
         if (strcmp(force, names[i]) == 0) forced = i;
     int64_t ny = (int64_t)(yb / esz);
     void *yr = NULL, *cmp = NULL;
@@ -689,9 +736,10 @@ static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t
         bool have_ref = conv_launch(c, s, CONV_DNN, x, w, b, z, yr, ws) == OX_OK &&
                         cudaDeviceSynchronize() == cudaSuccess;
         float best = -1;
-        for (int mode = CONV_DNN; mode <= CONV_DW && have_ref; mode++) {
+        for (int mode = CONV_DNN; mode < CONV_MODES && have_ref; mode++) {
             if ((mode == CONV_FUSED && !want_fused) || (mode == CONV_GEMM && !can_gemm) ||
-                (mode == CONV_DW && !can_dw) || (forced >= 0 && mode != forced))
+                (mode == CONV_DW && !can_dw) || (mode == CONV_COL && (!can_col || s->col > cap)) ||
+                (forced >= 0 && mode != forced))
                 continue;
             if (mode == CONV_FUSED) s->zero_bias = bias; /* borrowed for the trial */
             float t = conv_time(c, s, mode, x, w, b, z, y, ws);
@@ -780,17 +828,20 @@ static ox_status conv_setup(struct ox_cuda_ctx *c, struct conv_state *s, const o
         s->pw.sa = 0, s->pw.sb = C * HW, s->pw.sy = s->M * HW;
         s->pw.count = (int)N;
     }
-    /* depthwise 2-D: one input and one output channel per group */
-    bool can_dw = z_ok && g->nsp == 2 && group == C && s->M == C;
-    if (can_dw) {
+    /* 2-D geometry in ints: depthwise (one input and one output channel per group), and
+     * im2col for one group where the convolution is not pointwise */
+    size_t esz = s->dt == OX_FLOAT ? 4 : 2,
+           ybytes = (size_t)(s->base_dims[0] * s->M * s->inner) * esz;
+    bool geom2 = z_ok && g->nsp == 2;
+    if (geom2) {
         const int64_t v[13] = {C,       g->in[0], g->in[1], g->out[0], g->out[1], g->k[0], g->k[1],
                                g->s[0], g->s[1],  g->d[0],  g->d[1],   g->pb[0],  g->pb[1]};
-        for (int i = 0; i < 13; i++) can_dw = can_dw && fits_int(v[i]);
+        for (int i = 0; i < 13; i++) geom2 = geom2 && fits_int(v[i]);
         /* every position computed in int: the window's ends and an output plane */
-        can_dw = can_dw && fits_int(g->out[0] * g->s[0] + g->k[0] * g->d[0]) &&
-                 fits_int(g->out[1] * g->s[1] + g->k[1] * g->d[1]) &&
-                 fits_int(g->out[0] * g->out[1]) && fits_int(g->in[0] * g->in[1]);
-        if (can_dw) {
+        geom2 = geom2 && fits_int(g->out[0] * g->s[0] + g->k[0] * g->d[0]) &&
+                fits_int(g->out[1] * g->s[1] + g->k[1] * g->d[1]) &&
+                fits_int(g->out[0] * g->out[1]) && fits_int(g->in[0] * g->in[1]);
+        if (geom2) {
             struct dw_geom d = {(int)C,         (int)g->in[0], (int)g->in[1], (int)g->out[0],
                                 (int)g->out[1], (int)g->k[0],  (int)g->k[1],  (int)g->s[0],
                                 (int)g->s[1],   (int)g->d[0],  (int)g->d[1],  (int)g->pb[0],
@@ -798,17 +849,30 @@ static ox_status conv_setup(struct ox_cuda_ctx *c, struct conv_state *s, const o
             s->dw = d;
         }
     }
-    size_t esz = s->dt == OX_FLOAT ? 4 : 2,
-           ybytes = (size_t)(s->base_dims[0] * s->M * s->inner) * esz;
+    bool can_dw = geom2 && group == C && s->M == C;
+    /* im2col: the windows of all images at once, up to 64 MiB of them */
+    int64_t K = C * g->k[0] * (g->nsp == 2 ? g->k[1] : 1);
+    bool can_col = geom2 && !can_gemm && group == 1 && fits_int(N) && fits_int(K) &&
+                   gemm_fits(s->M, HW, K, K, HW) &&
+                   N * K * HW <= ((int64_t)64 << 20) / (int64_t)esz;
+    if (can_col) {
+        s->col = (size_t)(N * K * HW) * esz;
+        /* Y_n[M, HW] = W[M, K] col_n[K, HW]: A = W (shared), B = col_n */
+        s->pw.ta = s->pw.tb = CUBLAS_OP_N;
+        s->pw.m = (int)HW, s->pw.n = (int)s->M, s->pw.k = (int)K;
+        s->pw.lda = (int)K, s->pw.ldb = (int)HW;
+        s->pw.sa = 0, s->pw.sb = K * HW, s->pw.sy = s->M * HW;
+        s->pw.count = (int)N;
+    }
     st = conv_choose(c, s, (size_t)ox_tensor_numel(x) * esz, (size_t)ox_tensor_numel(w) * esz,
-                     ybytes, b != NULL, z != NULL && z_ok, want_fused, can_gemm, can_dw);
+                     ybytes, b != NULL, z != NULL && z_ok, want_fused, can_gemm, can_dw, can_col);
     if (st) return st;
     if (s->mode == CONV_FUSED && !b) {
         if ((st = ox_cu_check(cudaMalloc(&s->zero_bias, (size_t)s->M * esz), "cudaMalloc")) ||
             (st = ox_cu_check(cudaMemset(s->zero_bias, 0, (size_t)s->M * esz), "cudaMemset")))
             return st;
     }
-    if (s->mode != CONV_DNN && s->mode != CONV_FUSED) s->ws = 0;
+    if (s->mode != CONV_DNN && s->mode != CONV_FUSED) s->ws = s->mode == CONV_COL ? s->col : 0;
     if (s->split) s->tmp = round256(ybytes);
     *workspace = s->tmp + s->ws;
     return OX_OK;
