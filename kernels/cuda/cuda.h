@@ -37,6 +37,7 @@ extern "C" {
 }
 #endif
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -46,6 +47,9 @@ struct ox_cuda_ctx {
     cudaStream_t stream;
     cublasHandle_t blas;
     cudnnHandle_t dnn;
+    cublasLtHandle_t lt; /* cuBLASLt, for GEMMs with their bias in the epilogue */
+    void *blas_ws;       /* cuBLAS's workspace, which cuBLASLt calls share (one stream) */
+    size_t blas_ws_bytes;
     bool tf32;       /* TF32 tensor-core math allowed for float32 (off unless asked) */
     int n_sms;       /* streaming multiprocessors of the device */
     void *workspace; /* device scratch, at least the bytes this step's prepare asked for */

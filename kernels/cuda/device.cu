@@ -24,6 +24,7 @@ struct cuda_core {
     int n_users;
     cudaStream_t stream;
     cublasHandle_t blas;
+    cublasLtHandle_t lt;
     cudnnHandle_t dnn;
     void *blas_workspace;
     int n_sms;
@@ -65,6 +66,9 @@ static struct ox_cuda_ctx ctx_of(struct cuda_device *cd) {
     c.stream = cd->stream;
     c.blas = cd->blas;
     c.dnn = cd->dnn;
+    c.lt = cd->core->lt;
+    c.blas_ws = cd->core->blas_workspace;
+    c.blas_ws_bytes = BLAS_WORKSPACE;
     c.tf32 = cd->base.precision == OX_PRECISION_TF32;
     /* the handle is shared by sessions of different precisions */
     cublasSetMathMode(cd->blas, c.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
@@ -77,6 +81,7 @@ static void core_free(struct cuda_core *c) {
     if (c->stream) cudaStreamSynchronize(c->stream);
     if (c->dnn) cudnnDestroy(c->dnn);
     if (c->blas) cublasDestroy(c->blas);
+    if (c->lt) cublasLtDestroy(c->lt);
     if (c->blas_workspace) cudaFree(c->blas_workspace);
     if (c->stream) cudaStreamDestroy(c->stream);
     pthread_mutex_destroy(&c->mu);
@@ -106,6 +111,7 @@ static ox_status core_new(int index, struct cuda_core **out) {
     if (!st)
         st = ox_cu_blas_check(cublasSetWorkspace(c->blas, c->blas_workspace, BLAS_WORKSPACE),
                               "cublasSetWorkspace");
+    if (!st) st = ox_cu_blas_check(cublasLtCreate(&c->lt), "cublasLtCreate");
     if (!st) st = ox_cu_dnn_check(cudnnCreate(&c->dnn), "cudnnCreate");
     if (!st) st = ox_cu_dnn_check(cudnnSetStream(c->dnn, c->stream), "cudnnSetStream");
     if (st) {
