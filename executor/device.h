@@ -61,6 +61,9 @@ struct ox_device_ops {
      * elapsed(i, j) gives the seconds from mark i to mark j once both are past (after sync). */
     ox_status (*mark)(struct ox_device *d, int i);
     ox_status (*elapsed)(struct ox_device *d, int i, int j, double *seconds);
+    /* Wait until the device is past mark i (NULL where mark is: outputs then come back after
+     * the whole run, not a chunk at a time). */
+    ox_status (*wait)(struct ox_device *d, int i);
 };
 
 struct ox_device {
@@ -90,6 +93,9 @@ ox_status ox_devplan_build(struct ox_device *d, struct ox_devconsts *shared, str
 /* Run: inputs as for ox_plan_run; the graph outputs are left in p->vals (host memory). */
 ox_status ox_devplan_run(struct ox_devplan *dp, const ox_tensor *const *inputs);
 void ox_devplan_free(struct ox_devplan *dp);
+/* The host bytes of each chunk in which inputs and outputs are staged and copied (default 4
+ * MiB; a multiple of 4): tests set small ones to cross many chunk boundaries. */
+void ox_devplan_set_stage_step(struct ox_devplan *dp, size_t bytes);
 /* Steps on the device and on the CPU, and whether runs replay one captured graph. */
 void ox_devplan_stats(const struct ox_devplan *dp, int *n_device, int *n_cpu, bool *is_captured);
 /* The node of each step that fell back to the CPU (for reports): *n of them. Borrowed. */

@@ -3,22 +3,23 @@
  *
  * Each value has a device address: arena values at their planned offset in one device arena
  * of the plan's size, views at their offset in what they show, constants (initializers and
- * folded values) uploaded once per plan, graph inputs in a device buffer each, filled from a
- * page-locked copy at every run. A step whose node the device takes runs there; any other
- * (no kernel, a dynamic shape, sequences, strings, subgraphs) runs on the CPU on the plan's
- * host memory: the device memory is where every value's current bytes live, so before a CPU
- * step its inputs are copied out (unless the host copy is known current: constants, inputs,
+ * folded values) uploaded once per plan, graph inputs in a device buffer each, filled through
+ * page-locked memory at every run in chunks (the host stages the next chunk while the
+ * device copies this one; outputs come back the same way). A step whose node the device takes runs
+ * there; any other (no kernel, a dynamic shape, sequences, strings, subgraphs) runs on the CPU on
+ * the plan's host memory: the device memory is where every value's current bytes live, so before a
+ * CPU step its inputs are copied out (unless the host copy is known current: constants, inputs,
  * values a CPU step made) and after it its outputs are copied back. A node with subgraphs
  * may read any value by name, so the whole arena comes to the host before it. At the end the
  * graph outputs come back to the plan's host memory, where the session returns them.
  *
  * With precision fp16 every float32 value is float16 on the device (the arena keeps the
  * float32 offsets, half of each slot used): constants are converted once when uploaded,
- * inputs and outputs (and the values a CPU step reads or writes) on the way in and out,
- * through a float32 staging buffer on the device.
+ * graph inputs and outputs on the host as they are staged (half the bytes cross the bus),
+ * the values a CPU step reads or writes on the device, through a float32 staging buffer.
  *
- * When every step runs on the device and every shape is static, the second run is
- * captured (input copies, kernels, output copies) and later runs replay it: one launch. A
+ * When every step runs on the device and every shape is static, the second run's steps are
+ * captured (kernels and copies between them) and later runs replay them: one launch. A
  * profiled plan is not captured: each device step is queued between two of the device's
  * marks, whose interval is its time on the device (read after the run; a device without
  * marks has each step waited for and timed on the host).
@@ -82,7 +83,8 @@ struct ox_devplan {
     struct dstep *steps;
     int n_ins, n_outs;
     struct dbuf *ins, *outs;
-    void *graph; /* the captured run */
+    size_t stage_step; /* host bytes per staged chunk (ox_devplan_set_stage_step) */
+    void *graph;       /* the captured run: the steps, without the inputs' and outputs' copies */
     bool capturable;
     int64_t runs;
     int n_device, n_cpu;
@@ -365,6 +367,7 @@ ox_status ox_devplan_build(struct ox_device *d, struct ox_devconsts *shared, str
     if (!dp) return ox_err(OX_E_NOMEM, "out of memory");
     dp->dev = d;
     dp->shared = shared;
+    dp->stage_step = (size_t)4 << 20;
     dp->p = p;
     dp->half = d->precision == OX_PRECISION_FP16;
     ox_status st = OX_E_NOMEM;
@@ -425,20 +428,12 @@ void ox_devplan_free(struct ox_devplan *dp) {
     free(dp);
 }
 
-/* Queue the inputs' copies, every step, and the outputs' copies (CPU steps in between wait
- * for the device and run here). */
+/* Queue every step (CPU steps in between wait for the device and run here). */
 static ox_status enqueue(struct ox_devplan *dp) {
     struct ox_device *d = dp->dev;
     struct ox_plan *p = dp->p;
     const struct ox_graph *g = p->graph;
     ox_status st;
-    for (int i = 0; i < dp->n_ins; i++) {
-        const struct dbuf *b = &dp->ins[i];
-        void *dst = dp->dvals[b->v].data;
-        if ((st = b->half ? d->ops->copy_in(d, dst, b->pinned, b->bytes / 2)
-                          : to_device(dp, dst, b->v, b->pinned)))
-            return st;
-    }
     for (int s = 0; s < p->n_steps; s++) {
         struct dstep *ds = &dp->steps[s];
         const struct ox_node *n = &g->nodes[p->steps[s].node];
@@ -477,13 +472,6 @@ static ox_status enqueue(struct ox_devplan *dp) {
                 return st;
         }
     }
-    for (int i = 0; i < dp->n_outs; i++) {
-        const struct dbuf *b = &dp->outs[i];
-        const void *src = dp->dvals[b->v].data;
-        if ((st = b->half ? d->ops->copy_out(d, b->pinned, src, b->bytes / 2)
-                          : to_host(dp, b->pinned, b->v, src)))
-            return st;
-    }
     return OX_OK;
 }
 
@@ -492,7 +480,7 @@ static ox_status enqueue(struct ox_devplan *dp) {
  * 32 an image model's input (19 MB) took longer to stage than to compute. A float32 value
  * that is float16 on the device is converted on the way (as the GPU would, rounding to
  * nearest even), so that half its bytes cross the bus and no conversion runs on the GPU. */
-#define COPY_CHUNK ((size_t)1 << 20) /* bytes of float32, or of a plain copy */
+#define COPY_CHUNK ((size_t)256 << 10) /* bytes of float32, or of a plain copy */
 
 enum { STAGE_COPY, STAGE_TO_HALF, STAGE_FROM_HALF };
 
@@ -532,17 +520,72 @@ static void copy_staged(struct ox_pool *pool, void *dst, const void *src, size_t
         ox_parallel_for(pool, (int64_t)((n + COPY_CHUNK - 1) / COPY_CHUNK), copy_chunks, &j);
 }
 
+/* The inputs and outputs cross in chunks of dp->stage_step host bytes: the device copies
+ * chunk k of an input while the host stages chunk k + 1, and an output's chunks come back
+ * each followed by a mark, which the host waits for before it stages that chunk out while
+ * the next crosses. (A float16 chunk on the device is half the host's bytes.) */
+static ox_status inputs_in(struct ox_devplan *dp) {
+    struct ox_device *d = dp->dev;
+    struct ox_plan *p = dp->p;
+    for (int i = 0; i < dp->n_ins; i++) {
+        const struct dbuf *b = &dp->ins[i];
+        size_t div = b->half ? 2 : 1;
+        char *pin = b->pinned, *dev = dp->dvals[b->v].data;
+        const char *host = p->vals[b->v].data;
+        for (size_t off = 0; off < b->bytes; off += dp->stage_step) {
+            size_t n = b->bytes - off < dp->stage_step ? b->bytes - off : dp->stage_step;
+            copy_staged(p->pool, pin + off / div, host + off, n,
+                        b->half ? STAGE_TO_HALF : STAGE_COPY);
+            ox_status st = d->ops->copy_in(d, dev + off / div, pin + off / div, n / div);
+            if (st) return st;
+        }
+    }
+    return OX_OK;
+}
+
+/* Queue the outputs' copies (out = false), or stage them out as they arrive (out = true). */
+static ox_status outputs_chunks(struct ox_devplan *dp, bool out) {
+    struct ox_device *d = dp->dev;
+    struct ox_plan *p = dp->p;
+    int mark = 2 * p->n_steps; /* after the profile's marks */
+    bool marks = d->ops->mark && d->ops->wait;
+    ox_status st;
+    if (out && !marks && (st = d->ops->sync(d))) return st;
+    for (int i = 0; i < dp->n_outs; i++) {
+        const struct dbuf *b = &dp->outs[i];
+        size_t div = b->half ? 2 : 1;
+        char *pin = b->pinned, *host = p->vals[b->v].data;
+        const char *dev = dp->dvals[b->v].data;
+        for (size_t off = 0; off < b->bytes; off += dp->stage_step, mark++) {
+            size_t n = b->bytes - off < dp->stage_step ? b->bytes - off : dp->stage_step;
+            if (!out) {
+                if ((st = d->ops->copy_out(d, pin + off / div, dev + off / div, n / div)) ||
+                    (marks && (st = d->ops->mark(d, mark))))
+                    return st;
+                continue;
+            }
+            if (marks && (st = d->ops->wait(d, mark))) return st;
+            copy_staged(p->pool, host + off, pin + off / div, n,
+                        b->half ? STAGE_FROM_HALF : STAGE_COPY);
+        }
+    }
+    return OX_OK;
+}
+
 static ox_status run_locked(struct ox_devplan *dp, const ox_tensor *const *inputs) {
     struct ox_device *d = dp->dev;
     struct ox_plan *p = dp->p;
     ox_status st = ox_plan_bind(p, inputs, NULL);
-    if (st) return st;
-    for (int i = 0; i < dp->n_ins; i++)
-        copy_staged(p->pool, dp->ins[i].pinned, p->vals[dp->ins[i].v].data, dp->ins[i].bytes,
-                    dp->ins[i].half ? STAGE_TO_HALF : STAGE_COPY);
+    if (!st) st = inputs_in(dp);
+    if (st) {
+        (void)d->ops->sync(d);
+        return st;
+    }
     if (!dp->graph && dp->capturable && dp->runs >= 1) {
-        /* the first run went eagerly (libraries set themselves up then); capture this one */
-        ox_status rc = d->ops->capture_begin(d);
+        /* the first run went eagerly (libraries set themselves up then); capture this one,
+         * with the inputs' copies done first */
+        ox_status rc = d->ops->sync(d);
+        if (!rc) rc = d->ops->capture_begin(d);
         if (!rc) {
             rc = enqueue(dp);
             ox_status ec = d->ops->capture_end(d, &dp->graph);
@@ -561,6 +604,8 @@ static ox_status run_locked(struct ox_devplan *dp, const ox_tensor *const *input
     } else {
         st = enqueue(dp);
     }
+    if (!st) st = outputs_chunks(dp, false);
+    if (!st) st = outputs_chunks(dp, true);
     ox_status sst = d->ops->sync(d);
     if (st || (st = sst)) return st;
     for (int s = 0; p->step_seconds && d->ops->mark && s < p->n_steps; s++) {
@@ -569,9 +614,6 @@ static ox_status run_locked(struct ox_devplan *dp, const ox_tensor *const *input
         if ((st = d->ops->elapsed(d, 2 * s, 2 * s + 1, &sec))) return st;
         p->step_seconds[s] += sec;
     }
-    for (int i = 0; i < dp->n_outs; i++)
-        copy_staged(p->pool, p->vals[dp->outs[i].v].data, dp->outs[i].pinned, dp->outs[i].bytes,
-                    dp->outs[i].half ? STAGE_FROM_HALF : STAGE_COPY);
     dp->runs++;
     return OX_OK;
 }
@@ -581,6 +623,10 @@ ox_status ox_devplan_run(struct ox_devplan *dp, const ox_tensor *const *inputs) 
     ox_status st = run_locked(dp, inputs);
     pthread_mutex_unlock(dp->dev->mu);
     return st;
+}
+
+void ox_devplan_set_stage_step(struct ox_devplan *dp, size_t bytes) {
+    dp->stage_step = bytes >= 4 ? bytes / 4 * 4 : 4;
 }
 
 void ox_devplan_stats(const struct ox_devplan *dp, int *n_device, int *n_cpu, bool *is_captured) {

@@ -4,13 +4,15 @@
 # the CPU in fp32 and fp16), then benchmark against PyTorch (tools/gpu_bench.py). A short
 # summary comes last.
 #
-#     source .debs/unpack-debs.sh; tools/gpu_session.sh OUT [build|check|profile|bench]...
+#     source .debs/unpack-debs.sh; tools/gpu_session.sh OUT [build|check|ab|profile|bench]...
 #
 # (.debs: ../shared/gpu/README.md.) With no step named, build, check and bench; profile
-# times every node of a few models (bench --profile). Seven files at most come back (the
-# device tool returns few): build.log, gpu_check.txt/.json (with the gradients),
-# GPU_BENCHMARKS.md, gpu_bench.txt/.json, profile.txt. Results go to OUT:
-# build.log, gpu_check.txt/.json, GPU_BENCHMARKS.md, gpu_bench.json. BENCH_BUDGET (seconds,
+# times every node of a few models (bench --profile: the device's times of each step); ab
+# times configurations with a kernel choice switched off (OX_CUDA_CONV=-col: no im2col
+# convolutions; OX_CUDA_LT=0: GEMM biases not in cuBLASLt's epilogue), alternating. Eight
+# files at most come back (the device tool returns few): build.log, gpu_check.txt/.json
+# (with the gradients and the forced-im2col check), GPU_BENCHMARKS.md, gpu_bench.txt/.json,
+# profile.txt, ab.txt. BENCH_BUDGET (seconds,
 # default 300) bounds the benchmark; BENCH_ARGS adds options to it. NODE_DIR names the ONNX
 # node cases (default: the onnx package's, where it has them); PARITY=0 skips the models,
 # GRADS=0 the gradients.
@@ -66,6 +68,22 @@ if [[ " $steps " == *" check "* ]]; then
     timeout ${CHECK_TIMEOUT:-200} python3 tests/gpu_check.py --onnxexec $bin "${nodes[@]}" "${models[@]}" \
         --work $build/gpu_check --timeout 20 --json-out "$out/gpu_check.json" >"$out/gpu_check.txt" 2>&1
     echo "gpu_check exit $?"
+    # the im2col convolutions forced wherever they apply (else taken only where faster):
+    # every convolution case and two models against the CPU
+    if [ -n "$node" ]; then
+        mkdir -p $build/conv_cases
+        for c in "$node"/test_conv*; do ln -sfn "$(cd "$c" && pwd)" $build/conv_cases/; done
+        cm=()
+        for m in resnet18 mobilenet_v2; do
+            [ -f $work/$m.onnx ] && [ "${PARITY:-1}" = 1 ] && cm+=(--model $work/$m.onnx:N=2)
+        done
+        OX_CUDA_CONV=col timeout 120 python3 tests/gpu_check.py --onnxexec $bin \
+            --node $build/conv_cases "${cm[@]}" --work $build/gpu_check_col --timeout 20 \
+            >"$out/gpu_check_col.txt" 2>&1
+        echo "gpu_check with OX_CUDA_CONV=col exit $?" | tee -a "$out/gpu_check.txt"
+        grep -v "^  [A-Za-z]* [0-9]*," "$out/gpu_check_col.txt" | tail -15 >>"$out/gpu_check.txt"
+        rm -f "$out/gpu_check_col.txt"
+    fi
     # gradients (the autograd issue's kind of models): the gradient graph that `grad` writes,
     # on the GPU against the CPU, every parameter's gradient within float32's tolerance
     if [ "${GRADS:-1}" = 1 ]; then
@@ -88,10 +106,34 @@ if [[ " $steps " == *" bench "* ]]; then
     echo "gpu_bench exit $?"
 fi
 
+if [[ " $steps " == *" ab "* ]]; then
+    # A/B: each configuration with and without a kernel choice, alternating, medians of
+    # AB_RUNS runs each (after 10 warm-ups); the session's first runs are not timed
+    stamp "A/B"
+    median() { python3 -c "import json,sys; print(json.load(sys.stdin)['median_ms'])" 2>/dev/null; }
+    for spec in "resnet18 1 fp32 OX_CUDA_CONV=-col" "resnet50 1 fp32 OX_CUDA_CONV=-col" \
+        "resnet18 1 fp16 OX_CUDA_CONV=-col" "mobilenet_v2 32 fp32 OX_CUDA_CONV=-col" \
+        "bert_base 1 fp32 OX_CUDA_LT=0" "bert_base 32 fp32 OX_CUDA_LT=0" \
+        "bert_base 32 fp16 OX_CUDA_LT=0"; do
+        set -- $spec
+        [ -f $work/$1.onnx ] || continue
+        line="$1 b$2 $3, default vs $4:"
+        for round in 1 2; do
+            a=$($bin bench $work/$1.onnx --device cuda --batch $2 --precision $3 \
+                --runs ${AB_RUNS:-100} --json 2>/dev/null | median)
+            b=$(env $4 $bin bench $work/$1.onnx --device cuda --batch $2 --precision $3 \
+                --runs ${AB_RUNS:-100} --json 2>/dev/null | median)
+            line="$line $a / $b ms;"
+        done
+        echo "$line" | tee -a "$out/ab.txt"
+    done
+fi
+
 if [[ " $steps " == *" profile "* ]]; then
     # where the time goes: every node timed on its own (no graph replay), per op type
     stamp "profile"
-    for spec in "resnet50 32 fp16" "bert_base 32 fp16" "resnet18 1 fp32" "bert_base 1 fp32"; do
+    for spec in "resnet18 1 fp32" "resnet50 1 fp32" "bert_base 1 fp32" "bert_base 1 fp16" \
+        "bert_base 32 fp32" "bert_base 32 fp16" "resnet18 32 fp16" "mobilenet_v2 32 fp32"; do
         set -- $spec
         [ -f $work/$1.onnx ] &&
             $bin bench $work/$1.onnx --device cuda --batch $2 --precision $3 --runs 5 --profile \
@@ -102,5 +144,6 @@ fi
 stamp "summary"
 [ -f "$out/gpu_check.txt" ] && grep -v "^  [A-Za-z]* [0-9]*," "$out/gpu_check.txt" | tail -40
 [ -f "$out/gpu_bench.txt" ] && grep -v "^\[" "$out/gpu_bench.txt" | tail -45
-[ -f "$out/profile.txt" ] && grep -E "^model|^runs|^  [A-Za-z]+ +[0-9]+ " "$out/profile.txt" | head -40
+[ -f "$out/ab.txt" ] && cat "$out/ab.txt"
+[ -f "$out/profile.txt" ] && grep -E "^model|^runs|^profile|^  [A-Za-z]+ +[0-9]+ " "$out/profile.txt" | head -90
 true

@@ -338,10 +338,17 @@ static ox_status cu_elapsed(struct ox_device *d, int i, int j, double *seconds) 
     return st;
 }
 
+static ox_status cu_wait(struct ox_device *d, int i) {
+    struct cuda_device *cd = dev_of(d);
+    if (i < 0 || i >= cd->n_marks) return ox_err(OX_E_INTERNAL, "mark %d of %d", i, cd->n_marks);
+    return ox_cu_check(cudaEventSynchronize(cd->marks[i]), "cudaEventSynchronize");
+}
+
 static const struct ox_device_ops cuda_ops = {
-    cu_close,         cu_alloc,       cu_free,    cu_alloc_host, cu_free_host, cu_copy_in,
-    cu_copy_out,      cu_sync,        cu_convert, cu_prepare,    cu_run,       cu_release,
-    cu_capture_begin, cu_capture_end, cu_replay,  cu_graph_free, cu_mark,      cu_elapsed,
+    cu_close,      cu_alloc,    cu_free,          cu_alloc_host,  cu_free_host,
+    cu_copy_in,    cu_copy_out, cu_sync,          cu_convert,     cu_prepare,
+    cu_run,        cu_release,  cu_capture_begin, cu_capture_end, cu_replay,
+    cu_graph_free, cu_mark,     cu_elapsed,       cu_wait,
 };
 
 extern const struct ox_cuda_host *ox_cuda_host_api;

@@ -824,12 +824,15 @@ static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t
                                        c->dnn, s->xd, s->wd, s->cd, s->yd, s->algo, &s->ws),
                                    "cudnnGetConvolutionForwardWorkspaceSize");
     s->mode = CONV_DNN; /* without a timed run */
-    /* OX_CUDA_CONV=dnn|fused|gemm|dw|col (tests, diagnosis): that mode where it applies */
+    /* OX_CUDA_CONV=dnn|fused|gemm|dw|col (tests, diagnosis): that mode where it applies;
+     * -MODE: any but that one (measurements) */
     const char *force = getenv("OX_CUDA_CONV");
     static const char *const names[CONV_MODES] = {"dnn", "fused", "gemm", "dw", "col"};
-    int forced = -1;
-    for (int i = 0; force && i < CONV_MODES; i++)
+    int forced = -1, banned = -1;
+    for (int i = 0; force && i < CONV_MODES; i++) {
         if (strcmp(force, names[i]) == 0) forced = i;
+        if (force[0] == '-' && strcmp(force + 1, names[i]) == 0) banned = i;
+    }
     int64_t ny = (int64_t)(yb / esz);
     void *yr = NULL, *cmp = NULL;
     if (!st && ws && s->ws <= cap && (yr = scratch_get(&sc, yb)) &&
@@ -845,7 +848,7 @@ static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t
         for (int mode = CONV_DNN; mode < CONV_MODES && have_ref; mode++) {
             if ((mode == CONV_FUSED && !want_fused) || (mode == CONV_GEMM && !can_gemm) ||
                 (mode == CONV_DW && !can_dw) || (mode == CONV_COL && (!can_col || s->col > cap)) ||
-                (forced >= 0 && mode != forced))
+                (forced >= 0 && mode != forced) || (mode != CONV_DNN && mode == banned))
                 continue;
             if (mode == CONV_FUSED) s->zero_bias = bias; /* borrowed for the trial */
             float t = conv_time(c, s, mode, x, w, b, z, y, ws);
