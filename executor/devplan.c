@@ -15,8 +15,8 @@
  *
  * With precision fp16 every float32 value is float16 on the device (the arena keeps the
  * float32 offsets, half of each slot used): constants are converted once when uploaded,
- * graph inputs and outputs on the host as they are staged (half the bytes cross the bus),
- * the values a CPU step reads or writes on the device, through a float32 staging buffer.
+ * graph inputs and outputs and the values a CPU step reads or writes on the device, through
+ * a float32 staging buffer there.
  *
  * When every step runs on the device and every shape is static, the second run's steps are
  * captured (kernels and copies between them) and later runs replay them: one launch. A
@@ -43,8 +43,9 @@ struct dbuf { /* an input or output staged through page-locked memory */
     int v;
     void *pinned;
     size_t bytes; /* the value's bytes on the host */
-    bool half;    /* float32 on the host, float16 on the device: converted while staged, so
-                     that half the bytes cross the bus */
+    bool half;    /* float32 on the host, float16 on the device: crosses as float32 through
+                     dp->temp, converted there (on the host, the conversion cost more than the
+                     bytes it saved on the bus) */
 };
 
 /* Uploaded buffers: a plan's own (folded values, inputs) or a session's shared weights. */
@@ -338,8 +339,7 @@ static ox_status plan_outputs(struct ox_devplan *dp) {
         b->v = v;
         b->bytes = bytes;
         b->half = is_converted(dp, v);
-        if ((st = dp->dev->ops->alloc_host(dp->dev, b->half ? bytes / 2 : bytes, &b->pinned)))
-            return st;
+        if ((st = dp->dev->ops->alloc_host(dp->dev, bytes, &b->pinned))) return st;
     }
     for (int i = 0; i < g->n_outputs; i++) {
         int v = g->outputs[i];
@@ -352,8 +352,7 @@ static ox_status plan_outputs(struct ox_devplan *dp) {
         b->v = v;
         b->bytes = bytes;
         b->half = is_converted(dp, v);
-        if ((st = dp->dev->ops->alloc_host(dp->dev, b->half ? bytes / 2 : bytes, &b->pinned)))
-            return st;
+        if ((st = dp->dev->ops->alloc_host(dp->dev, bytes, &b->pinned))) return st;
     }
     return OX_OK;
 }
@@ -476,69 +475,54 @@ static ox_status enqueue(struct ox_devplan *dp) {
 }
 
 /* Copies to and from the page-locked staging buffers, split over the session's threads
- * above 2 MiB: one thread's memcpy reaches a fraction of the memory's bandwidth, and at batch
- * 32 an image model's input (19 MB) took longer to stage than to compute. A float32 value
- * that is float16 on the device is converted on the way (as the GPU would, rounding to
- * nearest even), so that half its bytes cross the bus and no conversion runs on the GPU. */
-#define COPY_CHUNK ((size_t)256 << 10) /* bytes of float32, or of a plain copy */
-
-enum { STAGE_COPY, STAGE_TO_HALF, STAGE_FROM_HALF };
+ * above 512 KiB: one thread's memcpy reaches a fraction of the memory's bandwidth, and at
+ * batch 32 an image model's input (19 MB) took longer to stage than to compute. */
+#define COPY_CHUNK ((size_t)256 << 10)
 
 struct copy_job {
     char *dst;
     const char *src;
-    size_t n; /* host bytes: the float32 side's when converting */
-    int kind;
+    size_t n;
 };
-
-static void copy_range(const struct copy_job *j, size_t lo, size_t hi) {
-    if (j->kind == STAGE_COPY) {
-        memcpy(j->dst + lo, j->src + lo, hi - lo);
-    } else if (j->kind == STAGE_TO_HALF) {
-        const float *s = (const float *)j->src;
-        uint16_t *d = (uint16_t *)j->dst;
-        for (size_t i = lo / 4; i < hi / 4; i++) d[i] = ox_float_to_half(s[i]);
-    } else {
-        const uint16_t *s = (const uint16_t *)j->src;
-        float *d = (float *)j->dst;
-        for (size_t i = lo / 4; i < hi / 4; i++) d[i] = ox_half_to_float(s[i]);
-    }
-}
 
 static void copy_chunks(void *arg, int64_t begin, int64_t end, int tid) {
     const struct copy_job *j = arg;
     (void)tid;
     size_t lo = (size_t)begin * COPY_CHUNK, hi = (size_t)end * COPY_CHUNK;
-    copy_range(j, lo, hi > j->n ? j->n : hi);
+    if (hi > j->n) hi = j->n;
+    memcpy(j->dst + lo, j->src + lo, hi - lo);
 }
 
-static void copy_staged(struct ox_pool *pool, void *dst, const void *src, size_t n, int kind) {
-    struct copy_job j = {dst, src, n, kind};
-    if (!pool || n < 2 * COPY_CHUNK)
-        copy_range(&j, 0, n);
-    else
-        ox_parallel_for(pool, (int64_t)((n + COPY_CHUNK - 1) / COPY_CHUNK), copy_chunks, &j);
+static void copy_staged(struct ox_pool *pool, void *dst, const void *src, size_t n) {
+    if (!pool || n < 2 * COPY_CHUNK) {
+        memcpy(dst, src, n);
+        return;
+    }
+    struct copy_job j = {dst, src, n};
+    ox_parallel_for(pool, (int64_t)((n + COPY_CHUNK - 1) / COPY_CHUNK), copy_chunks, &j);
 }
 
-/* The inputs and outputs cross in chunks of dp->stage_step host bytes: the device copies
- * chunk k of an input while the host stages chunk k + 1, and an output's chunks come back
- * each followed by a mark, which the host waits for before it stages that chunk out while
- * the next crosses. (A float16 chunk on the device is half the host's bytes.) */
+/* The inputs and outputs cross in chunks of dp->stage_step bytes: the device copies chunk k
+ * of an input while the host stages chunk k + 1, and an output's chunks come back each
+ * followed by a mark, which the host waits for before it stages that chunk out while the
+ * next crosses. A value that is float16 on the device crosses as float32 through dp->temp,
+ * converted there. */
 static ox_status inputs_in(struct ox_devplan *dp) {
     struct ox_device *d = dp->dev;
     struct ox_plan *p = dp->p;
+    ox_status st;
     for (int i = 0; i < dp->n_ins; i++) {
         const struct dbuf *b = &dp->ins[i];
-        size_t div = b->half ? 2 : 1;
-        char *pin = b->pinned, *dev = dp->dvals[b->v].data;
+        char *pin = b->pinned, *dev = b->half ? dp->temp : dp->dvals[b->v].data;
         const char *host = p->vals[b->v].data;
         for (size_t off = 0; off < b->bytes; off += dp->stage_step) {
             size_t n = b->bytes - off < dp->stage_step ? b->bytes - off : dp->stage_step;
-            copy_staged(p->pool, pin + off / div, host + off, n,
-                        b->half ? STAGE_TO_HALF : STAGE_COPY);
-            ox_status st = d->ops->copy_in(d, dev + off / div, pin + off / div, n / div);
-            if (st) return st;
+            copy_staged(p->pool, pin + off, host + off, n);
+            if ((st = d->ops->copy_in(d, dev + off, pin + off, n))) return st;
         }
+        if (b->half && (st = d->ops->convert(d, dp->dvals[b->v].data, OX_FLOAT16, dp->temp,
+                                             OX_FLOAT, ox_tensor_numel(&p->vals[b->v]))))
+            return st;
     }
     return OX_OK;
 }
@@ -553,20 +537,22 @@ static ox_status outputs_chunks(struct ox_devplan *dp, bool out) {
     if (out && !marks && (st = d->ops->sync(d))) return st;
     for (int i = 0; i < dp->n_outs; i++) {
         const struct dbuf *b = &dp->outs[i];
-        size_t div = b->half ? 2 : 1;
         char *pin = b->pinned, *host = p->vals[b->v].data;
-        const char *dev = dp->dvals[b->v].data;
+        const char *dev = b->half ? dp->temp : dp->dvals[b->v].data;
+        if (!out && b->half &&
+            (st = d->ops->convert(d, dp->temp, OX_FLOAT, dp->dvals[b->v].data, OX_FLOAT16,
+                                  ox_tensor_numel(&p->vals[b->v]))))
+            return st;
         for (size_t off = 0; off < b->bytes; off += dp->stage_step, mark++) {
             size_t n = b->bytes - off < dp->stage_step ? b->bytes - off : dp->stage_step;
             if (!out) {
-                if ((st = d->ops->copy_out(d, pin + off / div, dev + off / div, n / div)) ||
+                if ((st = d->ops->copy_out(d, pin + off, dev + off, n)) ||
                     (marks && (st = d->ops->mark(d, mark))))
                     return st;
                 continue;
             }
             if (marks && (st = d->ops->wait(d, mark))) return st;
-            copy_staged(p->pool, host + off, pin + off / div, n,
-                        b->half ? STAGE_FROM_HALF : STAGE_COPY);
+            copy_staged(p->pool, host + off, pin + off, n);
         }
     }
     return OX_OK;

@@ -5,8 +5,8 @@
  * other node (so that values cross between device and CPU all the time: the copies around
  * fallback steps, views, Concats written in place, subgraphs reading values by name), or
  * none, in fp32 and in fp16 (float32 values converted at every crossing; in fp16 the fake
- * takes only the elementwise nodes whose CPU kernels compute float16, so inputs and outputs
- * staged as float16 on the host are checked on those). The outputs must be
+ * takes only the elementwise nodes whose CPU kernels compute float16, so that graph inputs
+ * and outputs converted on the device are checked on those). The outputs must be
  * the CPU plan's: within 1e-5 relative L2 in fp32, 1e-2 in fp16. Each model runs again with
  * every node output made a graph output, as `onnxexec compare` runs a side (every value then
  * comes back from the device: views, values a CPU step made, Concat inputs written in place),
