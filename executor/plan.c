@@ -249,7 +249,8 @@ static ox_status run_owned(struct ox_plan *p, const struct ox_node *n, const ox_
                                .pool = pool,
                                .strings = &p->strings,
                                .plan = p,
-                               .scope = scope};
+                               .scope = scope,
+                               .precise = p->precise};
     if (!(n->op->flags & OX_OP_ALLOCATES))
         for (int k = 0; k < n->n_outputs && !st; k++)
             if (out[k] && (st = alloc_owned(out[k]))) st = ox_node_err(n, st, "%s", ox_errmsg());
@@ -613,6 +614,8 @@ static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *in
     uint64_t held = 0; /* prepared and folded bytes, for the plan_bytes limit */
     if (!p) return ox_err(OX_E_NOMEM, "out of memory");
     p->graph = g;
+    const char *grad_meta = ox_graph_meta(g, OX_META_GRADIENTS);
+    p->precise = grad_meta && strcmp(grad_meta, "1") == 0;
     p->pool = pool;
     p->max_bytes = max_bytes;
     p->vals = calloc((size_t)nv, sizeof *p->vals);
@@ -687,7 +690,8 @@ static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *in
         }
         for (int k = 0; k < n->n_outputs; k++)
             if (n->outputs[k] >= 0) s->out[k] = &p->vals[n->outputs[k]];
-        struct ox_infer_ctx ic = {.graph = g, .n_threads = ox_pool_size(pool)};
+        struct ox_infer_ctx ic = {
+            .graph = g, .n_threads = ox_pool_size(pool), .precise = p->precise};
         for (int k = 0; k < n->n_inputs && k < 32; k++)
             if (n->inputs[k] >= 0 &&
                 (p->slot[n->inputs[k]] == OX_SLOT_CONST || p->slot[n->inputs[k]] == OX_SLOT_FOLDED))
@@ -876,12 +880,14 @@ ox_status ox_plan_run_step(struct ox_plan *p, int s, const struct ox_scope *scop
                                .strings = &p->strings,
                                .plan = p,
                                .scope = scope,
-                               .prepared = st->prepared};
+                               .prepared = st->prepared,
+                               .precise = p->precise};
     ox_status rc;
     if (st->is_skipped) return OX_OK;
     double t0 = p->step_seconds ? ox_seconds() : 0;
     if (st->is_dynamic) {
-        struct ox_infer_ctx ic = {.graph = g, .n_threads = ox_pool_size(p->pool)};
+        struct ox_infer_ctx ic = {
+            .graph = g, .n_threads = ox_pool_size(p->pool), .precise = p->precise};
         bool seq_in = false;
         for (int k = 0; k < n->n_inputs; k++)
             if (st->in[k] && st->in[k]->kind != OX_IO_TENSOR) seq_in = true;

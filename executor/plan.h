@@ -62,6 +62,7 @@ struct ox_step {
 struct ox_plan {
     struct ox_plan *next;         /* the session's cache list */
     const struct ox_graph *graph; /* borrowed */
+    bool precise;                 /* kernels take their most accurate paths (OX_META_GRADIENTS) */
     int n_sig;
     int64_t *sig;        /* per input: dtype, rank, dims */
     ox_tensor *vals;     /* one per graph value */

@@ -518,6 +518,32 @@ char *ox_graph_strdup(struct ox_graph *g, const char *s) {
     return ox_arena_strdup(&g->arena, s);
 }
 
+const char *ox_graph_meta(const struct ox_graph *g, const char *key) {
+    while (g->parent) g = g->parent;
+    for (int i = 0; i < g->n_meta; i++)
+        if (strcmp(g->meta[i].key, key) == 0) return g->meta[i].value;
+    return NULL;
+}
+
+ox_status ox_graph_set_meta(struct ox_graph *g, const char *key, const char *value) {
+    while (g->parent) g = g->parent;
+    char *v = ox_graph_strdup(g, value);
+    if (!v) return ox_err(OX_E_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_meta; i++)
+        if (strcmp(g->meta[i].key, key) == 0) {
+            g->meta[i].value = v;
+            return OX_OK;
+        }
+    struct ox_meta *m = ox_graph_alloc(g, sizeof *m * (size_t)(g->n_meta + 1));
+    char *k = ox_graph_strdup(g, key);
+    if (!m || !k) return ox_err(OX_E_NOMEM, "out of memory");
+    if (g->n_meta) memcpy(m, g->meta, sizeof *m * (size_t)g->n_meta);
+    m[g->n_meta] = (struct ox_meta){.key = k, .value = v};
+    g->meta = m;
+    g->n_meta++;
+    return OX_OK;
+}
+
 static uint64_t hash_str(const char *s) {
     uint64_t h = 1469598103934665603ull;
     for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;

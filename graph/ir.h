@@ -221,6 +221,14 @@ ox_status ox_graph_keep_map(struct ox_graph *g, void *addr, size_t len);
 
 /* `parent` is NULL for a model's main graph. */
 struct ox_graph *ox_graph_create(struct ox_graph *parent);
+/* The model's metadata (metadata_props, kept by the main graph; a subgraph asks its main
+ * graph): the value under key, or NULL. */
+const char *ox_graph_meta(const struct ox_graph *g, const char *key);
+/* Add or replace the main graph's metadata entry key (copied into the graph's arena). */
+ox_status ox_graph_set_meta(struct ox_graph *g, const char *key, const char *value);
+/* Set to "1" by the autograd pass on a graph that computes gradients; a plan of such a
+ * graph runs every kernel's most accurate path (ox_infer_ctx.precise). */
+#define OX_META_GRADIENTS "onnxexec.gradients"
 void ox_graph_free(struct ox_graph *g);
 void *ox_graph_alloc(struct ox_graph *g, size_t n);
 char *ox_graph_strdup(struct ox_graph *g, const char *s);

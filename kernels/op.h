@@ -62,6 +62,9 @@ struct ox_infer_ctx {
     int n_threads;         /* threads the kernel may split over (per-thread scratch) */
     unsigned const_inputs; /* bit k: input k is constant for the plan's life (weights) */
     size_t prepared_bytes; /* set by infer: memory prepared once from constant inputs */
+    bool precise;          /* the kernel's most accurate path, not a faster one that rounds more (a
+                              graph computing gradients, OX_META_GRADIENTS): the run's kernel ctx
+                              says the same */
 };
 
 /* The CPU thread pool (executor/pool.c). ox_parallel_for splits [0, n) into at most one
@@ -170,6 +173,7 @@ struct ox_kernel_ctx {
     struct ox_arena *strings;
     struct ox_plan *plan;         /* the plan running this node (subgraph plans cache here) */
     const struct ox_scope *scope; /* the enclosing scope of that plan (NULL at top level) */
+    bool precise;                 /* as ox_infer_ctx.precise was for this node's infer */
 };
 
 typedef ox_status (*ox_infer_fn)(struct ox_infer_ctx *ctx, const struct ox_node *n,

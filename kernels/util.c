@@ -630,7 +630,7 @@ bool ox_fused_split(struct ox_kernel_ctx *ctx, const struct ox_node *n, const ox
                     struct ox_kernel_ctx *base_ctx) {
     *base_ctx = *ctx;
     if (!z) return false;
-    struct ox_infer_ctx ic = {.n_threads = ox_pool_size(ctx->pool)};
+    struct ox_infer_ctx ic = {.n_threads = ox_pool_size(ctx->pool), .precise = ctx->precise};
     ox_tensor *outs[1] = {tmp};
     memset(tmp, 0, sizeof *tmp);
     if (base_infer(&ic, n, in, outs) != OX_OK) return false;

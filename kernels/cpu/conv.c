@@ -156,9 +156,11 @@ static bool conv_is_fast(int64_t cg, int64_t mg) {
 }
 
 /* Whether a float convolution runs in the Winograd form (kernels/cpu/winograd.c): 2-D,
- * 3x3, stride 1, no dilation, one group, and where ox_wino_applies says it pays. */
-static bool conv_wino(const struct geom *g, int64_t N, int64_t C, int64_t M, int64_t group,
-                      struct ox_wino *w) {
+ * 3x3, stride 1, no dilation, one group, and where ox_wino_applies says it pays; never in a
+ * precise plan (its transforms round more than the direct sums). */
+static bool conv_wino(bool precise, const struct geom *g, int64_t N, int64_t C, int64_t M,
+                      int64_t group, struct ox_wino *w) {
+    if (precise) return false;
     if (g->nsp != 2 || group != 1 || !conv_is_fast(C, M)) return false;
     for (int i = 0; i < 2; i++)
         if (g->k[i] != 3 || g->s[i] != 1 || g->d[i] != 1) return false;
@@ -307,7 +309,7 @@ ox_status ox_nn_infer_conv(struct ox_infer_ctx *ctx, const struct ox_node *n,
         cols = (size_t)stem_weight_floats(&g, x->dims[1], w->dims[0]) * 4;
 #endif
     } else if (x->dtype == OX_FLOAT &&
-               conv_wino(&g, x->dims[0], x->dims[1], w->dims[0], group, &wg)) {
+               conv_wino(ctx->precise, &g, x->dims[0], x->dims[1], w->dims[0], group, &wg)) {
         size_t packed = (size_t)ox_wino_weight_floats(wg.C, wg.M) * 4;
         if (ctx->const_inputs & 2)
             ctx->prepared_bytes = packed;
@@ -1820,7 +1822,7 @@ static ox_status conv_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n, c
         struct ox_wino wg;
         if (conv_stem(&g, C, M, group))
             conv_float_stem(ctx, &j, N);
-        else if (conv_wino(&g, N, C, M, group, &wg))
+        else if (conv_wino(ctx->precise, &g, N, C, M, group, &wg))
             conv_float_wino(ctx, &j, &wg);
         else if (conv_is_fast(C / group, M / group))
             conv_float_fast(ctx, &j, N);
