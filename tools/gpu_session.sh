@@ -12,10 +12,10 @@
 # convolutions; OX_CUDA_LT=0: GEMM biases not in cuBLASLt's epilogue), alternating. Eight
 # files at most come back (the device tool returns few): build.log, gpu_check.txt/.json
 # (with the gradients and the forced-im2col check), GPU_BENCHMARKS.md, gpu_bench.txt/.json,
-# profile.txt, ab.txt. BENCH_BUDGET (seconds,
-# default 300) bounds the benchmark; BENCH_ARGS adds options to it. NODE_DIR names the ONNX
-# node cases (default: the onnx package's, where it has them); PARITY=0 skips the models,
-# GRADS=0 the gradients.
+# profile.txt, ab.txt. BENCH_BUDGET (seconds, default 300) bounds the benchmark; BENCH_ARGS
+# adds options to it. NODE_DIR names the ONNX node cases (default: the onnx package's, where
+# it has them), MORE_CASES more folders of cases; PARITY=0 skips the models, GRADS=0 the
+# gradients.
 set -u
 out=${1:?usage: tools/gpu_session.sh OUT [build|check|bench]...}
 shift
@@ -64,6 +64,9 @@ if [[ " $steps " == *" check "* ]]; then
     fi
     nodes=()
     [ -n "$node" ] && nodes=(--node "$node")
+    # MORE_CASES: more folders of backend-layout cases (e.g. the shared corpora's models/*
+    # and pytorch-* suites, carried in build-data/), each checked like the node cases
+    for d in ${MORE_CASES:-}; do [ -d "$d" ] && nodes+=(--node "$d"); done
     stamp "gpu_check"
     timeout ${CHECK_TIMEOUT:-200} python3 tests/gpu_check.py --onnxexec $bin "${nodes[@]}" "${models[@]}" \
         --work $build/gpu_check --timeout 20 --json-out "$out/gpu_check.json" >"$out/gpu_check.txt" 2>&1
