@@ -537,10 +537,10 @@ static void lt_setup(struct ox_cuda_ctx *c, struct lt_gemm *l, ox_dtype dt,
  * - CONV_DW: a 2-D depthwise convolution (one input and one output channel per group) in a
  *   direct kernel of ours with the epilogue in it;
  * - CONV_COL: a 2-D convolution of one group unrolled into workspace (im2col: each image's
- *   [C*KH*KW, OH*OW] matrix of windows) and run as a strided batch of GEMMs
- *   Y_n[M, OH*OW] = W[M, C*KH*KW] col_n, then our epilogue. cuBLAS splits K where the
- *   output is small (a late ResNet layer at batch 1 has 49 pixels for 4608 products each),
- *   which cuDNN's tiles over pixels and channels do not. */
+ *   [C*KH*KW, OH*OW] matrix of windows, as many images at a time as 64 MiB holds) and run as
+ *   a strided batch of GEMMs Y_n[M, OH*OW] = W[M, C*KH*KW] col_n, then our epilogue. cuBLAS splits
+ * K where the output is small (a late ResNet layer at batch 1 has 49 pixels for 4608 products
+ * each), which cuDNN's tiles over pixels and channels do not. */
 enum { CONV_DNN, CONV_FUSED, CONV_GEMM, CONV_DW, CONV_COL, CONV_MODES };
 
 /* The geometry of a 2-D convolution for the direct depthwise kernel and im2col (every
@@ -569,6 +569,7 @@ struct conv_state {
     struct gemm_call pw; /* CONV_GEMM, CONV_COL */
     struct dw_geom dw;   /* CONV_DW, CONV_COL */
     size_t col;          /* CONV_COL: bytes of the unrolled windows (workspace) */
+    int64_t col_images;  /* CONV_COL: images unrolled at a time (pw.count of a full block) */
 };
 
 void ox_cu_nn_release_conv(void *state) {
@@ -682,13 +683,25 @@ static ox_status conv_launch(struct ox_cuda_ctx *c, const struct conv_state *s, 
     }
     ox_status st;
     if (mode == CONV_COL) {
-        /* ws: the windows (s->col bytes), then the GEMMs read them as the pointwise B */
-        if (s->dt == OX_FLOAT)
-            im2col_launch<float>(c->stream, &s->dw, s->base_dims[0], x, ws);
-        else
-            im2col_launch<__half>(c->stream, &s->dw, s->base_dims[0], x, ws);
-        if ((st = ox_cu_launched("im2col"))) return st;
-        st = gemm_run(c, s->dt, &s->pw, 1.0f, w, ws, 0.0f, y);
+        /* per block of images: their windows into ws (s->col bytes at most), then the GEMMs
+         * read them as the pointwise B */
+        size_t esz = s->dt == OX_FLOAT ? 4 : 2;
+        size_t xstep = (size_t)s->dw.C * s->dw.H * s->dw.W * esz,
+               ystep = (size_t)(s->M * s->inner) * esz;
+        st = OX_OK;
+        for (int64_t n0 = 0; n0 < s->base_dims[0] && !st; n0 += s->col_images) {
+            struct gemm_call g = s->pw;
+            int64_t nb =
+                s->base_dims[0] - n0 < s->col_images ? s->base_dims[0] - n0 : s->col_images;
+            const char *xb = (const char *)x + (size_t)n0 * xstep;
+            if (s->dt == OX_FLOAT)
+                im2col_launch<float>(c->stream, &s->dw, nb, xb, ws);
+            else
+                im2col_launch<__half>(c->stream, &s->dw, nb, xb, ws);
+            g.count = (int)nb;
+            if (!(st = ox_cu_launched("im2col")))
+                st = gemm_run(c, s->dt, &g, 1.0f, w, ws, 0.0f, (char *)y + (size_t)n0 * ystep);
+        }
     } else if (mode == CONV_GEMM)
         st = gemm_run(c, s->dt, &s->pw, 1.0f, w, x, 0.0f, y);
     else
@@ -959,19 +972,20 @@ static ox_status conv_setup(struct ox_cuda_ctx *c, struct conv_state *s, const o
         }
     }
     bool can_dw = geom2 && group == C && s->M == C;
-    /* im2col: the windows of all images at once, up to 64 MiB of them */
-    int64_t K = C * g->k[0] * (g->nsp == 2 ? g->k[1] : 1);
+    /* im2col: the windows of as many images at a time as 64 MiB holds (one at least) */
+    int64_t K = C * g->k[0] * (g->nsp == 2 ? g->k[1] : 1),
+            col_cap = ((int64_t)64 << 20) / (int64_t)esz;
     bool can_col = geom2 && !can_gemm && group == 1 && fits_int(N) && fits_int(K) &&
-                   gemm_fits(s->M, HW, K, K, HW) &&
-                   N * K * HW <= ((int64_t)64 << 20) / (int64_t)esz;
+                   gemm_fits(s->M, HW, K, K, HW) && K * HW <= col_cap;
     if (can_col) {
-        s->col = (size_t)(N * K * HW) * esz;
+        s->col_images = col_cap / (K * HW) < N ? col_cap / (K * HW) : N;
+        s->col = (size_t)(s->col_images * K * HW) * esz;
         /* Y_n[M, HW] = W[M, K] col_n[K, HW]: A = W (shared), B = col_n */
         s->pw.ta = s->pw.tb = CUBLAS_OP_N;
         s->pw.m = (int)HW, s->pw.n = (int)s->M, s->pw.k = (int)K;
         s->pw.lda = (int)K, s->pw.ldb = (int)HW;
         s->pw.sa = 0, s->pw.sb = K * HW, s->pw.sy = s->M * HW;
-        s->pw.count = (int)N;
+        s->pw.count = (int)s->col_images;
     }
     st = conv_choose(c, s, (size_t)ox_tensor_numel(x) * esz, (size_t)ox_tensor_numel(w) * esz,
                      ybytes, b != NULL, z != NULL && z_ok, want_fused, can_gemm, can_dw, can_col);
