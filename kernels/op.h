@@ -302,11 +302,12 @@ double ox_mt_gauss(struct ox_mt19937 *m);
 bool ox_tail_broadcasts(const ox_tensor *p, const ox_tensor *x, int axis);
 int64_t ox_tail_index(const ox_tensor *p, const ox_tensor *x, int axis, int64_t j);
 
-/* Vectorized float rows (kernels/cpu/vecmath.c): y = softmax(x) over n floats; y = exp(x).
- * y may be x. */
+/* Vectorized float rows (kernels/cpu/vecmath.c): y = softmax(x) over n floats; y = exp(x);
+ * the sigmoid; GELU (erf form). y may be x. */
 void ox_softmax_row(const float *x, float *y, int64_t n);
 void ox_exp_floats(const float *x, float *y, int64_t n);
 void ox_sigmoid_floats(const float *x, float *y, int64_t n);
+void ox_gelu_floats(const float *x, float *y, int64_t n);
 
 /* Fused ops (graph/optimize.c): the base op's inputs, then Z, then "activation" and
  * "activation_params". ox_fused_clamp: the activation as [lo, hi] (none: all of it).

@@ -381,7 +381,12 @@ UN_FLT(celu, OT_SAME, x <= 0 ? (T)p->alpha * expm1(x / (T)p->alpha) : x)
 UN_FLT(hardsigmoid, OT_SAME, HSIG_AB(x, p->alpha, p->beta))
 UN_FLT(hardswish, OT_SAME, HSIG(x / (T)6 + (T)0.5) * x)
 UN_FLT(thresholdedrelu, OT_SAME, x > (T)p->alpha ? x : (T)0)
-UN_FLT(gelu, OT_SAME, (T)0.5 * x * ((T)1 + erf(x * (T)0.70710678118654752440)))
+UN_ROW(gelu_f64, double, double, double, 0.5 * x * (1 + erf(x * 0.70710678118654752440)))
+static void gelu_f32(const void *const *x_, const int64_t *s_, void *y_, int64_t n,
+                     const struct ew_par *p) {
+    (void)s_, (void)p;
+    ox_gelu_floats(x_[0], y_, n);
+}
 UN_FLT(gelu_tanh, OT_SAME,
        (T)0.5 * x * ((T)1 + tanh((T)0.79788456080286535588 * (x + (T)0.044715 * x * x * x))))
 UN_FLT(divk, OT_SAME, x / (T)p->k)
