@@ -55,6 +55,20 @@ if [[ " $steps " == *" check "* ]]; then
     stamp "models"
     python3 tools/gpu_bench.py --onnxexec $bin --work $work --export-only >>"$out/build.log" 2>&1 ||
         tail -5 "$out/build.log"
+    # the nodes of bert_base's first layer as this torch exports them (the exporters of
+    # torch 1.13, here, and 2.11, there, write attention differently), for the fusions
+    # (run from / : the repository's onnx/ folder would shadow the onnx package)
+    [ -f $work/bert_base.onnx ] && (cd / && python3 - "$OLDPWD/$work/bert_base.onnx") \
+        >>"$out/build.log" 2>&1 <<'PY'
+import sys, onnx
+m = onnx.load(sys.argv[1], load_external_data=False)
+print("bert_base layer 0 as exported:")
+for n in m.graph.node:
+    if "layers.0/" in n.name and n.op_type not in ("Constant", "Shape", "Unsqueeze"):
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        print(" ", n.op_type, list(n.input), "->", list(n.output),
+              {k: v for k, v in attrs.items() if k != "value"})
+PY
     models=()
     if [ "${PARITY:-1}" = 1 ]; then
         models=(--model models/fashion_mnist_cnn.onnx)
