@@ -364,6 +364,33 @@ static void test_vecmath(void) {
         CHECK(gworst <= 1, "gelu(%g) = %.9g, in float64 %.9g (%.3g of the tolerance)", gx[gat],
               gy[gat], 0.5 * gx[gat] * erfc(-gx[gat] * 0.70710678118654752440), gworst);
     }
+    /* GELU's tanh form against float64, written as x / (1 + e^-2u) (1 + tanh(u) without
+     * the cancellation): within 4 + 6|u| ulp down to 1e-36 */
+    {
+        enum { G = 6007 };
+        static float gx[G], gy[G];
+        for (int i = 0; i < G; i++) gx[i] = -14.0f + 28.0f * (float)i / G;
+        gx[0] = -INFINITY, gx[1] = INFINITY, gx[2] = NAN, gx[3] = 0, gx[4] = -0.0f;
+        gx[5] = 1e-30f, gx[6] = -1e-30f, gx[7] = 1e20f, gx[8] = -1e20f;
+        ox_gelu_tanh_floats(gx, gy, G);
+        double gworst = 0, want_at = 0;
+        int gat = 0;
+        for (int i = 0; i < G; i++) {
+            double xi = gx[i], u = 0.79788456080286535588 * (xi + 0.044715 * xi * xi * xi);
+            double want = xi / (1 + exp(-2 * u)), e;
+            if (isnan(xi) || (isinf(xi) && xi < 0)) /* NaN in, and -inf * 0 */
+                e = isnan(gy[i]) || gy[i] == 0 ? 0 : 1e9;
+            else if (isinf(want))
+                e = gy[i] == (float)want ? 0 : 1e9;
+            else if (fabs(want) < 1e-36) /* e^-2u near float's end: absolute */
+                e = fabs(gy[i] - want) < 1e-36 ? 0 : 1e9;
+            else /* the float rounding of 2u moves e^-2u by a few times 2|u| ulp */
+                e = ulps(gy[i], want) / (4 + 6 * fabs(u));
+            if (e > gworst) gworst = e, gat = i, want_at = want;
+        }
+        CHECK(gworst <= 1, "gelu_tanh(%g) = %.9g, in float64 %.9g (%.3g of the tolerance)", gx[gat],
+              gy[gat], want_at, gworst);
+    }
     /* SiLU (the GEMM epilogue's, silu16 where the CPU has AVX-512): C = silu(1 * x) */
     float one[1] = {1}, *ap = alloc_floats(ox_sgemm_packed_a_floats(1, 1)), *c = alloc_floats(N);
     ox_sgemm_pack_a(one, 1, false, 1, 1, ap);

@@ -387,8 +387,13 @@ static void gelu_f32(const void *const *x_, const int64_t *s_, void *y_, int64_t
     (void)s_, (void)p;
     ox_gelu_floats(x_[0], y_, n);
 }
-UN_FLT(gelu_tanh, OT_SAME,
-       (T)0.5 * x * ((T)1 + tanh((T)0.79788456080286535588 * (x + (T)0.044715 * x * x * x))))
+UN_ROW(gelu_tanh_f64, double, double, double,
+       0.5 * x * (1 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x))))
+static void gelu_tanh_f32(const void *const *x_, const int64_t *s_, void *y_, int64_t n,
+                          const struct ew_par *p) {
+    (void)s_, (void)p;
+    ox_gelu_tanh_floats(x_[0], y_, n);
+}
 UN_FLT(divk, OT_SAME, x / (T)p->k)
 UN_FLT(isnan, OT_BOOL, isnan(x))
 UN_FLT(isinf, OT_BOOL, isinf(x) && (x > 0 ? (p->flags & 1) : (p->flags & 2)))

@@ -4,6 +4,7 @@
  *     ox_softmax_row(x, y, n);   // y = exp(x - max) / sum, n floats
  *     ox_sigmoid_floats(x, y, n); // y = 1 / (1 + exp(-x))
  *     ox_gelu_floats(x, y, n);    // y = x (1 + erf(x / sqrt 2)) / 2
+ *     ox_gelu_tanh_floats(x, y, n); // its tanh form
  *
  * exp: x = k ln2 + r with |r| <= ln2/2, e^r by its Taylor polynomial to degree 7 (error
  * below 1e-8 relative, under the rounding of the float steps), scaled by 2^k with
@@ -79,6 +80,21 @@ __attribute__((target("avx512f"))) static void gelu_avx512(const float *x, float
     }
 }
 
+/* The tanh form, x (1 + tanh(u)) / 2 with u = sqrt(2/pi) (x + 0.044715 x^3), as
+ * x / (1 + e^(-2u)): 1 + tanh(u) = 2 / (1 + e^(-2u)) has no cancellation in the tail. */
+__attribute__((target("avx512f"))) static void gelu_tanh_avx512(const float *x, float *y,
+                                                                int64_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask16(n - i);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        __m512 v3 = _mm512_mul_ps(_mm512_mul_ps(v, v), v);
+        __m512 u = _mm512_mul_ps(_mm512_fmadd_ps(v3, _mm512_set1_ps(0.044715f), v),
+                                 _mm512_set1_ps(-1.5957691216057308f)); /* -2 sqrt(2/pi) */
+        _mm512_mask_storeu_ps(y + i, m, _mm512_div_ps(v, _mm512_add_ps(one, exp16(u))));
+    }
+}
+
 __attribute__((target("avx512f"))) static void exp_avx512(const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 m = tail_mask16(n - i);
@@ -119,6 +135,19 @@ void ox_gelu_floats(const float *x, float *y, int64_t n) {
     }
 #endif
     for (int64_t j = 0; j < n; j++) y[j] = 0.5f * x[j] * (1.0f + erff(x[j] * 0.70710678118654752f));
+}
+
+void ox_gelu_tanh_floats(const float *x, float *y, int64_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (ox_sgemm_is_fast()) {
+        gelu_tanh_avx512(x, y, n);
+        return;
+    }
+#endif
+    for (int64_t j = 0; j < n; j++) {
+        float v = x[j], u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+        y[j] = 0.5f * v * (1.0f + tanhf(u));
+    }
 }
 
 void ox_sigmoid_floats(const float *x, float *y, int64_t n) {
