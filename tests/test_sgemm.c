@@ -336,6 +336,30 @@ static void test_vecmath(void) {
         if (u > worst) worst = u, at = i;
     }
     CHECK(worst <= 2, "exp(%g) = %g, exp in float64 %g: %.3g ulp", x[at], y[at], exp(x[at]), worst);
+    /* tanh against float64: within 3 ulp; signed zeros, tiny, subnormal and large inputs */
+    {
+        enum { G = 6007 };
+        static float tx[G], ty[G];
+        for (int i = 0; i < G; i++) tx[i] = -12.0f + 24.0f * (float)i / G;
+        tx[0] = -INFINITY, tx[1] = INFINITY, tx[2] = NAN, tx[3] = 0, tx[4] = -0.0f;
+        tx[5] = 1e-30f, tx[6] = -1e-30f, tx[7] = 3e-39f, tx[8] = 0.625f, tx[9] = -0.625f;
+        tx[10] = nextafterf(0.625f, 0), tx[11] = 1e20f, tx[12] = -1e-3f, tx[13] = 0.3f;
+        ox_tanh_floats(tx, ty, G);
+        double tworst = 0;
+        int tat = 0;
+        for (int i = 0; i < G; i++) {
+            double want = tanh((double)tx[i]), u;
+            if (want == 0) /* the zeros keep their sign; the subnormal stays itself */
+                u = ty[i] == 0 && !signbit(ty[i]) == !signbit(want) ? 0 : 1e9;
+            else if (fabs(want) < 1.2e-38)
+                u = fabs(ty[i] - want) <= 1.4e-45 ? 0 : 1e9;
+            else
+                u = ulps(ty[i], want);
+            if (u > tworst) tworst = u, tat = i;
+        }
+        CHECK(tworst <= 3, "tanh(%g) = %.9g, in float64 %.9g: %.3g ulp", tx[tat], ty[tat],
+              tanh((double)tx[tat]), tworst);
+    }
     /* GELU (erf form) against float64: within 3e-6 relative where x >= -5.6, within 2e-5
      * relative further out where the result is still a normal float */
     {

@@ -349,7 +349,12 @@ UN_FLT(ceil, OT_SAME, ceil(x))
 UN_FLT(round, OT_SAME, rint(x)) /* the default rounding mode rounds half to even */
 UN_FLT(reciprocal, OT_SAME, (T)1 / x)
 UN_FLT(sqrt, OT_SAME, sqrt(x))
-UN_FLT(exp, OT_SAME, exp(x))
+UN_ROW(exp_f64, double, double, double, exp(x))
+static void exp_f32(const void *const *x_, const int64_t *s_, void *y_, int64_t n,
+                    const struct ew_par *p) {
+    (void)s_, (void)p;
+    ox_exp_floats(x_[0], y_, n);
+}
 UN_FLT(log, OT_SAME, log(x))
 UN_FLT(sin, OT_SAME, sin(x))
 UN_FLT(cos, OT_SAME, cos(x))
@@ -363,7 +368,12 @@ UN_FLT(asinh, OT_SAME, asinh(x))
 UN_FLT(acosh, OT_SAME, acosh(x))
 UN_FLT(atanh, OT_SAME, atanh(x))
 UN_FLT(erf, OT_SAME, erf(x))
-UN_FLT(tanh, OT_SAME, tanh(x))
+UN_ROW(tanh_f64, double, double, double, tanh(x))
+static void tanh_f32(const void *const *x_, const int64_t *s_, void *y_, int64_t n,
+                     const struct ew_par *p) {
+    (void)s_, (void)p;
+    ox_tanh_floats(x_[0], y_, n);
+}
 UN_ROW(sigmoid_f64, double, double, double, x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)))
 /* float rows: vectorized (kernels/cpu/vecmath.c) */
 static void sigmoid_f32(const void *const *x_, const int64_t *s_, void *y_, int64_t n,
