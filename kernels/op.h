@@ -310,6 +310,7 @@ void ox_sigmoid_floats(const float *x, float *y, int64_t n);
 void ox_gelu_floats(const float *x, float *y, int64_t n);
 void ox_gelu_tanh_floats(const float *x, float *y, int64_t n);
 void ox_tanh_floats(const float *x, float *y, int64_t n);
+void ox_erf_floats(const float *x, float *y, int64_t n);
 
 /* Fused ops (graph/optimize.c): the base op's inputs, then Z, then "activation" and
  * "activation_params". ox_fused_clamp: the activation as [lo, hi] (none: all of it).

@@ -360,6 +360,30 @@ static void test_vecmath(void) {
         CHECK(tworst <= 3, "tanh(%g) = %.9g, in float64 %.9g: %.3g ulp", tx[tat], ty[tat],
               tanh((double)tx[tat]), tworst);
     }
+    /* erf against float64: within 3 ulp on both sides of the 0.5 seam (2 measured) */
+    {
+        enum { G = 6007 };
+        static float ex[G], ey[G];
+        for (int i = 0; i < G; i++) ex[i] = -6.0f + 12.0f * (float)i / G;
+        ex[0] = -INFINITY, ex[1] = INFINITY, ex[2] = NAN, ex[3] = 0, ex[4] = -0.0f;
+        ex[5] = 1e-30f, ex[6] = -1e-30f, ex[7] = 3e-39f, ex[8] = 0.5f, ex[9] = -0.5f;
+        ex[10] = nextafterf(0.5f, 0), ex[11] = 1e20f, ex[12] = 12.0f, ex[13] = -1e-3f;
+        ox_erf_floats(ex, ey, G);
+        double eworst = 0;
+        int eat = 0;
+        for (int i = 0; i < G; i++) {
+            double want = erf((double)ex[i]), u;
+            if (want == 0)
+                u = ey[i] == 0 && !signbit(ey[i]) == !signbit(want) ? 0 : 1e9;
+            else if (fabs(want) < 1.2e-38)
+                u = fabs(ey[i] - want) <= 1.4e-45 ? 0 : 1e9;
+            else
+                u = ulps(ey[i], want) / 3;
+            if (u > eworst) eworst = u, eat = i;
+        }
+        CHECK(eworst <= 1, "erf(%g) = %.9g, in float64 %.9g: %.3g of the tolerance", ex[eat],
+              ey[eat], erf((double)ex[eat]), eworst);
+    }
     /* GELU (erf form) against float64: within 3e-6 relative where x >= -5.6, within 2e-5
      * relative further out where the result is still a normal float */
     {

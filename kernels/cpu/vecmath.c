@@ -5,7 +5,7 @@
  *     ox_sigmoid_floats(x, y, n); // y = 1 / (1 + exp(-x))
  *     ox_gelu_floats(x, y, n);    // y = x (1 + erf(x / sqrt 2)) / 2
  *     ox_gelu_tanh_floats(x, y, n); // its tanh form
- *     ox_tanh_floats(x, y, n);
+ *     ox_tanh_floats(x, y, n); ox_erf_floats(x, y, n);
  *
  * exp: x = k ln2 + r with |r| <= ln2/2, e^r by its Taylor polynomial to degree 7 (error
  * below 1e-8 relative, under the rounding of the float steps), scaled by 2^k with
@@ -55,29 +55,56 @@ __attribute__((target("avx512f"))) static void sigmoid_avx512(const float *x, fl
     }
 }
 
-__attribute__((target("avx512f"))) static void gelu_avx512(const float *x, float *y, int64_t n) {
+/* erfc(|a|) for 16 floats (the method above); 0 past |a| = 10, where float's erfc is 0,
+ * and for a NaN (the callers keep the NaN through their other factor or form). */
+__attribute__((target("avx512f"))) static inline __m512 erfc16(__m512 a) {
     static const float P[10] = {-1.2655041217803955f, 0.9998871088027954f,   0.3748152554035187f,
                                 0.09640470892190933f, -0.19651392102241516f, 0.32286128401756287f,
                                 -1.2213846445083618f, 1.5796997547149658f,   -0.8726068139076233f,
                                 0.18234175443649292f};
-    const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 az = _mm512_abs_ps(a), z = _mm512_min_ps(az, _mm512_set1_ps(10.0f));
+    __mmask16 near = _mm512_cmp_ps_mask(az, _mm512_set1_ps(10.0f), _CMP_LE_OQ);
+    __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(z, _mm512_set1_ps(0.5f), one));
+    __m512 p = _mm512_set1_ps(P[9]);
+    for (int k = 8; k >= 0; k--) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(P[k]));
+    __m512 hi = _mm512_mul_ps(z, z), lo = _mm512_fmsub_ps(z, z, hi);
+    __m512 e = exp16(_mm512_sub_ps(p, hi));
+    return _mm512_maskz_mul_ps(near, t, _mm512_fnmadd_ps(e, lo, e));
+}
+
+__attribute__((target("avx512f"))) static void gelu_avx512(const float *x, float *y, int64_t n) {
+    const __m512 half = _mm512_set1_ps(0.5f);
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 m = tail_mask16(n - i);
         __m512 v = _mm512_maskz_loadu_ps(m, x + i);
         __m512 u = _mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f));
-        /* |u|, at most 10: erfc is 0 in float past it (so that x = -inf gives -inf * 0, NaN,
-         * as the formula does); a NaN becomes 10 and v keeps it */
-        __m512 az = _mm512_abs_ps(u), z = _mm512_min_ps(az, _mm512_set1_ps(10.0f));
-        __mmask16 near = _mm512_cmp_ps_mask(az, _mm512_set1_ps(10.0f), _CMP_NGT_UQ);
-        __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(z, half, one));
-        __m512 p = _mm512_set1_ps(P[9]);
-        for (int k = 8; k >= 0; k--) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(P[k]));
-        __m512 hi = _mm512_mul_ps(z, z), lo = _mm512_fmsub_ps(z, z, hi);
-        __m512 e = exp16(_mm512_sub_ps(p, hi));
-        __m512 erfc = _mm512_maskz_mul_ps(near, t, _mm512_fnmadd_ps(e, lo, e));
+        /* x = -inf: -inf * 0, NaN, as the formula gives; a NaN x stays NaN through v */
+        __m512 erfc = erfc16(u);
         __mmask16 pos = _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_GE_OQ);
         __m512 s = _mm512_mask_sub_ps(erfc, pos, _mm512_set1_ps(2.0f), erfc);
         _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_mul_ps(half, v), s));
+    }
+}
+
+/* erf: x Q(x^2) below |x| = 0.5 (Q of degree 5, fitted here in float64 to erf(x) / x),
+ * 1 - erfc(|x|) with x's sign above. */
+__attribute__((target("avx512f"))) static void erf_avx512(const float *x, float *y, int64_t n) {
+    static const float Q[6] = {1.128379225730896f,   -0.37612637877464294f,
+                               0.1128377765417099f,  -0.02686355449259281f,
+                               0.00520247220993042f, -0.0007730231736786664f};
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask16(n - i);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + i), x2 = _mm512_mul_ps(v, v);
+        __m512 q = _mm512_set1_ps(Q[5]);
+        for (int k = 4; k >= 0; k--) q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(Q[k]));
+        __m512 small = _mm512_mul_ps(v, q);
+        __m512 big = _mm512_sub_ps(_mm512_set1_ps(1.0f), erfc16(v));
+        __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
+        big = _mm512_mask_sub_ps(big, neg, _mm512_setzero_ps(), big);
+        /* a NaN takes the small form, which keeps it */
+        __mmask16 large = _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mask_blend_ps(large, small, big));
     }
 }
 
@@ -129,13 +156,20 @@ __attribute__((target("avx512f"))) static void exp_avx512(const float *x, float 
 }
 #endif
 
-void ox_softmax_row(const float *x, float *y, int64_t n) {
+/* The AVX-512 row fn##_avx512 where the CPU has it (then return), else fall through to the
+ * C library's. */
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (ox_sgemm_is_fast()) {
-        softmax_row_avx512(x, y, n);
-        return;
+#define VEC_FAST(fn)                                                                               \
+    if (ox_sgemm_is_fast()) {                                                                      \
+        fn##_avx512(x, y, n);                                                                      \
+        return;                                                                                    \
     }
+#else
+#define VEC_FAST(fn)
 #endif
+
+void ox_softmax_row(const float *x, float *y, int64_t n) {
+    VEC_FAST(softmax_row)
     float mx = -INFINITY, sum = 0;
     for (int64_t j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
     for (int64_t j = 0; j < n; j++) sum += y[j] = expf(x[j] - mx);
@@ -144,55 +178,36 @@ void ox_softmax_row(const float *x, float *y, int64_t n) {
 }
 
 void ox_exp_floats(const float *x, float *y, int64_t n) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (ox_sgemm_is_fast()) {
-        exp_avx512(x, y, n);
-        return;
-    }
-#endif
+    VEC_FAST(exp)
     for (int64_t j = 0; j < n; j++) y[j] = expf(x[j]);
 }
 
 void ox_gelu_floats(const float *x, float *y, int64_t n) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (ox_sgemm_is_fast()) {
-        gelu_avx512(x, y, n);
-        return;
-    }
-#endif
-    for (int64_t j = 0; j < n; j++) y[j] = 0.5f * x[j] * (1.0f + erff(x[j] * 0.70710678118654752f));
+    VEC_FAST(gelu)
+    /* erfc(-u) = 1 + erf(u), without the cancellation in the negative tail */
+    for (int64_t j = 0; j < n; j++) y[j] = 0.5f * x[j] * erfcf(-x[j] * 0.70710678118654752f);
 }
 
 void ox_gelu_tanh_floats(const float *x, float *y, int64_t n) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (ox_sgemm_is_fast()) {
-        gelu_tanh_avx512(x, y, n);
-        return;
-    }
-#endif
+    VEC_FAST(gelu_tanh)
     for (int64_t j = 0; j < n; j++) {
         float v = x[j], u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-        y[j] = 0.5f * v * (1.0f + tanhf(u));
+        y[j] = v / (1.0f + expf(-2.0f * u)); /* as the vector form: no cancellation */
     }
 }
 
+void ox_erf_floats(const float *x, float *y, int64_t n) {
+    VEC_FAST(erf)
+    for (int64_t j = 0; j < n; j++) y[j] = erff(x[j]);
+}
+
 void ox_tanh_floats(const float *x, float *y, int64_t n) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (ox_sgemm_is_fast()) {
-        tanh_avx512(x, y, n);
-        return;
-    }
-#endif
+    VEC_FAST(tanh)
     for (int64_t j = 0; j < n; j++) y[j] = tanhf(x[j]);
 }
 
 void ox_sigmoid_floats(const float *x, float *y, int64_t n) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (ox_sgemm_is_fast()) {
-        sigmoid_avx512(x, y, n);
-        return;
-    }
-#endif
+    VEC_FAST(sigmoid)
     for (int64_t j = 0; j < n; j++) {
         float v = x[j];
         y[j] = v >= 0 ? 1.0f / (1.0f + expf(-v)) : expf(v) / (1.0f + expf(v));
