@@ -302,8 +302,8 @@ double ox_mt_gauss(struct ox_mt19937 *m);
 bool ox_tail_broadcasts(const ox_tensor *p, const ox_tensor *x, int axis);
 int64_t ox_tail_index(const ox_tensor *p, const ox_tensor *x, int axis, int64_t j);
 
-/* Vectorized float rows (kernels/cpu/vecmath.c): y = softmax(x) over n floats; y = exp(x);
- * the sigmoid; GELU (erf form). y may be x. */
+/* Vectorized float rows (kernels/cpu/vecmath.c): y = softmax(x) over n floats; y = f(x) for
+ * exp, the sigmoid, GELU (erf and tanh forms), tanh and erf. y may be x. */
 void ox_softmax_row(const float *x, float *y, int64_t n);
 void ox_exp_floats(const float *x, float *y, int64_t n);
 void ox_sigmoid_floats(const float *x, float *y, int64_t n);

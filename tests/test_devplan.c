@@ -232,13 +232,34 @@ static double rel_l2(const ox_tensor *a, const ox_tensor *b) {
     return isnan(num) ? INFINITY : sqrt(num) / (den > 0 ? sqrt(den) : 1);
 }
 
+/* A fake device taking nodes as `take` says, in precision prec; fake_done frees it. */
+static void fake_init(struct fake *f, enum take take, int prec) {
+    *f = (struct fake){.base = {.ops = &fake_ops, .precision = prec}, .take = take};
+    pthread_mutex_init(&f->mu, NULL);
+    f->base.mu = &f->mu;
+}
+
+static void fake_done(struct fake *f) {
+    pthread_mutex_destroy(&f->mu);
+    free(f->marks), free(f->mark_done);
+}
+
+/* Every float output of p within 1e-5 relative L2 of the CPU plan's (`what` names the run). */
+static void outputs_match(const char *path, const char *what, const struct ox_graph *g,
+                          const struct ox_plan *ref, const struct ox_plan *p) {
+    for (int k = 0; k < g->n_outputs; k++) {
+        const ox_tensor *a = &ref->vals[g->outputs[k]], *b = &p->vals[g->outputs[k]];
+        if (a->kind != OX_IO_TENSOR || !ox_dtype_is_float(a->dtype)) continue;
+        CHECK(rel_l2(a, b) <= 1e-5, "%s output %d %s: relative L2 %g", path, k, what, rel_l2(a, b));
+    }
+}
+
 /* Two plans of one session share its weights on the device (ox_devconsts): the second
  * allocates no copy of the initializers, and still computes the CPU plan's outputs. */
 static void check_shared(const char *path, const struct ox_graph *g, const ox_tensor **bound,
                          const struct ox_plan *ref) {
-    struct fake f = {.base = {.ops = &fake_ops}, .take = TAKE_ALL};
-    pthread_mutex_init(&f.mu, NULL);
-    f.base.mu = &f.mu;
+    struct fake f;
+    fake_init(&f, TAKE_ALL, OX_PRECISION_FP32);
     struct ox_devconsts *shared = NULL;
     struct ox_plan *p[3] = {NULL, NULL, NULL};
     size_t bytes[3];
@@ -265,26 +286,19 @@ static void check_shared(const char *path, const struct ox_graph *g, const ox_te
         CHECK(bytes[2] - bytes[1] == weights && bytes[0] == bytes[2],
               "%s: device bytes of plans sharing weights %zu, %zu, alone %zu (weights %zu)", path,
               bytes[0], bytes[1], bytes[2], weights);
-        for (int k = 0; k < g->n_outputs; k++) {
-            const ox_tensor *a = &ref->vals[g->outputs[k]], *b = &p[1]->vals[g->outputs[k]];
-            if (a->kind != OX_IO_TENSOR || !ox_dtype_is_float(a->dtype)) continue;
-            CHECK(rel_l2(a, b) <= 1e-5, "%s output %d with shared weights: relative L2 %g", path, k,
-                  rel_l2(a, b));
-        }
+        outputs_match(path, "with shared weights", g, ref, p[1]);
     }
     for (int i = 0; i < 3; i++) ox_plan_free(p[i]);
     ox_devconsts_free(shared);
-    pthread_mutex_destroy(&f.mu);
-    free(f.marks), free(f.mark_done);
+    fake_done(&f);
 }
 
 /* A profiled run (every other node on the device) times each device step from the device's
  * marks around it, read after the run, and still computes the CPU plan's outputs. */
 static void check_profiled(const char *path, const struct ox_graph *g, const ox_tensor **bound,
                            const struct ox_plan *ref) {
-    struct fake f = {.base = {.ops = &fake_ops}, .take = TAKE_ALTERNATE};
-    pthread_mutex_init(&f.mu, NULL);
-    f.base.mu = &f.mu;
+    struct fake f;
+    fake_init(&f, TAKE_ALTERNATE, OX_PRECISION_FP32);
     struct ox_plan *p = NULL;
     ox_status st = ox_plan_build(g, bound, NULL, &p);
     if (!st && !(p->step_seconds = calloc((size_t)p->n_steps, sizeof *p->step_seconds)))
@@ -309,16 +323,10 @@ static void check_profiled(const char *path, const struct ox_graph *g, const ox_
                   (n_dev == 0 || dev_sec > 0),
               "%s profiled: %d device steps, %d marks, %d read, %g s on the device%s", path, n_dev,
               f.n_marked, f.n_read, dev_sec, captured ? ", captured" : "");
-        for (int k = 0; k < g->n_outputs; k++) {
-            const ox_tensor *a = &ref->vals[g->outputs[k]], *b = &p->vals[g->outputs[k]];
-            if (a->kind != OX_IO_TENSOR || !ox_dtype_is_float(a->dtype)) continue;
-            CHECK(rel_l2(a, b) <= 1e-5, "%s output %d profiled: relative L2 %g", path, k,
-                  rel_l2(a, b));
-        }
+        outputs_match(path, "profiled", g, ref, p);
     }
     ox_plan_free(p);
-    pthread_mutex_destroy(&f.mu);
-    free(f.marks), free(f.mark_done);
+    fake_done(&f);
 }
 
 static void check_model(const char *path, bool all_values) {
@@ -370,9 +378,8 @@ static void check_model(const char *path, bool all_values) {
     }
     for (int take = TAKE_ALL; ok && take <= TAKE_NONE; take++)
         for (int prec = OX_PRECISION_FP32; prec <= OX_PRECISION_FP16; prec += 2) {
-            struct fake f = {.base = {.ops = &fake_ops, .precision = prec}, .take = take};
-            pthread_mutex_init(&f.mu, NULL);
-            f.base.mu = &f.mu;
+            struct fake f;
+            fake_init(&f, take, prec);
             struct ox_plan *p = NULL;
             ox_status st = ox_plan_build(g, bound, NULL, &p);
             if (!st) st = ox_devplan_build(&f.base, NULL, p, &p->devplan);
@@ -398,8 +405,7 @@ static void check_model(const char *path, bool all_values) {
             }
             CHECK(st || take != TAKE_NONE || n_dev == 0, "%s: TAKE_NONE took %d", path, n_dev);
             ox_plan_free(p);
-            pthread_mutex_destroy(&f.mu);
-            free(f.marks), free(f.mark_done);
+            fake_done(&f);
         }
     if (ok && !all_values) check_shared(path, g, bound, ref);
     if (ok && !all_values) check_profiled(path, g, bound, ref);

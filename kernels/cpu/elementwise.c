@@ -54,6 +54,14 @@ typedef const char *ew_str;
 #define OT_SAME(T) T
 #define OT_BOOL(T) uint8_t
 
+/* name_f32: the float row on kernels/cpu/vecmath.c's vectorized ox_<name>_floats. */
+#define VEC_ROW(name)                                                                              \
+    static void name##_f32(const void *const *x_, const int64_t *s_, void *y_, int64_t n,          \
+                           const struct ew_par *p) {                                               \
+        (void)s_, (void)p;                                                                         \
+        ox_##name##_floats(x_[0], y_, n);                                                          \
+    }
+
 /* `T` is the input element type and `U` a wide unsigned type for wrapping integer
  * arithmetic; EXPR may use x (unary), a and b (binary), p (parameters). */
 #define UN_ROW(fname, TA, TY, UW, EXPR)                                                            \
@@ -350,11 +358,7 @@ UN_FLT(round, OT_SAME, rint(x)) /* the default rounding mode rounds half to even
 UN_FLT(reciprocal, OT_SAME, (T)1 / x)
 UN_FLT(sqrt, OT_SAME, sqrt(x))
 UN_ROW(exp_f64, double, double, double, exp(x))
-static void exp_f32(const void *const *x_, const int64_t *s_, void *y_, int64_t n,
-                    const struct ew_par *p) {
-    (void)s_, (void)p;
-    ox_exp_floats(x_[0], y_, n);
-}
+VEC_ROW(exp)
 UN_FLT(log, OT_SAME, log(x))
 UN_FLT(sin, OT_SAME, sin(x))
 UN_FLT(cos, OT_SAME, cos(x))
@@ -368,24 +372,11 @@ UN_FLT(asinh, OT_SAME, asinh(x))
 UN_FLT(acosh, OT_SAME, acosh(x))
 UN_FLT(atanh, OT_SAME, atanh(x))
 UN_ROW(erf_f64, double, double, double, erf(x))
-static void erf_f32(const void *const *x_, const int64_t *s_, void *y_, int64_t n,
-                    const struct ew_par *p) {
-    (void)s_, (void)p;
-    ox_erf_floats(x_[0], y_, n);
-}
+VEC_ROW(erf)
 UN_ROW(tanh_f64, double, double, double, tanh(x))
-static void tanh_f32(const void *const *x_, const int64_t *s_, void *y_, int64_t n,
-                     const struct ew_par *p) {
-    (void)s_, (void)p;
-    ox_tanh_floats(x_[0], y_, n);
-}
+VEC_ROW(tanh)
 UN_ROW(sigmoid_f64, double, double, double, x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)))
-/* float rows: vectorized (kernels/cpu/vecmath.c) */
-static void sigmoid_f32(const void *const *x_, const int64_t *s_, void *y_, int64_t n,
-                        const struct ew_par *p) {
-    (void)s_, (void)p;
-    ox_sigmoid_floats(x_[0], y_, n);
-}
+VEC_ROW(sigmoid)
 UN_FLT(softplus, OT_SAME, SOFTPLUS(x))
 UN_FLT(softsign, OT_SAME, x / ((T)1 + fabs(x)))
 UN_FLT(mish, OT_SAME, tanh(SOFTPLUS(x)) * x)
@@ -397,18 +388,10 @@ UN_FLT(hardsigmoid, OT_SAME, HSIG_AB(x, p->alpha, p->beta))
 UN_FLT(hardswish, OT_SAME, HSIG(x / (T)6 + (T)0.5) * x)
 UN_FLT(thresholdedrelu, OT_SAME, x > (T)p->alpha ? x : (T)0)
 UN_ROW(gelu_f64, double, double, double, 0.5 * x * (1 + erf(x * 0.70710678118654752440)))
-static void gelu_f32(const void *const *x_, const int64_t *s_, void *y_, int64_t n,
-                     const struct ew_par *p) {
-    (void)s_, (void)p;
-    ox_gelu_floats(x_[0], y_, n);
-}
+VEC_ROW(gelu)
 UN_ROW(gelu_tanh_f64, double, double, double,
        0.5 * x * (1 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x))))
-static void gelu_tanh_f32(const void *const *x_, const int64_t *s_, void *y_, int64_t n,
-                          const struct ew_par *p) {
-    (void)s_, (void)p;
-    ox_gelu_tanh_floats(x_[0], y_, n);
-}
+VEC_ROW(gelu_tanh)
 UN_FLT(divk, OT_SAME, x / (T)p->k)
 UN_FLT(isnan, OT_BOOL, isnan(x))
 UN_FLT(isinf, OT_BOOL, isinf(x) && (x > 0 ? (p->flags & 1) : (p->flags & 2)))

@@ -877,6 +877,18 @@ static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t
     return st;
 }
 
+/* Y_n[M, P] = W[M, K] B_n[K, P] for `count` items n: A = W (shared), B_n K * P apart (each
+ * extent fits an int: gemm_fits). */
+static struct gemm_call weights_times(int64_t M, int64_t K, int64_t P, int64_t count) {
+    struct gemm_call g;
+    g.ta = g.tb = CUBLAS_OP_N;
+    g.m = (int)P, g.n = (int)M, g.k = (int)K;
+    g.lda = (int)K, g.ldb = (int)P;
+    g.sa = 0, g.sb = K * P, g.sy = M * P;
+    g.count = (int)count;
+    return g;
+}
+
 /* s's descriptors, mode and workspace for the node; OX_E_UNSUPPORTED where cuDNN does not
  * take it. */
 static ox_status conv_setup(struct ox_cuda_ctx *c, struct conv_state *s, const ox_tensor *x,
@@ -942,14 +954,7 @@ static ox_status conv_setup(struct ox_cuda_ctx *c, struct conv_state *s, const o
     bool can_gemm = z_ok && group == 1 && fits_int(N) && gemm_fits(s->M, HW, C, C, HW);
     for (int i = 0; i < g->nsp; i++)
         can_gemm = can_gemm && g->k[i] == 1 && g->s[i] == 1 && g->pb[i] == 0 && g->pe[i] == 0;
-    if (can_gemm) {
-        /* Y_n[M, HW] = W[M, C] X_n[C, HW]: A = W (shared), B = X_n */
-        s->pw.ta = s->pw.tb = CUBLAS_OP_N;
-        s->pw.m = (int)HW, s->pw.n = (int)s->M, s->pw.k = (int)C;
-        s->pw.lda = (int)C, s->pw.ldb = (int)HW;
-        s->pw.sa = 0, s->pw.sb = C * HW, s->pw.sy = s->M * HW;
-        s->pw.count = (int)N;
-    }
+    if (can_gemm) s->pw = weights_times(s->M, C, HW, N); /* B = X_n */
     /* 2-D geometry in ints: depthwise (one input and one output channel per group), and
      * im2col for one group where the convolution is not pointwise */
     size_t esz = s->dt == OX_FLOAT ? 4 : 2,
@@ -980,12 +985,7 @@ static ox_status conv_setup(struct ox_cuda_ctx *c, struct conv_state *s, const o
     if (can_col) {
         s->col_images = col_cap / (K * HW) < N ? col_cap / (K * HW) : N;
         s->col = (size_t)(s->col_images * K * HW) * esz;
-        /* Y_n[M, HW] = W[M, K] col_n[K, HW]: A = W (shared), B = col_n */
-        s->pw.ta = s->pw.tb = CUBLAS_OP_N;
-        s->pw.m = (int)HW, s->pw.n = (int)s->M, s->pw.k = (int)K;
-        s->pw.lda = (int)K, s->pw.ldb = (int)HW;
-        s->pw.sa = 0, s->pw.sb = K * HW, s->pw.sy = s->M * HW;
-        s->pw.count = (int)s->col_images;
+        s->pw = weights_times(s->M, K, HW, s->col_images); /* B = col_n, a block's images */
     }
     st = conv_choose(c, s, (size_t)ox_tensor_numel(x) * esz, (size_t)ox_tensor_numel(w) * esz,
                      ybytes, b != NULL, z != NULL && z_ok, want_fused, can_gemm, can_dw, can_col);
