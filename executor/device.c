@@ -57,6 +57,9 @@ static const struct ox_cuda_host host = {
     .float_to_half = ox_float_to_half,
     .read_ints = ox_read_ints,
     .norm_axis = ox_norm_axis,
+    .fattn_parse = ox_fattn_parse,
+    .fattn_offsets = ox_fattn_offsets,
+    .gemm_describe = ox_gemm_describe,
 };
 
 static pthread_mutex_t module_mu = PTHREAD_MUTEX_INITIALIZER;

@@ -20,6 +20,12 @@
  *   multiplications) becomes one Gelu node (opset 20's op).
  *   Where the model's opset is older than the op, the node is onnxexec's twin of it (domain
  *   ai.onnxexec), so that the graph can still be written at the model's own opset.
+ * - Attention: MatMul(Q', KT') [-> scale factors] [-> Add(mask)] -> Softmax(axis -1) ->
+ *   MatMul(., V'), where Q', KT' and V' may each come through one Transpose (and Q', KT'
+ *   through factors of one element), and the product may feed one Transpose, becomes one
+ *   ai.onnxexec FusedAttention node (kernels/op.h) that reads the Transposes' inputs through
+ *   strides. Constant factors fold into its "scale"; others (torch's scale computed from
+ *   Shape) stay inputs, when they provably hold one element. OX_FUSE_ATTENTION=0: not done.
  * - Nodes whose outputs nothing reads (and that have no side effects: every op here) are
  *   removed; so are initializers that nothing reads any more.
  *
@@ -341,14 +347,16 @@ static ox_status fuse(struct opt *o, struct ox_node *n) {
 /* Take the chain's nodes out and make `last` (which comes after all of them and after
  * every input) the one node that replaces them: op `type`, which the default domain has
  * from opset `since`. A model of an older opset gets onnxexec's twin of the op instead
- * (domain ai.onnxexec, version 1), so that the graph stays expressible at its own opset. */
+ * (domain ai.onnxexec, version 1), so that the graph stays expressible at its own opset;
+ * since 0: an op of onnxexec's own, which the default domain does not have. */
 static ox_status replace_chain(struct opt *o, struct ox_node *const *chain, int n_chain,
                                struct ox_node *last, const char *type, int since, int *ins,
                                int n_ins, struct ox_attr *attrs, int n_attrs) {
     struct ox_graph *g = o->g;
     int64_t model = ox_graph_opset(g, "");
-    const char *domain = model >= since ? "" : OX_DOMAIN_ONNXEXEC;
-    int opset = model >= since ? (int)model : 1;
+    bool standard = since > 0 && model >= since;
+    const char *domain = standard ? "" : OX_DOMAIN_ONNXEXEC;
+    int opset = standard ? (int)model : 1;
     const struct ox_op *op = ox_op_find(domain, type, opset);
     if (!op) return ox_err(OX_E_INTERNAL, "no operator-table row for %s", type);
     for (int k = 0; k < n_chain; k++) {
@@ -499,6 +507,221 @@ static ox_status fold_gelu(struct opt *o, struct ox_node *div) {
     return replace_chain(o, chain, 4, last, "Gelu", 20, ins, 1, NULL, 0);
 }
 
+/* ---- attention from its exported pieces ------------------------------------------------ */
+
+/* Whether v holds one element whatever the model's inputs: a one-element constant or
+ * declared value, or one computed from such values by elementwise ops and reshapes, or one
+ * dim picked from a Shape (Slice [-1:], or Gather of one index). The exported scale of
+ * scaled_dot_product_attention is Sqrt(Div(1, Sqrt(Cast(Slice(Shape(q), [-1], [max]))))). */
+static bool one_element(struct opt *o, int v, int depth) {
+    const struct ox_graph *g = o->g;
+    if (v < 0 || depth > 24) return false;
+    const ox_tensor *t = const_of(o, v);
+    if (t) return t->kind == OX_IO_TENSOR && ox_tensor_numel(t) == 1;
+    const struct ox_value *val = &g->values[v];
+    if (val->kind == OX_KIND_TENSOR && val->rank >= 0 && val->dims) {
+        bool ones = true;
+        for (int i = 0; i < val->rank; i++) ones &= val->dims[i].value == 1;
+        if (ones) return true;
+    }
+    if (val->producer < 0 || o->dead[val->producer]) return false;
+    const struct ox_node *n = &g->nodes[val->producer];
+    if (n->domain[0] || n->n_outputs != 1 || n->n_inputs < 1) return false;
+    static const char *const same_count[] = {
+        "Sqrt", "Cast",     "CastLike", "Reciprocal", "Neg",     "Abs",   "Exp",
+        "Log",  "Identity", "Squeeze",  "Unsqueeze",  "Reshape", "Floor", "Ceil"};
+    for (size_t k = 0; k < sizeof same_count / sizeof same_count[0]; k++)
+        if (is_op(n, same_count[k])) return one_element(o, n->inputs[0], depth + 1);
+    static const char *const binary[] = {"Add", "Sub", "Mul", "Div", "Pow"};
+    for (size_t k = 0; k < sizeof binary / sizeof binary[0]; k++)
+        if (is_op(n, binary[k]))
+            return n->n_inputs == 2 && one_element(o, n->inputs[0], depth + 1) &&
+                   one_element(o, n->inputs[1], depth + 1);
+    const struct ox_value *src = &g->values[n->inputs[0]];
+    bool of_shape = src->producer >= 0 && is_op(&g->nodes[src->producer], "Shape") &&
+                    g->nodes[src->producer].n_attrs == 0;
+    if (is_op(n, "Slice") && of_shape && n->n_inputs >= 3 && n->opset >= 10) {
+        const ox_tensor *st = const_of(o, n->inputs[1]), *en = const_of(o, n->inputs[2]);
+        for (int k = 3; k < n->n_inputs; k++) { /* axes [0], steps [1] */
+            const ox_tensor *x = n->inputs[k] >= 0 ? const_of(o, n->inputs[k]) : NULL;
+            if (n->inputs[k] >= 0 && (!x || x->dtype != OX_INT64 || ox_tensor_numel(x) != 1 ||
+                                      *(const int64_t *)x->data != (k == 3 ? 0 : 1)))
+                return false;
+        }
+        return st && en && st->dtype == OX_INT64 && en->dtype == OX_INT64 &&
+               ox_tensor_numel(st) == 1 && ox_tensor_numel(en) == 1 &&
+               *(const int64_t *)st->data == -1 && *(const int64_t *)en->data >= INT32_MAX;
+    }
+    if (is_op(n, "Gather") && of_shape && n->n_inputs == 2 && ox_attr_int(n, "axis", 0) == 0) {
+        const ox_tensor *ix = const_of(o, n->inputs[1]);
+        return ix && ox_tensor_numel(ix) == 1;
+    }
+    return false;
+}
+
+/* The one node writing v, when v is read once (so that the node may be fused away). */
+static struct ox_node *producer_once(struct opt *o, int v) {
+    if (v < 0 || o->uses[v] != 1) return NULL;
+    int p = o->g->values[v].producer;
+    return p >= 0 && !o->dead[p] ? &o->g->nodes[p] : NULL;
+}
+
+/* What FusedAttention takes in place of the pieces: the operands' sources, factors and
+ * perms, and the nodes that go. */
+struct attn_match {
+    struct ox_node *chain[16];
+    int n_chain;
+    double scale;
+    int dyn[3];                    /* dynamic factors on Q, KT, the scores (-1: none) */
+    const struct ox_attr *perm[4]; /* absorbed Transposes' perms: Q, KT, V, Y */
+};
+
+/* n is Mul(v, f), Mul(f, v) or Div(v, f) with f one element (a constant: its value goes
+ * into the scale; else, for Mul, f becomes dynamic factor `slot`). */
+static bool take_factor(struct opt *o, struct attn_match *m, const struct ox_node *n, int v,
+                        int slot) {
+    bool mul = is_op(n, "Mul"), div = is_op(n, "Div");
+    if (!(mul || div) || n->n_inputs != 2 || n->inputs[0] == n->inputs[1]) return false;
+    if (div && n->inputs[0] != v) return false;
+    int f = n->inputs[0] == v ? n->inputs[1] : n->inputs[0];
+    const ox_tensor *t = const_of(o, f);
+    if (t) {
+        ox_dtype dt = t->dtype;
+        if (t->kind != OX_IO_TENSOR || ox_tensor_numel(t) != 1 || t->rank > 2 ||
+            !(dt == OX_FLOAT || dt == OX_DOUBLE || dt == OX_FLOAT16 || dt == OX_BFLOAT16))
+            return false;
+        double c = ox_get_f64(t, 0);
+        if (!(c != 0 && isfinite(c))) return false;
+        m->scale *= div ? 1.0 / c : c;
+        return true;
+    }
+    if (div || m->dyn[slot] >= 0 || !one_element(o, f, 0)) return false;
+    m->dyn[slot] = f;
+    return true;
+}
+
+/* Back from v through factors (into `slot`) and one Transpose (into perm[which]); the value
+ * the fused node reads. */
+static int peel_operand(struct opt *o, struct attn_match *m, int v, int slot, int which) {
+    for (int k = 0; k < 2 && slot >= 0 && m->n_chain < 14; k++) {
+        struct ox_node *p = producer_once(o, v);
+        if (!p || p->n_outputs != 1) break;
+        int in = -1;
+        for (int side = 0; side < 2 && p->n_inputs == 2 && in < 0; side++) {
+            struct attn_match keep = *m;
+            if (take_factor(o, m, p, p->inputs[side], slot))
+                in = p->inputs[side];
+            else
+                *m = keep;
+        }
+        if (in < 0) break;
+        m->chain[m->n_chain++] = p;
+        v = in;
+    }
+    struct ox_node *t = producer_once(o, v);
+    const struct ox_attr *perm = t && is_op(t, "Transpose") ? ox_node_attr(t, "perm") : NULL;
+    if (perm && perm->type == OX_ATTR_INTS && perm->n >= 2 && perm->n <= OX_MAX_RANK) {
+        m->perm[which] = perm;
+        m->chain[m->n_chain++] = t;
+        v = t->inputs[0];
+    }
+    return v;
+}
+
+static ox_status add_perm(struct ox_graph *g, struct ox_attr *at, const char *name,
+                          const struct ox_attr *perm) {
+    int64_t *p = ox_graph_alloc(g, sizeof(int64_t) * (size_t)perm->n);
+    if (!p) return ox_err(OX_E_NOMEM, "out of memory fusing attention");
+    memcpy(p, perm->ints, sizeof(int64_t) * (size_t)perm->n);
+    *at = (struct ox_attr){.name = name, .type = OX_ATTR_INTS, .n = perm->n, .ints = p};
+    return OX_OK;
+}
+
+/* MatMul(Q', KT') [-> factors] [-> Add(mask)] -> Softmax(axis -1) -> MatMul(., V'), where
+ * Q' and KT' are Q and KT through factors and a Transpose each, V' is V through a
+ * Transpose, and the product may feed one Transpose: one FusedAttention node. Every piece
+ * but the sources must be read only by the next. */
+static ox_status fold_attention(struct opt *o, struct ox_node *sm) {
+    struct ox_graph *g = o->g;
+    if (!is_op(sm, "Softmax") || sm->n_inputs != 1 || sm->n_outputs != 1) return OX_OK;
+    const struct ox_attr *ax = ox_node_attr(sm, "axis");
+    if (ax ? ax->type != OX_ATTR_INT || ax->i != -1 : sm->opset < 13) return OX_OK;
+    struct attn_match m = {.scale = 1.0, .dyn = {-1, -1, -1}};
+    m.chain[m.n_chain++] = sm;
+    int v = sm->inputs[0], mask = -1;
+    struct ox_node *mm1 = NULL;
+    /* the scores, possibly through Add(mask) and factors */
+    for (int side = -1; side < 2 && !mm1; side++) {
+        struct attn_match keep = m;
+        int s = v;
+        struct ox_node *add = producer_once(o, v);
+        if (side >= 0) {
+            if (!is_op(add, "Add") || add->n_inputs != 2 || add->n_outputs != 1) break;
+            s = add->inputs[side];
+            mask = add->inputs[1 - side];
+            m.chain[m.n_chain++] = add;
+        }
+        for (int k = 0; k < 2; k++) { /* factors on the scores */
+            struct ox_node *f = producer_once(o, s);
+            int in = -1;
+            for (int fs = 0; f && f->n_outputs == 1 && fs < 2 && in < 0; fs++) {
+                struct attn_match km = m;
+                if (f->n_inputs == 2 && take_factor(o, &m, f, f->inputs[fs], 2))
+                    in = f->inputs[fs];
+                else
+                    m = km;
+            }
+            if (in < 0) break;
+            m.chain[m.n_chain++] = f;
+            s = in;
+        }
+        struct ox_node *p = producer_once(o, s);
+        if (is_op(p, "MatMul") && p->n_inputs == 2 && p->n_outputs == 1)
+            mm1 = p;
+        else
+            m = keep, mask = -1;
+    }
+    if (!mm1) return OX_OK;
+    m.chain[m.n_chain++] = mm1;
+    struct ox_node *mm2 = only_reader(o, sm->outputs[0]);
+    if (!is_op(mm2, "MatMul") || mm2->n_inputs != 2 || mm2->inputs[0] != sm->outputs[0] ||
+        mm2->inputs[1] == sm->outputs[0] || mm2->n_outputs != 1)
+        return OX_OK;
+    int q = peel_operand(o, &m, mm1->inputs[0], 0, 0);
+    int k = peel_operand(o, &m, mm1->inputs[1], 1, 1);
+    int vv = peel_operand(o, &m, mm2->inputs[1], -1, 2);
+    struct ox_node *last = mm2, *ty = only_reader(o, mm2->outputs[0]);
+    const struct ox_attr *py = ty && is_op(ty, "Transpose") ? ox_node_attr(ty, "perm") : NULL;
+    if (py && py->type == OX_ATTR_INTS && py->n >= 2 && py->n <= OX_MAX_RANK) {
+        m.perm[3] = py;
+        m.chain[m.n_chain++] = mm2;
+        last = ty;
+    }
+    /* inputs: Q, KT, V, mask, then the dynamic factors; trailing absent ones dropped */
+    int ins_all[7] = {q, k, vv, mask, m.dyn[0], m.dyn[1], m.dyn[2]}, n_ins = 7;
+    while (n_ins > 3 && ins_all[n_ins - 1] < 0) n_ins--;
+    int *ins = ox_graph_alloc(g, sizeof(int) * (size_t)n_ins);
+    struct ox_attr *attrs = ox_graph_alloc(g, sizeof *attrs * 5);
+    if (!ins || !attrs) return ox_err(OX_E_NOMEM, "out of memory fusing attention");
+    memcpy(ins, ins_all, sizeof(int) * (size_t)n_ins);
+    int n_attrs = 0;
+    static const char *const perm_names[] = {"perm_q", "perm_k", "perm_v", "perm_y"};
+    for (int i = 0; i < 4; i++) {
+        if (!m.perm[i]) continue;
+        ox_status st = add_perm(g, &attrs[n_attrs++], perm_names[i], m.perm[i]);
+        if (st) return st;
+    }
+    attrs[n_attrs++] =
+        (struct ox_attr){.name = "scale", .type = OX_ATTR_FLOAT, .f = (float)m.scale};
+    /* every chain node but `last` goes; `last` becomes the fused node */
+    struct ox_node *gone[16];
+    int n_gone = 0;
+    for (int i = 0; i < m.n_chain; i++)
+        if (m.chain[i] != last) gone[n_gone++] = m.chain[i];
+    o->st->fused_attention++;
+    return replace_chain(o, gone, n_gone, last, "FusedAttention", 0, ins, n_ins, attrs, n_attrs);
+}
+
 /* ---- dead code ------------------------------------------------------------------------- */
 
 static void remove_dead(struct opt *o) {
@@ -556,6 +779,9 @@ ox_status ox_graph_optimize(struct ox_graph *g, bool standard_only, struct ox_op
         if (!o.dead[i]) rc = fold_layernorm(&o, &g->nodes[i]);
     for (int i = 0; i < g->n_nodes && !rc && (!standard_only || opset >= 20); i++)
         if (!o.dead[i]) rc = fold_gelu(&o, &g->nodes[i]);
+    const char *fa = getenv("OX_FUSE_ATTENTION");
+    for (int i = 0; i < g->n_nodes && !rc && !standard_only && !(fa && !strcmp(fa, "0")); i++)
+        if (!o.dead[i]) rc = fold_attention(&o, &g->nodes[i]);
     for (int i = 0; i < g->n_nodes && !rc && !standard_only; i++)
         if (!o.dead[i]) rc = fuse(&o, &g->nodes[i]);
     if (!rc) remove_dead(&o);

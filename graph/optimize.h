@@ -6,7 +6,8 @@
 
 struct ox_opt_stats {
     int folded_bn;         /* BatchNormalization nodes folded into Conv weights */
-    int fused_nodes;       /* nodes (Add, Relu, Clip) fused into a Conv/Gemm/MatMul */
+    int fused_nodes;       /* nodes fused into others (Conv/Gemm/MatMul epilogues, chains) */
+    int fused_attention;   /* FusedAttention nodes made */
     int removed_nodes;     /* nodes whose outputs nothing read */
     int removed_constants; /* initializers nothing read any more */
 };

@@ -312,6 +312,56 @@ void ox_gelu_tanh_floats(const float *x, float *y, int64_t n);
 void ox_tanh_floats(const float *x, float *y, int64_t n);
 void ox_erf_floats(const float *x, float *y, int64_t n);
 
+/* ---- FusedAttention (ai.onnxexec; graph/optimize.c, kernels/attn_plan.c) -------------------
+ *
+ *     Y = Transpose(Softmax(alpha * Q . KT + mask) . V, perm_y),
+ *     Q = Transpose(in[0], perm_q), KT = Transpose(in[1], perm_k), V = Transpose(in[2], perm_v)
+ *
+ * Q [..., S, Dk], KT [..., Dk, T], V [..., T, Dv]; the batch dims ("...") of Q, KT, V and
+ * the optional mask in[3] (broadcast onto [..., S, T] without growing S or T) broadcast as
+ * MatMul's and Add's do. alpha is the attribute "scale" (default 1) times the one-element
+ * inputs 4, 5 and 6 where present (factors the exported graph put on Q, KT and the scores).
+ * A missing perm is the identity. Softmax runs along T; a row that is -inf everywhere gives
+ * NaN, as Softmax does. Both products read the inputs and write the output in place through
+ * strides (no transposed copies) wherever BLAS can express the view. */
+struct ox_mat { /* a strided matrix: element (i, j) at i * rs + j * cs elements */
+    int64_t rows, cols, rs, cs;
+};
+/* C = A . B as a column-major BLAS call (cblas_?gemm with CblasColMajor, cublasGemmEx):
+ * gemm(ta, tb, m, n, k, alpha, first, lda, second, ldb, beta, C, ldc), where first is A and
+ * second B, or (swap: C row-major, computed as C^T = B^T A^T) first B and second A. */
+struct ox_gemm_desc {
+    bool ta, tb, swap;
+    int m, n, k, lda, ldb, ldc;
+};
+/* Whether BLAS can address a (one of its strides 1, the other a leading dimension); if so
+ * *ld and *row_major (a's rows are contiguous) describe it. */
+bool ox_mat_blas(struct ox_mat a, int64_t *ld, bool *row_major);
+/* The call for C = A . B (false when a view is not BLAS-addressable or a size exceeds int). */
+bool ox_gemm_describe(struct ox_mat a, struct ox_mat b, struct ox_mat c, struct ox_gemm_desc *d);
+
+enum { OX_FATTN_Q, OX_FATTN_K, OX_FATTN_V, OX_FATTN_MASK, OX_FATTN_Y, OX_FATTN_N };
+struct ox_fattn {
+    ox_dtype dtype;
+    int64_t S, T, Dk, Dv;
+    int brank; /* batch dims of the product (the output's before perm_y) */
+    int64_t bdims[OX_MAX_RANK], batch;
+    /* per operand (OX_FATTN_*): its matrix view and its batch strides (0: broadcast) */
+    struct ox_mat m[OX_FATTN_N];
+    int64_t bstr[OX_FATTN_N][OX_MAX_RANK];
+    bool has_mask;
+    double scale; /* the attribute; ox_fattn_alpha multiplies in the inputs */
+    int y_rank;   /* the output's dims (perm_y applied) */
+    int64_t y_dims[OX_MAX_RANK];
+};
+/* Shapes, perms and strides of node n's operands; errors name the node. */
+ox_status ox_fattn_parse(const struct ox_node *n, const ox_tensor *const *in, struct ox_fattn *a);
+/* Element offsets of batch item i (0 <= i < a->batch) into each operand. */
+void ox_fattn_offsets(const struct ox_fattn *a, int64_t i, int64_t off[OX_FATTN_N]);
+/* alpha: the scale attribute times the factor inputs' values (their data must be present). */
+double ox_fattn_alpha(const struct ox_node *n, const ox_tensor *const *in,
+                      const struct ox_fattn *a);
+
 /* Fused ops (graph/optimize.c): the base op's inputs, then Z, then "activation" and
  * "activation_params". ox_fused_clamp: the activation as [lo, hi] (none: all of it).
  * ox_fused_infer, after the base op's infer: checks the activation, broadcasts Z into the

@@ -14,7 +14,10 @@ Builds small ONNX models with onnx.helper in a temporary folder and, for each, r
 
 One line per case; exits non-zero, naming what failed, if any case fails.
 
-    optimize.py --onnxexec build/onnxexec [--keep DIR] [-k SUBSTRING]
+    optimize.py --onnxexec build/onnxexec [--keep DIR] [-k SUBSTRING] [--device cuda]
+
+With --device the optimized runs go to that device (tools/gpu_session.sh checks the GPU's
+FusedAttention this way); the plan-step checks then do not apply.
 """
 import argparse
 import json
@@ -70,9 +73,10 @@ def mm(a, b):
 
 class Case:
     def __init__(self, name, nodes, inputs, outputs, inits=None, expect=None, oracle=None,
-                 opset=13, dtype=F32, note="", threads=None, one_step=None):
+                 opset=13, dtype=F32, note="", threads=None, one_step=None, env=None):
         self.name, self.nodes, self.inputs, self.outputs = name, nodes, inputs, outputs
         self.threads = threads  # --threads of the runs (None: onnxexec's default)
+        self.env = env or {}    # extra environment of the runs (e.g. OX_SGEMM_PACKED=0)
         # (first, second): node names the CPU plan must run as one step (True) or apart
         self.one_step = one_step
         self.inits = inits or {}
@@ -751,6 +755,226 @@ def cases():
                           (1, 1), "Clip", "Clip", 2, made=True))
     out.append(pw_dw_case("read_twice_2t", (1, 8, 40, 100), 72, (3, 3), (2, 2), (1, 1, 1, 1),
                           (1, 1), "Clip", "Clip", 2, apart=True))
+    # 27. Attention chains -> one ai.onnxexec.FusedAttention node (fold_attention): the forms
+    # exporters write (Hugging Face style, torch 1.13's nn.MultiheadAttention, torch 2.x's
+    # scaled_dot_product_attention with its scale computed from Shape), broadcasting, masks
+    # (a row masked everywhere gives NaN, as Softmax does), operands BLAS cannot address in
+    # place, other element types, OpenBLAS instead of the packed kernel, and chains that must
+    # stay apart. Oracle: numpy in float64.
+    FA = "ai.onnxexec.FusedAttention"
+
+    def sdpa_ref(q, kt, v, mask=None, scale=1.0):
+        s = mm(q, kt) * scale
+        if mask is not None:
+            s = s + np.asarray(mask, np.float64)
+        with np.errstate(invalid="ignore"):
+            e = np.exp(s - s.max(-1, keepdims=True))
+            return mm(e / e.sum(-1, keepdims=True), v)
+
+    def c64(vals, dt=np.int64):
+        return np.array(vals, dt)
+
+    def hf_case(name, B, S, H, D, mask_shape=None, threads=None, env=None, mask_fill=None):
+        r = np.random.default_rng(27)
+        E = H * D
+        xq, xk, xv = rnd(r, (B, S, E)), rnd(r, (B, S, E)), rnd(r, (B, S, E))
+        inits = {"shp": c64([B, S, H, D]), "oshp": c64([B, S, E]),
+                 "sqd": np.array(np.sqrt(D), np.float32)}
+        nodes = [helper.make_node("Reshape", ["Xq", "shp"], ["q4"]),
+                 helper.make_node("Transpose", ["q4"], ["q"], perm=[0, 2, 1, 3]),
+                 helper.make_node("Reshape", ["Xk", "shp"], ["k4"]),
+                 helper.make_node("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
+                 helper.make_node("Reshape", ["Xv", "shp"], ["v4"]),
+                 helper.make_node("Transpose", ["v4"], ["v"], perm=[0, 2, 1, 3]),
+                 helper.make_node("MatMul", ["q", "kt"], ["s"]),
+                 helper.make_node("Div", ["s", "sqd"], ["s2"])]
+        ins = {"Xq": xq, "Xk": xk, "Xv": xv}
+        sm_in, mask = "s2", None
+        if mask_shape is not None:
+            mask = (r.uniform(size=mask_shape) < 0.3).astype(np.float32) * -10000.0
+            if mask_fill is not None:
+                mask[mask_fill] = -np.inf
+            ins["M"] = mask
+            nodes.append(helper.make_node("Add", ["s2", "M"], ["s3"]))
+            sm_in = "s3"
+        nodes += [helper.make_node("Softmax", [sm_in], ["p"], axis=-1),
+                  helper.make_node("MatMul", ["p", "v"], ["o"]),
+                  helper.make_node("Transpose", ["o"], ["o2"], perm=[0, 2, 1, 3]),
+                  helper.make_node("Reshape", ["o2", "oshp"], ["Y"])]
+        q = xq.reshape(B, S, H, D).transpose(0, 2, 1, 3)
+        kt = xk.reshape(B, S, H, D).transpose(0, 2, 3, 1)
+        v = xv.reshape(B, S, H, D).transpose(0, 2, 1, 3)
+        y = sdpa_ref(q, kt, v, mask, 1.0 / np.sqrt(D)).transpose(0, 2, 1, 3).reshape(B, S, E)
+        return Case("27_attention_hf_" + name, nodes, ins, ["Y"], inits,
+                    {FA: 1, "Transpose": 0, "MatMul": 0, "Softmax": 0, "Div": 0, "Add": 0},
+                    {"Y": y}, threads=threads, env=env)
+
+    out.append(hf_case("nomask", 1, 7, 2, 8))
+    out.append(hf_case("mask_b11t_2t", 3, 9, 4, 16, (3, 1, 1, 9), threads=2))
+    out.append(hf_case("mask_b11t_openblas", 2, 9, 4, 16, (2, 1, 1, 9),
+                       env={"OX_SGEMM_PACKED": "0"}))
+    # a query whose keys are all masked: NaN there (exp(-inf - -inf)), as Softmax gives
+    out.append(hf_case("mask_row_all_inf", 1, 5, 2, 4, (1, 2, 5, 5), mask_fill=(0, 1, 3)))
+
+    def mha113_case(name, S, B, H, D, dt=np.float32):
+        # torch 1.13's nn.MultiheadAttention: [S, B*H, D] views, Transpose(1, 0, 2), q / sqrt(D),
+        # keys as Transpose(1, 2, 0), the product back through Transpose(1, 0, 2)
+        r = np.random.default_rng(271)
+        E = H * D
+        xq, xk, xv = (rnd(r, (S, B, E), dt) for _ in range(3))
+        inits = {"shp": c64([S, B * H, D]), "oshp": c64([S, B, E]),
+                 "c": np.array(np.sqrt(D), dt)}
+        nodes = [helper.make_node("Reshape", ["Xq", "shp"], ["q3"]),
+                 helper.make_node("Transpose", ["q3"], ["qt"], perm=[1, 0, 2]),
+                 helper.make_node("Div", ["qt", "c"], ["q"]),
+                 helper.make_node("Reshape", ["Xk", "shp"], ["k3"]),
+                 helper.make_node("Transpose", ["k3"], ["kt"], perm=[1, 2, 0]),
+                 helper.make_node("MatMul", ["q", "kt"], ["s"]),
+                 helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+                 helper.make_node("Reshape", ["Xv", "shp"], ["v3"]),
+                 helper.make_node("Transpose", ["v3"], ["v"], perm=[1, 0, 2]),
+                 helper.make_node("MatMul", ["p", "v"], ["o"]),
+                 helper.make_node("Transpose", ["o"], ["o2"], perm=[1, 0, 2]),
+                 helper.make_node("Reshape", ["o2", "oshp"], ["Y"])]
+        q = xq.reshape(S, B * H, D).transpose(1, 0, 2).astype(np.float64) / np.sqrt(D)
+        kt = xk.reshape(S, B * H, D).transpose(1, 2, 0)
+        v = xv.reshape(S, B * H, D).transpose(1, 0, 2)
+        y = sdpa_ref(q, kt, v).transpose(1, 0, 2).reshape(S, B, E)
+        return Case("27_attention_mha113_" + name, nodes, {"Xq": xq, "Xk": xk, "Xv": xv}, ["Y"],
+                    inits, {FA: 1, "Transpose": 0, "MatMul": 0, "Softmax": 0, "Div": 0},
+                    {"Y": y}, opset=11 if dt == np.float32 else 13, dtype=Case.elem(xq))
+
+    out.append(mha113_case("opset11", 10, 2, 3, 8))
+    out.append(mha113_case("float16", 10, 2, 3, 8, np.float16))
+
+    def sdpa_case(name, B, H, S, T, D, Dv, dt=np.float32, kv_heads=None, mask_shape=None,
+                  env=None):
+        # torch 2.x's symbolic for scaled_dot_product_attention: scale = 1 / sqrt(Q's last
+        # dim) from Shape, Q and KT each times sqrt(scale), an additive float mask
+        r = np.random.default_rng(272)
+        hk = kv_heads or H
+        q, k, v = rnd(r, (B, H, S, D), dt), rnd(r, (B, hk, T, D), dt), rnd(r, (1, hk, T, Dv), dt)
+        onnx_dt = Case.elem(q)
+        inits = {"st": c64([-1]), "en": c64([np.iinfo(np.int64).max]),
+                 "one": np.array([1.0], np.float32)}
+        nodes = [helper.make_node("Shape", ["Q"], ["sh"]),
+                 helper.make_node("Slice", ["sh", "st", "en"], ["last"]),
+                 helper.make_node("Cast", ["last"], ["lf"], to=F32),
+                 helper.make_node("Sqrt", ["lf"], ["sq"]),
+                 helper.make_node("Div", ["one", "sq"], ["sc"]),
+                 helper.make_node("Cast", ["sc"], ["sc2"], to=onnx_dt),
+                 helper.make_node("Sqrt", ["sc2"], ["u"]),
+                 helper.make_node("Transpose", ["K"], ["kt"], perm=[0, 1, 3, 2]),
+                 helper.make_node("Mul", ["Q", "u"], ["qs"]),
+                 helper.make_node("Mul", ["kt", "u"], ["kts"]),
+                 helper.make_node("MatMul", ["qs", "kts"], ["s"])]
+        ins = {"Q": q, "K": k, "V": v}
+        sm_in, mask = "s", None
+        if mask_shape is not None:
+            mask = np.where(r.uniform(size=mask_shape) < 0.25, -np.inf, 0).astype(dt)
+            mask[..., 0] = 0  # every query sees its first key
+            ins["M"] = mask
+            nodes.append(helper.make_node("Add", ["M", "s"], ["s2"]))
+            sm_in = "s2"
+        nodes += [helper.make_node("Softmax", [sm_in], ["p"], axis=-1),
+                  helper.make_node("MatMul", ["p", "V"], ["Y"])]
+        y = sdpa_ref(q, np.swapaxes(k, -1, -2), v, mask, 1.0 / np.sqrt(D))
+        return Case("27_attention_sdpa_" + name, nodes, ins, ["Y"], inits,
+                    {FA: 1, "Transpose": 0, "MatMul": 0, "Softmax": 0, "Mul": 0},
+                    {"Y": y}, opset=17, dtype=onnx_dt, env=env)
+
+    out.append(sdpa_case("mask_st", 2, 3, 6, 11, 8, 8, mask_shape=(6, 11)))
+    # keys shared by the heads (multi-query), values shared by the batch, a 1-D mask, Dv != D
+    out.append(sdpa_case("mqa_mask_t_dv", 2, 4, 5, 7, 8, 12, kv_heads=1, mask_shape=(7,)))
+    out.append(sdpa_case("double", 2, 3, 6, 11, 8, 8, np.float64, mask_shape=(2, 1, 6, 11)))
+    out.append(sdpa_case("double_openblas", 2, 3, 6, 11, 8, 8, np.float64,
+                         env={"OX_SGEMM_PACKED": "0"}))
+    out.append(sdpa_case("float16", 2, 3, 6, 11, 8, 8, np.float16, mask_shape=(2, 3, 6, 11)))
+    out.append(sdpa_case("openblas", 2, 3, 6, 11, 8, 16, mask_shape=(6, 11),
+                         env={"OX_SGEMM_PACKED": "0"}))
+
+    # Q and the output as views no BLAS call can address (neither stride 1): copied through rows
+    r = np.random.default_rng(273)
+    B, S, T, D, Dv = 2, 5, 6, 4, 3
+    xq, kt, v = rnd(r, (D, S, B)), rnd(r, (B, D, T)), rnd(r, (B, T, Dv))
+    nodes = [helper.make_node("Transpose", ["Xq"], ["q"], perm=[2, 1, 0]),
+             helper.make_node("MatMul", ["q", "KT"], ["s"]),
+             helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "V"], ["o"]),
+             helper.make_node("Transpose", ["o"], ["Y"], perm=[2, 1, 0])]
+    for tag, env in (("packed", None), ("openblas", {"OX_SGEMM_PACKED": "0"})):
+        out.append(Case("27_attention_strided_views_" + tag, nodes, {"Xq": xq, "KT": kt, "V": v},
+                        ["Y"], {}, {FA: 1, "Transpose": 0, "MatMul": 0, "Softmax": 0},
+                        {"Y": sdpa_ref(xq.transpose(2, 1, 0), kt, v).transpose(2, 1, 0)},
+                        env=env))
+
+    # the output with contiguous columns (Transpose [0, 2, 1] after the product): OpenBLAS
+    # writes it in place as a column-major C, the packed kernel through rows
+    q, kt, v = rnd(r, (3, 5, 4)), rnd(r, (3, 4, 6)), rnd(r, (3, 6, 7))
+    nodes = [helper.make_node("MatMul", ["Q", "KT"], ["s"]),
+             helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "V"], ["o"]),
+             helper.make_node("Transpose", ["o"], ["Y"], perm=[0, 2, 1])]
+    for tag, env in (("packed", None), ("openblas", {"OX_SGEMM_PACKED": "0"})):
+        out.append(Case("27_attention_output_columns_" + tag, nodes, {"Q": q, "KT": kt, "V": v},
+                        ["Y"], {}, {FA: 1, "Transpose": 0, "MatMul": 0, "Softmax": 0},
+                        {"Y": sdpa_ref(q, kt, v).transpose(0, 2, 1)}, env=env))
+
+    # a factor that is not provably one element (a [H, 1, 1] input): on Q it stays a Mul
+    # that feeds the fused node; on the scores it keeps the chain apart
+    q, k, v = rnd(r, (2, 3, 4, 8)), rnd(r, (2, 3, 8, 5)), rnd(r, (2, 3, 5, 8))
+    temp = rnd(r, (3, 1, 1))
+    out.append(Case("27_attention_head_factor_on_q_kept",
+                    [helper.make_node("Mul", ["Q", "Tm"], ["qm"]),
+                     helper.make_node("MatMul", ["qm", "KT"], ["s"]),
+                     helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+                     helper.make_node("MatMul", ["p", "V"], ["Y"])],
+                    {"Q": q, "KT": k, "V": v, "Tm": temp}, ["Y"], {},
+                    {FA: 1, "Mul": 1, "MatMul": 0, "Softmax": 0},
+                    {"Y": sdpa_ref(q * temp, k, v)}))
+    out.append(Case("27_attention_head_factor_on_scores_no_fusion",
+                    [helper.make_node("MatMul", ["Q", "KT"], ["s"]),
+                     helper.make_node("Mul", ["s", "Tm"], ["s2"]),
+                     helper.make_node("Softmax", ["s2"], ["p"], axis=-1),
+                     helper.make_node("MatMul", ["p", "V"], ["Y"])],
+                    {"Q": q, "KT": k, "V": v, "Tm": temp}, ["Y"], {},
+                    {FA: 0, "Mul": 1, "MatMul": 2, "Softmax": 1},
+                    {"Y": sdpa_ref(q, k, v, None, temp)}))
+
+    # chains that must stay apart: the probabilities also a graph output; Softmax along
+    # another axis; the scale applied after the mask (the mask would be scaled too)
+    s = mm(q, k)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    p = e / e.sum(-1, keepdims=True)
+    out.append(Case("27_attention_probs_output_no_fusion",
+                    [helper.make_node("MatMul", ["Q", "KT"], ["s"]),
+                     helper.make_node("Softmax", ["s"], ["P"], axis=-1),
+                     helper.make_node("MatMul", ["P", "V"], ["Y"])],
+                    {"Q": q, "KT": k, "V": v}, ["Y", "P"], {},
+                    {FA: 0, "MatMul": 2, "Softmax": 1}, {"Y": mm(p, v), "P": p}))
+    qs = rnd(r, (2, 3, 5, 8))
+    s = mm(qs, k)
+    e = np.exp(s - s.max(-2, keepdims=True))
+    out.append(Case("27_attention_softmax_axis_m2_no_fusion",
+                    [helper.make_node("MatMul", ["Q", "KT"], ["s"]),
+                     helper.make_node("Softmax", ["s"], ["p"], axis=-2),
+                     helper.make_node("MatMul", ["p", "V"], ["Y"])],
+                    {"Q": qs, "KT": k, "V": v}, ["Y"], {},
+                    {FA: 0, "MatMul": 2, "Softmax": 1},
+                    {"Y": mm(e / e.sum(-2, keepdims=True), v)}))
+    mask = rnd(r, (4, 5))
+    s = (mm(q, k) + mask) / 3.0
+    e = np.exp(s - s.max(-1, keepdims=True))
+    out.append(Case("27_attention_scale_after_mask_no_fusion",
+                    [helper.make_node("MatMul", ["Q", "KT"], ["s"]),
+                     helper.make_node("Add", ["s", "M"], ["s2"]),
+                     helper.make_node("Div", ["s2", "three"], ["s3"]),
+                     helper.make_node("Softmax", ["s3"], ["p"], axis=-1),
+                     helper.make_node("MatMul", ["p", "V"], ["Y"])],
+                    {"Q": q, "KT": k, "V": v, "M": mask}, ["Y"],
+                    {"three": np.array(3.0, np.float32)},
+                    {FA: 0, "MatMul": 2, "Softmax": 1},
+                    {"Y": mm(e / e.sum(-1, keepdims=True), v)}))
     return out
 
 
@@ -789,13 +1013,16 @@ def first_diff(got, want):
     return " (worst at %s: got %r, expected %r)" % (list(i), got[i].item(), want[i].item())
 
 
-def run(exe, model, inputs, outdir, optimize, threads=None):
+def run(exe, model, inputs, outdir, optimize, threads=None, env=None, device=None):
     cmd = [exe, "run", model, "-o", outdir] + [a for n, p in inputs for a in ("-i", f"{n}={p}")]
     if not optimize:
         cmd.append("--no-optimize")
+    if device:
+        cmd += ["--device", device]
     if threads:
         cmd += ["--threads", str(threads)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, **(env or {})))
     if r.returncode != 0:
         raise RuntimeError("%s failed (exit %d):\n%s%s" % (" ".join(cmd), r.returncode,
                                                             r.stdout, r.stderr))
@@ -831,8 +1058,8 @@ def op_counts(exe, model):
     return counts
 
 
-def check(exe, case, work):
-    """Returns (summary, [problems])."""
+def check(exe, case, work, device=None):
+    """Returns (summary, [problems]). With device, the optimized run is on it."""
     d = os.path.join(work, case.name)
     os.makedirs(d, exist_ok=True)
     model = os.path.join(d, "model.onnx")
@@ -845,7 +1072,7 @@ def check(exe, case, work):
     outs = {}
     for opt in (True, False):
         od = os.path.join(d, "opt" if opt else "noopt")
-        run(exe, model, inputs, od, opt, case.threads)
+        run(exe, model, inputs, od, opt, case.threads, case.env, device if opt else None)
         outs[opt] = {n: np.load(os.path.join(od, n + ".npy")) for n in case.outputs}
     f16 = case.dtype == F16
     tol_same, tol_abs, tol_oracle = (1e-3, 1e-3, 1e-3) if f16 else (1e-6, 1e-5, 1e-5)
@@ -879,7 +1106,7 @@ def check(exe, case, work):
         if counts.get(op, 0) != want:
             problems.append("optimized graph has %d %s, expected %d (ops: %s)" % (
                 counts.get(op, 0), op, want, counts))
-    if case.one_step:
+    if case.one_step and not device:
         first, second, together = case.one_step
         timed = profiled_nodes(exe, model, case.threads)
         if first not in timed:
@@ -899,6 +1126,7 @@ def main():
     ap.add_argument("--onnxexec", required=True)
     ap.add_argument("--keep", help="write the models and outputs here (kept)")
     ap.add_argument("-k", help="only the cases whose name contains this")
+    ap.add_argument("--device", help="run the optimized side there (e.g. cuda): a GPU check")
     args = ap.parse_args()
     tmp = None
     if args.keep:
@@ -912,7 +1140,7 @@ def main():
     width = max(len(c.name) for c in all_cases)
     for c in all_cases:
         try:
-            summary, problems = check(args.onnxexec, c, work)
+            summary, problems = check(args.onnxexec, c, work, args.device)
         except Exception as e:  # a crash or an unreadable output: this case fails
             summary, problems = "error", [str(e).strip()]
         verdict = "FAIL" if problems else "ok"

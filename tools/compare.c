@@ -1766,6 +1766,30 @@ static int write_html(const char *path, const ox_compare_report *r, const char *
 
 /* ---- --reduce -------------------------------------------------------------------------- */
 
+/* When the two sides compute `value` with different nodes (one side fused a chain that the
+ * other ran apart, e.g. an attention block whose Softmax the other side changed), their cases
+ * read different inputs and cannot be run against each other: say so. */
+static void note_unlike_nodes(const struct ox_graph *ga, const struct ox_graph *gb,
+                              const char *value, const char *dir_b) {
+    int va = ox_graph_find_value(ga, value), vb = ox_graph_find_value(gb, value);
+    if (va < 0 || vb < 0 || ga->values[va].producer < 0 || gb->values[vb].producer < 0) return;
+    const struct ox_node *na = &ga->nodes[ga->values[va].producer];
+    const struct ox_node *nb = &gb->nodes[gb->values[vb].producer];
+    bool same = na->n_inputs == nb->n_inputs && !strcmp(na->op_type, nb->op_type);
+    for (int k = 0; same && k < na->n_inputs; k++) {
+        int a = na->inputs[k], b = nb->inputs[k];
+        same = (a < 0) == (b < 0) && (a < 0 || !strcmp(ga->values[a].name, gb->values[b].name));
+    }
+    if (!same)
+        fprintf(stderr,
+                "note: --reduce: the sides compute %s with different nodes (%s%s%s, %s%s%s): the "
+                "case in %s reads other inputs than the first one\n",
+                value, na->domain && *na->domain ? na->domain : "",
+                na->domain && *na->domain ? "." : "", na->op_type,
+                nb->domain && *nb->domain ? nb->domain : "", nb->domain && *nb->domain ? "." : "",
+                nb->op_type, dir_b);
+}
+
 static int reduce_one(ox_model *m, const struct inputs *in, int n_threads, const char *value,
                       const char *dir, bool json) {
     ox_tensor *vals = NULL;
@@ -1962,6 +1986,8 @@ int cmd_compare(int argc, char **argv) {
                         b->spec, value, dir);
             else
                 rc2 = reduce_one(b->model, &in, o.n_threads, value, dir, o.json);
+            if (!rc2 && v >= 0 && gb->values[v].producer >= 0)
+                note_unlike_nodes(ox_model_graph(sd[ref].model), gb, value, dir);
             free(dir);
         }
     }

@@ -101,6 +101,15 @@ PY
         grep -v "^  [A-Za-z]* [0-9]*," "$out/gpu_check_col.txt" | tail -15 >>"$out/gpu_check.txt"
         rm -f "$out/gpu_check_col.txt"
     fi
+    # FusedAttention on the GPU: tests/optimize.py's attention cases (every exported form,
+    # masks, broadcasting, float16; views cuBLAS cannot address go to the CPU) run optimized
+    # on the GPU, against the CPU unoptimized and numpy
+    (cd / && timeout 120 python3 "$OLDPWD/tests/optimize.py" --onnxexec "$OLDPWD/$bin" \
+        --device cuda -k 27_attention) >"$out/attention_check.txt" 2>&1
+    echo "attention cases on the GPU: exit $? ($(tail -1 "$out/attention_check.txt"))" |
+        tee -a "$out/gpu_check.txt"
+    grep -E "^FAIL|^ {7}" "$out/attention_check.txt" | head -20 >>"$out/gpu_check.txt"
+    rm -f "$out/attention_check.txt"
     # gradients (the autograd issue's kind of models): the gradient graph that `grad` writes,
     # on the GPU against the CPU, every parameter's gradient within float32's tolerance
     if [ "${GRADS:-1}" = 1 ]; then
@@ -131,7 +140,8 @@ if [[ " $steps " == *" ab "* ]]; then
     for spec in "resnet18 1 fp32 OX_CUDA_CONV=-col" "resnet50 1 fp32 OX_CUDA_CONV=-col" \
         "resnet18 1 fp16 OX_CUDA_CONV=-col" "mobilenet_v2 32 fp32 OX_CUDA_CONV=-col" \
         "bert_base 1 fp32 OX_CUDA_LT=0" "bert_base 32 fp32 OX_CUDA_LT=0" \
-        "bert_base 32 fp16 OX_CUDA_LT=0"; do
+        "bert_base 32 fp16 OX_CUDA_LT=0" "bert_base 1 fp32 OX_FUSE_ATTENTION=0" \
+        "bert_base 32 fp32 OX_FUSE_ATTENTION=0" "bert_base 32 fp16 OX_FUSE_ATTENTION=0"; do
         set -- $spec
         [ -f $work/$1.onnx ] || continue
         line="$1 b$2 $3, default vs $4:"

@@ -151,6 +151,7 @@ static const char *flop_op(const struct ox_node *n) {
         if (std && strcmp(n->op_type, ops[i]) == 0) return ops[i];
         if (own && fused[i] && strcmp(n->op_type, fused[i]) == 0) return ops[i];
     }
+    if (own && strcmp(n->op_type, "FusedAttention") == 0) return "MatMul"; /* two of them */
     return NULL;
 }
 
@@ -167,6 +168,15 @@ static bool node_flops(const struct ox_plan *p, const struct ox_node *n, const c
     const ox_tensor *b = n->n_inputs > 1 ? planned(p, n->inputs[1]) : NULL;
     const ox_tensor *y = n->n_outputs > 0 ? planned(p, n->outputs[0]) : NULL;
     if (!a || !b || !y) return false;
+    if (strcmp(n->op_type, "FusedAttention") == 0) { /* Q . KT, then P . V */
+        const ox_tensor *in[7] = {NULL};
+        for (int i = 0; i < n->n_inputs && i < 7; i++)
+            in[i] = n->inputs[i] >= 0 ? planned(p, n->inputs[i]) : NULL;
+        struct ox_fattn f;
+        if (ox_fattn_parse(n, in, &f) != OX_OK) return false;
+        *flops = 2.0 * (double)f.batch * (double)f.S * (double)f.T * (double)(f.Dk + f.Dv);
+        return true;
+    }
     double k;
     if (strcmp(op, "Conv") == 0 || strcmp(op, "ConvTranspose") == 0) {
         if (b->rank < 1) return false;

@@ -1142,3 +1142,281 @@ ox_status ox_attn_cpu_flex(struct ox_kernel_ctx *ctx, const struct ox_node *n,
         }
     return OX_OK;
 }
+
+/* ---- FusedAttention (ai.onnxexec; kernels/op.h, graph/optimize.c) ------------------------ */
+
+/* Per batch item: the scores in [S, T] rows (alpha Q . KT through BLAS), the mask added, a
+ * softmax per row, then Y = P . V through BLAS, reading Q, KT, V and writing Y in place
+ * through their strides; an operand BLAS cannot address is copied into rows first (the
+ * output: computed in rows, then scattered). float and double compute in their own type;
+ * float16 and bfloat16 are copied to float first and rounded where the graph's own nodes
+ * round (the scores, the masked scores, the probabilities, the output). Items run in
+ * parallel, each thread in its own part of the scratch. */
+enum { FA_SCORES, FA_PACK_Q, FA_PACK_K, FA_PACK_V, FA_PACK_Y, FA_PANELS, FA_N_PARTS };
+
+struct fattn_layout {
+    bool fast; /* float through the packed kernel (ox_sgemm_packed), else BLAS calls */
+    bool pack[OX_FATTN_N];
+    struct ox_gemm_desc g1, g2;
+    size_t part[FA_N_PARTS]; /* byte offsets in a thread's scratch */
+    size_t per_thread;       /* bytes, 64-aligned */
+    size_t shared;           /* bytes of float copies (float16/bfloat16), before the threads' */
+};
+
+static struct ox_mat rows_of(int64_t r, int64_t c) {
+    return (struct ox_mat){r, c, c, 1};
+}
+
+static ox_status fattn_layout(const struct ox_node *n, const ox_tensor *const *in,
+                              const struct ox_fattn *a, int n_threads, struct fattn_layout *l) {
+    memset(l, 0, sizeof *l);
+    static const int64_t one = 1;
+    const int64_t *r[OX_FATTN_N] = {&a->S, &a->Dk, &a->T, &one, &a->S};
+    const int64_t *c[OX_FATTN_N] = {&a->Dk, &a->T, &a->Dv, &one, &a->Dv};
+    struct ox_mat v[OX_FATTN_N];
+    l->fast = a->dtype == OX_FLOAT && ox_sgemm_is_fast();
+    for (int k = 0; k < OX_FATTN_N; k++) {
+        int64_t ld;
+        bool rm = true;
+        v[k] = a->m[k];
+        /* the packed kernel writes rows: an output without contiguous rows is scattered */
+        l->pack[k] = k != OX_FATTN_MASK &&
+                     (!ox_mat_blas(v[k], &ld, &rm) || (l->fast && k == OX_FATTN_Y && !rm));
+        if (l->pack[k]) v[k] = rows_of(*r[k], *c[k]);
+    }
+    struct ox_mat sc = rows_of(a->S, a->T);
+    if (!ox_gemm_describe(v[OX_FATTN_Q], v[OX_FATTN_K], sc, &l->g1) ||
+        !ox_gemm_describe(sc, v[OX_FATTN_V], v[OX_FATTN_Y], &l->g2) || a->S * a->T > INT_MAX)
+        return ox_node_err(n, OX_E_UNSUPPORTED, "sizes beyond the BLAS int range");
+    size_t es = a->dtype == OX_DOUBLE ? sizeof(double) : sizeof(float), at = 0;
+    int64_t panels = 0;
+    if (l->fast) {
+        panels = ox_sgemm_packed_a_floats(a->S, a->Dk);
+        if (ox_sgemm_packed_a_floats(a->S, a->T) > panels)
+            panels = ox_sgemm_packed_a_floats(a->S, a->T);
+    }
+    const int64_t prod[FA_N_PARTS][2] = {{a->S, a->T},  {a->S, a->Dk}, {a->Dk, a->T},
+                                         {a->T, a->Dv}, {a->S, a->Dv}, {panels, 1}};
+    const int which[FA_N_PARTS] = {-1, OX_FATTN_Q, OX_FATTN_K, OX_FATTN_V, OX_FATTN_Y, -1};
+    for (int p = 0; p < FA_N_PARTS; p++) {
+        l->part[p] = at;
+        size_t b = 0;
+        if ((which[p] < 0 || l->pack[which[p]]) &&
+            !(add_prod(&b, prod[p][0], prod[p][1], (int64_t)es, 1) && ox_add_size(at, b, &at) &&
+              ox_add_size(at, 63, &at)))
+            return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
+        at &= ~(size_t)63;
+    }
+    l->per_thread = at;
+    if (a->dtype == OX_FLOAT16 || a->dtype == OX_BFLOAT16) {
+        size_t e = 0;
+        for (int k = 0; k < 4; k++)
+            if (ox_in(n, in, k) && !add_prod(&e, ox_tensor_numel(in[k]), 1, 1, 1))
+                return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
+        int64_t ny = 1;
+        for (int i = 0; i < a->y_rank; i++) ny *= a->y_dims[i];
+        if (!add_prod(&e, ny, 1, 1, 1) || !ox_mul_size(e, sizeof(float), &l->shared) ||
+            !ox_add_size(l->shared, 63, &l->shared))
+            return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
+        l->shared &= ~(size_t)63;
+    }
+    size_t total;
+    if (!ox_mul_size(l->per_thread, (size_t)(n_threads > 0 ? n_threads : 1), &total) ||
+        !ox_add_size(total, l->shared, &total))
+        return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
+    return OX_OK;
+}
+
+ox_status ox_attn_infer_fused(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                              const ox_tensor *const *in, ox_tensor *const *out) {
+    struct ox_fattn a;
+    struct fattn_layout l;
+    ox_status s = ox_fattn_parse(n, in, &a);
+    if (s || (s = fattn_layout(n, in, &a, ctx->n_threads, &l))) return s;
+    ox_set_shape(out[0], a.dtype, a.y_rank, a.y_dims);
+    ctx->scratch_bytes =
+        l.shared + l.per_thread * (size_t)(ctx->n_threads > 0 ? ctx->n_threads : 1);
+    return OX_OK;
+}
+
+struct fattn_job {
+    const struct ox_fattn *a;
+    const struct fattn_layout *l;
+    bool dbl, narrow;
+    const char *src[4]; /* Q, KT, V, mask in the compute type */
+    char *y;            /* the output in the compute type */
+    double alpha;
+    char *scratch;
+    int64_t n_parts; /* threads whose scratch is there */
+};
+
+/* Copies between a strided view and rows (to_rows: view -> rows). */
+static void copy_view(bool dbl, struct ox_mat m, const char *from, char *to, bool to_rows) {
+    for (int64_t i = 0; i < m.rows; i++)
+        for (int64_t j = 0; j < m.cols; j++) {
+            int64_t v = i * m.rs + j * m.cs, r = i * m.cols + j;
+            int64_t s = to_rows ? v : r, d = to_rows ? r : v;
+            if (dbl)
+                ((double *)to)[d] = ((const double *)from)[s];
+            else
+                ((float *)to)[d] = ((const float *)from)[s];
+        }
+}
+
+static void zero_view(bool dbl, struct ox_mat m, char *to) {
+    for (int64_t i = 0; i < m.rows; i++)
+        for (int64_t j = 0; j < m.cols; j++) {
+            if (dbl)
+                ((double *)to)[i * m.rs + j * m.cs] = 0;
+            else
+                ((float *)to)[i * m.rs + j * m.cs] = 0;
+        }
+}
+
+static void blas_desc(bool dbl, const struct ox_gemm_desc *d, double alpha, const void *a,
+                      const void *b, void *c) {
+    const void *first = d->swap ? b : a, *second = d->swap ? a : b;
+    enum CBLAS_TRANSPOSE ta = d->ta ? CblasTrans : CblasNoTrans;
+    enum CBLAS_TRANSPOSE tb = d->tb ? CblasTrans : CblasNoTrans;
+    if (dbl)
+        cblas_dgemm(CblasColMajor, ta, tb, d->m, d->n, d->k, alpha, first, d->lda, second, d->ldb,
+                    0.0, c, d->ldc);
+    else
+        cblas_sgemm(CblasColMajor, ta, tb, d->m, d->n, d->k, (float)alpha, first, d->lda, second,
+                    d->ldb, 0.0f, c, d->ldc);
+}
+
+/* C (rows ldc apart) = A . B through the packed kernel; A and B BLAS-addressable views. */
+static void packed_gemm(struct ox_mat a, const float *A, struct ox_mat b, const float *B, float *C,
+                        int64_t ldc, float *panels) {
+    int64_t lda, ldb;
+    bool ra, rb;
+    ox_mat_blas(a, &lda, &ra);
+    ox_mat_blas(b, &ldb, &rb);
+    ox_sgemm_pack_a(A, lda, !ra, a.rows, a.cols, panels);
+    struct ox_gemm_b gb = {.pack = ox_gemm_b_pack_matrix, .data = B, .ld = ldb, .trans = !rb};
+    struct ox_epilogue ep = {.lo = -INFINITY, .hi = INFINITY};
+    ox_sgemm_packed(NULL, panels, a.rows, b.cols, a.cols, &gb, C, ldc, &ep, false);
+}
+
+static void fattn_item(const struct fattn_job *j, int64_t item, char *w) {
+    const struct ox_fattn *a = j->a;
+    const struct fattn_layout *l = j->l;
+    const size_t es = j->dbl ? sizeof(double) : sizeof(float);
+    const int64_t S = a->S, T = a->T;
+    int64_t off[OX_FATTN_N];
+    ox_fattn_offsets(a, item, off);
+    const char *op[3];
+    static const int part[3] = {FA_PACK_Q, FA_PACK_K, FA_PACK_V};
+    for (int k = 0; k < 3; k++) {
+        op[k] = j->src[k] + (size_t)off[k] * es;
+        if (l->pack[k]) {
+            copy_view(j->dbl, a->m[k], op[k], w + l->part[part[k]], true);
+            op[k] = w + l->part[part[k]];
+        }
+    }
+    char *sc = w + l->part[FA_SCORES];
+    char *y = l->pack[OX_FATTN_Y] ? w + l->part[FA_PACK_Y] : j->y + (size_t)off[OX_FATTN_Y] * es;
+    struct ox_mat ym = l->pack[OX_FATTN_Y] ? rows_of(S, a->Dv) : a->m[OX_FATTN_Y];
+    if (S == 0 || a->Dv == 0) return;
+    if (T == 0) { /* no keys: an empty softmax, nothing summed */
+        zero_view(j->dbl, ym, y);
+    } else {
+        float *panels = (float *)(w + l->part[FA_PANELS]);
+        struct ox_mat qm = l->pack[OX_FATTN_Q] ? rows_of(S, a->Dk) : a->m[OX_FATTN_Q];
+        struct ox_mat km = l->pack[OX_FATTN_K] ? rows_of(a->Dk, T) : a->m[OX_FATTN_K];
+        if (a->Dk == 0)
+            memset(sc, 0, (size_t)(S * T) * es);
+        else if (l->fast)
+            packed_gemm(qm, (const float *)op[0], km, (const float *)op[1], (float *)sc, T, panels);
+        else
+            blas_desc(j->dbl, &l->g1, j->alpha, op[0], op[1], sc);
+        const struct ox_mat *mm = &a->m[OX_FATTN_MASK];
+        const char *mask = a->has_mask ? j->src[3] + (size_t)off[OX_FATTN_MASK] * es : NULL;
+        const float alpha = l->fast ? (float)j->alpha : 1.0f; /* else in the BLAS call */
+        for (int64_t i = 0; i < S; i++) {
+            if (j->dbl) {
+                double *x = (double *)sc + i * T, mx = -INFINITY, sum = 0;
+                for (int64_t t = 0; t < T; t++) {
+                    if (mask) x[t] += ((const double *)mask)[i * mm->rs + t * mm->cs];
+                    mx = x[t] > mx ? x[t] : mx;
+                }
+                for (int64_t t = 0; t < T; t++) sum += x[t] = exp(x[t] - mx);
+                for (int64_t t = 0; t < T; t++) x[t] /= sum;
+                continue;
+            }
+            float *x = (float *)sc + i * T;
+            if (alpha != 1.0f)
+                for (int64_t t = 0; t < T; t++) x[t] *= alpha;
+            if (j->narrow)
+                for (int64_t t = 0; t < T; t++) x[t] = (float)rnd(a->dtype, x[t]);
+            if (mask)
+                for (int64_t t = 0; t < T; t++) {
+                    x[t] += ((const float *)mask)[i * mm->rs + t * mm->cs];
+                    if (j->narrow) x[t] = (float)rnd(a->dtype, x[t]);
+                }
+            ox_softmax_row(x, x, T);
+            if (j->narrow)
+                for (int64_t t = 0; t < T; t++) x[t] = (float)rnd(a->dtype, x[t]);
+        }
+        struct ox_mat vm = l->pack[OX_FATTN_V] ? rows_of(T, a->Dv) : a->m[OX_FATTN_V];
+        if (l->fast)
+            packed_gemm(rows_of(S, T), (const float *)sc, vm, (const float *)op[2], (float *)y,
+                        ym.rows > 1 ? ym.rs : a->Dv, panels);
+        else
+            blas_desc(j->dbl, &l->g2, 1.0, sc, op[2], y);
+    }
+    if (l->pack[OX_FATTN_Y])
+        copy_view(j->dbl, a->m[OX_FATTN_Y], y, j->y + (size_t)off[OX_FATTN_Y] * es, false);
+}
+
+static void fattn_piece(void *arg, int64_t b, int64_t e, int tid) {
+    const struct fattn_job *j = arg;
+    char *w = j->scratch + j->l->shared + (size_t)(tid < j->n_parts ? tid : 0) * j->l->per_thread;
+    for (int64_t i = b; i < e; i++) fattn_item(j, i, w);
+}
+
+ox_status ox_attn_cpu_fused(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                            const ox_tensor *const *in, ox_tensor *const *out) {
+    struct ox_fattn a;
+    struct fattn_layout l;
+    int threads = ctx->pool ? ox_pool_size(ctx->pool) : 1;
+    ox_status s = ox_fattn_parse(n, in, &a);
+    if (s || (s = fattn_layout(n, in, &a, 1, &l))) return s;
+    /* the threads whose scratch infer asked for; with fewer, the pool is not used */
+    if (l.shared + l.per_thread > ctx->scratch_bytes)
+        return ox_node_err(n, OX_E_INTERNAL, "scratch of %zu bytes is too small",
+                           ctx->scratch_bytes);
+    int64_t parts = (int64_t)((ctx->scratch_bytes - l.shared) / (l.per_thread ? l.per_thread : 1));
+    struct fattn_job j = {.a = &a,
+                          .l = &l,
+                          .dbl = a.dtype == OX_DOUBLE,
+                          .narrow = a.dtype == OX_FLOAT16 || a.dtype == OX_BFLOAT16,
+                          .alpha = ox_fattn_alpha(n, in, &a),
+                          .scratch = ctx->scratch,
+                          .n_parts = parts};
+    ox_tensor *Y = out[0];
+    int64_t ny = ox_tensor_numel(Y);
+    if (j.narrow) { /* float copies of the inputs, then of the output */
+        float *f = ctx->scratch;
+        for (int k = 0; k < 4; k++) {
+            const ox_tensor *t = ox_in(n, in, k);
+            if (!t) continue;
+            int64_t cnt = ox_tensor_numel(t);
+            for (int64_t i = 0; i < cnt; i++) f[i] = (float)ox_ld(t, i);
+            j.src[k] = (const char *)f;
+            f += cnt;
+        }
+        j.y = (char *)f;
+    } else {
+        for (int k = 0; k < 4; k++) j.src[k] = ox_in(n, in, k) ? ox_in(n, in, k)->data : NULL;
+        j.y = Y->data;
+    }
+    if (threads > 1 && parts >= threads && a.batch > 1)
+        ox_parallel_for(ctx->pool, a.batch, fattn_piece, &j);
+    else
+        fattn_piece(&j, 0, a.batch, 0);
+    if (j.narrow)
+        for (int64_t i = 0; i < ny; i++) ox_st(Y, i, ((const float *)j.y)[i]);
+    return OX_OK;
+}

@@ -39,9 +39,10 @@
 bool ox_sgemm_is_fast(void) {
 #ifdef HAVE_AVX512_PATH
     static int fast = -1;
-    if (fast < 0) {
+    if (fast < 0) { /* OX_SGEMM_PACKED=0: OpenBLAS everywhere, as CPUs without AVX-512 run */
+        const char *e = getenv("OX_SGEMM_PACKED");
         __builtin_cpu_init();
-        fast = __builtin_cpu_supports("avx512f") ? 1 : 0;
+        fast = __builtin_cpu_supports("avx512f") && !(e && !strcmp(e, "0")) ? 1 : 0;
     }
     return fast == 1;
 #else

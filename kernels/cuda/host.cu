@@ -112,4 +112,13 @@ int64_t ox_read_ints(const struct ox_node *n, const ox_tensor *t, int64_t *out, 
 ox_status ox_norm_axis(const struct ox_node *n, int64_t axis, int rank, int *out) {
     return H->norm_axis(n, axis, rank, out);
 }
+ox_status ox_fattn_parse(const struct ox_node *n, const ox_tensor *const *in, struct ox_fattn *a) {
+    return H->fattn_parse(n, in, a);
+}
+void ox_fattn_offsets(const struct ox_fattn *a, int64_t i, int64_t off[OX_FATTN_N]) {
+    H->fattn_offsets(a, i, off);
+}
+bool ox_gemm_describe(struct ox_mat a, struct ox_mat b, struct ox_mat c, struct ox_gemm_desc *d) {
+    return H->gemm_describe(a, b, c, d);
+}
 }

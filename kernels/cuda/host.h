@@ -19,7 +19,7 @@ extern "C" {
 
 struct ox_device;
 
-#define OX_CUDA_HOST_VERSION 1
+#define OX_CUDA_HOST_VERSION 2
 
 struct ox_cuda_host {
     int version; /* OX_CUDA_HOST_VERSION: the module refuses a core of another */
@@ -52,6 +52,12 @@ struct ox_cuda_host {
     uint16_t (*float_to_half)(float f);
     int64_t (*read_ints)(const struct ox_node *n, const ox_tensor *t, int64_t *out, int64_t max);
     ox_status (*norm_axis)(const struct ox_node *n, int64_t axis, int rank, int *out);
+    /* version 2: FusedAttention's views (kernels/attn_plan.c) */
+    ox_status (*fattn_parse)(const struct ox_node *n, const ox_tensor *const *in,
+                             struct ox_fattn *a);
+    void (*fattn_offsets)(const struct ox_fattn *a, int64_t i, int64_t *off);
+    bool (*gemm_describe)(struct ox_mat a, struct ox_mat b, struct ox_mat c,
+                          struct ox_gemm_desc *d);
 };
 
 /* The module's one export (found with dlsym): open GPU `index` for a session. */

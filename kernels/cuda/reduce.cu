@@ -905,6 +905,224 @@ ox_status ox_cu_red_softmax(struct ox_cuda_ctx *c, const struct ox_node *n,
     return ox_cu_launched(n->op_type);
 }
 
+/* ---- FusedAttention (ai.onnxexec; kernels/op.h) ---------------------------------------- */
+
+/* Three steps per run, every batch item at once:
+ * 1. scores = alpha Q . KT: one cublasGemmBatchedEx over pointer arrays, reading Q and KT in
+ *    place through the views kernels/attn_plan.c describes (the CPU kernel runs the same
+ *    descriptions through cblas), the scores [batch, S, T] in the workspace, in the element
+ *    type (float16 scores are rounded there, as the unfused graph's MatMul rounds them);
+ * 2. per row: + mask, softmax along T (float arithmetic), written in place;
+ * 3. Y = P . V: a second batched call writing Y in place through its view.
+ * The pointer arrays are filled on the device at each run (a small kernel from the element
+ * offsets prepare computed), since the workspace's address is known only then. Views BLAS
+ * cannot address, double and bfloat16, empty products and factors that are not constant
+ * go to the CPU. OX_CUDA_ATTENTION=0 sends every FusedAttention there (for A/B checks). */
+struct fattn_state {
+    ox_dtype dtype;
+    int64_t S, T, batch;
+    float alpha;
+    struct ox_gemm_desc g1, g2;
+    bool has_mask;
+    int64_t mrs, mcs;
+    int64_t *offs;       /* device: OX_FATTN_N arrays of `batch` element offsets */
+    size_t scores_bytes; /* workspace: the scores, then 6 arrays of `batch` pointers */
+};
+
+/* ptr[0..5][i]: g1's first and second operands, the scores, g2's first and second, Y. */
+__global__ void k_fattn_ptrs(const int64_t *offs, int64_t batch, const char *q, const char *k,
+                             const char *v, char *y, char *scores, int64_t st, int es, bool swap1,
+                             bool swap2, void **ptr) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < batch;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const char *qp = q + offs[OX_FATTN_Q * batch + i] * es;
+        const char *kp = k + offs[OX_FATTN_K * batch + i] * es;
+        const char *vp = v + offs[OX_FATTN_V * batch + i] * es;
+        char *sp = scores + i * st * es;
+        ptr[0 * batch + i] = (void *)(swap1 ? kp : qp);
+        ptr[1 * batch + i] = (void *)(swap1 ? qp : kp);
+        ptr[2 * batch + i] = sp;
+        ptr[3 * batch + i] = (void *)(swap2 ? vp : sp);
+        ptr[4 * batch + i] = (void *)(swap2 ? sp : vp);
+        ptr[5 * batch + i] = y + offs[OX_FATTN_Y * batch + i] * es;
+    }
+}
+
+/* Row r = (item i, query s) of x [batch * S, T]: x + mask, softmax, in place. */
+template <bool WARP, typename T>
+__global__ void __launch_bounds__(1024)
+    k_fattn_softmax(T *x, int64_t rows, int64_t S, int64_t T_len, const T *mask,
+                    const int64_t *moff, int64_t mrs, int64_t mcs) {
+    using G = group<WARP>;
+    for (int64_t r = G::first(); r < rows; r += G::step()) {
+        T *p = x + r * T_len;
+        const T *mr = mask ? mask + moff[r / S] + (r % S) * mrs : NULL;
+        float m = -INFINITY;
+        for (int64_t j = G::lane(); j < T_len; j += G::size()) {
+            float v = to_f(p[j]);
+            if (mr) {
+                v += to_f(mr[j * mcs]);
+                if (!std::is_same<T, float>::value) v = to_f(from_f<T>(v)); /* as Add rounds */
+                p[j] = from_f<T>(v);
+            }
+            m = fmaxf(m, v);
+        }
+        m = G::allreduce(m, max_f());
+        float sum = 0.0f;
+        for (int64_t j = G::lane(); j < T_len; j += G::size()) sum += expf(to_f(p[j]) - m);
+        sum = G::allreduce(sum, sum_f());
+        float inv = 1.0f / sum;
+        for (int64_t j = G::lane(); j < T_len; j += G::size())
+            p[j] = from_f<T>(expf(to_f(p[j]) - m) * inv);
+    }
+}
+
+static size_t align256(size_t n) {
+    return (n + 255) & ~(size_t)255;
+}
+
+ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                  const ox_tensor *const *in, ox_tensor *const *out,
+                                  unsigned const_inputs, void **state, size_t *workspace) {
+    (void)c;
+    const char *env = getenv("OX_CUDA_ATTENTION");
+    if (env && !strcmp(env, "0")) return OX_E_UNSUPPORTED;
+    struct ox_fattn a;
+    if (ox_fattn_parse(n, in, &a) != OX_OK) return OX_E_UNSUPPORTED; /* the CPU will say why */
+    if ((a.dtype != OX_FLOAT && a.dtype != OX_FLOAT16) || !out[0] || out[0]->dtype != a.dtype)
+        return OX_E_UNSUPPORTED;
+    if (a.S == 0 || a.T == 0 || a.Dk == 0 || a.Dv == 0 || a.batch == 0 || a.batch > INT_MAX ||
+        a.T > INT_MAX)
+        return OX_E_UNSUPPORTED;
+    struct ox_mat sc = {a.S, a.T, a.T, 1};
+    struct ox_gemm_desc g1, g2;
+    if (!ox_gemm_describe(a.m[OX_FATTN_Q], a.m[OX_FATTN_K], sc, &g1) ||
+        !ox_gemm_describe(sc, a.m[OX_FATTN_V], a.m[OX_FATTN_Y], &g2))
+        return OX_E_UNSUPPORTED;
+    /* the factors' values (constant for the plan's life) */
+    double alpha = a.scale;
+    for (int k = 4; k < 7; k++) {
+        const ox_tensor *f = ox_in(n, in, k);
+        if (!f) continue;
+        if (!(const_inputs & (1u << k)) || (f->dtype != OX_FLOAT && f->dtype != OX_FLOAT16))
+            return OX_E_UNSUPPORTED;
+        uint16_t h = 0;
+        float v = 0;
+        ox_status st =
+            ox_cu_check(cudaMemcpy(f->dtype == OX_FLOAT ? (void *)&v : (void *)&h, f->data,
+                                   ox_dtype_size(f->dtype), cudaMemcpyDeviceToHost),
+                        "FusedAttention factor");
+        if (st) return st;
+        alpha *= f->dtype == OX_FLOAT ? v : ox_half_to_float(h);
+    }
+    size_t es = ox_dtype_size(a.dtype);
+    if ((double)a.batch * (double)a.S * (double)a.T * (double)es > 1e18) return OX_E_UNSUPPORTED;
+    size_t scores = (size_t)a.batch * (size_t)(a.S * a.T) * es;
+    size_t ptrs = (size_t)a.batch * 6 * sizeof(void *);
+    size_t offs_bytes = (size_t)a.batch * OX_FATTN_N * sizeof(int64_t);
+    int64_t *host = (int64_t *)malloc(offs_bytes);
+    fattn_state *s = (fattn_state *)calloc(1, sizeof *s);
+    if (!host || !s) {
+        free(host);
+        free(s);
+        return ox_node_err(n, OX_E_NOMEM, "CUDA FusedAttention state");
+    }
+    for (int64_t i = 0; i < a.batch; i++) {
+        int64_t off[OX_FATTN_N];
+        ox_fattn_offsets(&a, i, off);
+        for (int k = 0; k < OX_FATTN_N; k++) host[k * a.batch + i] = off[k];
+    }
+    ox_status st = ox_cu_check(cudaMalloc((void **)&s->offs, offs_bytes), "cudaMalloc");
+    if (!st)
+        st = ox_cu_check(cudaMemcpy(s->offs, host, offs_bytes, cudaMemcpyHostToDevice),
+                         "cudaMemcpy");
+    free(host);
+    if (st) {
+        cudaFree(s->offs);
+        free(s);
+        return st;
+    }
+    s->dtype = a.dtype;
+    s->S = a.S, s->T = a.T, s->batch = a.batch;
+    s->alpha = (float)alpha;
+    s->g1 = g1, s->g2 = g2;
+    s->has_mask = a.has_mask;
+    s->mrs = a.m[OX_FATTN_MASK].rs, s->mcs = a.m[OX_FATTN_MASK].cs;
+    s->scores_bytes = align256(scores);
+    *workspace = s->scores_bytes + ptrs;
+    *state = s;
+    return OX_OK;
+}
+
+void ox_cu_red_release_fattn(void *state) {
+    fattn_state *s = (fattn_state *)state;
+    if (!s) return;
+    cudaFree(s->offs);
+    free(s);
+}
+
+template <typename T>
+static void launch_fattn_softmax(const fattn_state *s, int n_sms, cudaStream_t st, void *scores,
+                                 const void *mask, const int64_t *moff, int64_t rows) {
+    T *x = (T *)scores;
+    const T *m = (const T *)mask;
+    if (s->T <= WARP_ROW_MAX)
+        k_fattn_softmax<true, T>
+            <<<grid_of((rows + 7) / 8), 256, 0, st>>>(x, rows, s->S, s->T, m, moff, s->mrs, s->mcs);
+    else
+        k_fattn_softmax<false, T><<<grid_of(rows), row_block(rows, s->T, n_sms), 0, st>>>(
+            x, rows, s->S, s->T, m, moff, s->mrs, s->mcs);
+}
+
+static cublasOperation_t op_of(bool t) {
+    return t ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
+
+ox_status ox_cu_red_fattn(struct ox_cuda_ctx *c, const struct ox_node *n,
+                          const ox_tensor *const *in, ox_tensor *const *out) {
+    (void)n;
+    const fattn_state *s = (const fattn_state *)c->state;
+    const int64_t B = s->batch;
+    const bool f32 = s->dtype == OX_FLOAT;
+    const int es = f32 ? 4 : 2;
+    char *scores = (char *)c->workspace;
+    void **ptr = (void **)(scores + s->scores_bytes);
+    k_fattn_ptrs<<<ox_cu_blocks(B), 256, 0, c->stream>>>(
+        s->offs, B, (const char *)in[0]->data, (const char *)in[1]->data, (const char *)in[2]->data,
+        (char *)out[0]->data, scores, s->S * s->T, es, s->g1.swap, s->g2.swap, ptr);
+    ox_status st = ox_cu_launched("FusedAttention pointers");
+    if (st) return st;
+    cudaDataType_t t = f32 ? CUDA_R_32F : CUDA_R_16F;
+    cublasComputeType_t ct = f32 && c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    if ((st = ox_cu_blas_check(
+             cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+             "cublasSetMathMode")))
+        return st;
+    const struct ox_gemm_desc *g = &s->g1;
+    float alpha = s->alpha, one = 1.0f, zero = 0.0f;
+    st = ox_cu_blas_check(
+        cublasGemmBatchedEx(c->blas, op_of(g->ta), op_of(g->tb), g->m, g->n, g->k, &alpha,
+                            (const void *const *)ptr, t, g->lda, (const void *const *)(ptr + B), t,
+                            g->ldb, &zero, ptr + 2 * B, t, g->ldc, (int)B, ct, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmBatchedEx (FusedAttention scores)");
+    if (st) return st;
+    int64_t rows = B * s->S;
+    const void *mask = s->has_mask ? in[3]->data : NULL;
+    const int64_t *moff = s->offs + OX_FATTN_MASK * B;
+    if (f32)
+        launch_fattn_softmax<float>(s, sms_of(c), c->stream, scores, mask, moff, rows);
+    else
+        launch_fattn_softmax<__half>(s, sms_of(c), c->stream, scores, mask, moff, rows);
+    if ((st = ox_cu_launched("FusedAttention softmax"))) return st;
+    g = &s->g2;
+    return ox_cu_blas_check(cublasGemmBatchedEx(c->blas, op_of(g->ta), op_of(g->tb), g->m, g->n,
+                                                g->k, &one, (const void *const *)(ptr + 3 * B), t,
+                                                g->lda, (const void *const *)(ptr + 4 * B), t,
+                                                g->ldb, &zero, ptr + 5 * B, t, g->ldc, (int)B, ct,
+                                                CUBLAS_GEMM_DEFAULT),
+                            "cublasGemmBatchedEx (FusedAttention output)");
+}
+
 /* ---- LayerNormalization, InstanceNormalization, GroupNormalization ------------------- */
 
 /* Which scale (and bias) element goes with element j of row r:
