@@ -439,6 +439,61 @@ static int root_of(const struct ox_plan *p, int v) {
  * before the axis but ones) and is an arena value that only this Concat reads, the inputs
  * become views at their offsets in the output, their producers write there, and the Concat
  * step has nothing left to do. */
+/* Steps whose outputs no step reads at run time go: values read only by nodes folded when
+ * the plan was built (the Shape of a Slice whose source a FusedAttention reads directly, the
+ * Slice itself then computing nothing anyone uses). Graph outputs, their views' sources,
+ * dynamic and nondeterministic steps stay; so does everything in a graph with subgraphs
+ * (whose reads by name are not followed here). */
+static ox_status plan_drop_unread(struct ox_plan *p) {
+    const struct ox_graph *g = p->graph;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int a = 0; a < g->nodes[i].n_attrs; a++)
+            if (g->nodes[i].attrs[a].type == OX_ATTR_GRAPH ||
+                g->nodes[i].attrs[a].type == OX_ATTR_GRAPHS)
+                return OX_OK;
+    bool *needed = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof(bool));
+    bool *dead = calloc((size_t)(p->n_steps ? p->n_steps : 1), sizeof(bool));
+    if (!needed || !dead) {
+        free(needed);
+        free(dead);
+        return ox_err(OX_E_NOMEM, "out of memory planning");
+    }
+    for (int k = 0; k < g->n_outputs; k++)
+        for (int v = g->outputs[k]; v >= 0 && !needed[v];
+             v = p->slot[v] == OX_SLOT_VIEW ? p->alias[v] : -1)
+            needed[v] = true;
+    for (int s = p->n_steps - 1; s >= 0; s--) {
+        const struct ox_step *st = &p->steps[s];
+        const struct ox_node *n = &g->nodes[st->node];
+        bool live = st->is_dynamic || n->n_outputs == 0 || (n->op->flags & OX_OP_NONDETERMINISTIC);
+        for (int k = 0; k < n->n_outputs && !live; k++)
+            live = n->outputs[k] >= 0 && needed[n->outputs[k]];
+        dead[s] = !live;
+        for (int k = 0; k < n->n_inputs && live; k++)
+            for (int v = n->inputs[k]; v >= 0 && !needed[v];
+                 v = p->slot[v] == OX_SLOT_VIEW ? p->alias[v] : -1)
+                needed[v] = true;
+    }
+    int w = 0;
+    for (int s = 0; s < p->n_steps; s++) {
+        struct ox_step *st = &p->steps[s];
+        if (!dead[s]) {
+            p->steps[w++] = *st;
+            continue;
+        }
+        const struct ox_node *n = &g->nodes[st->node];
+        for (int k = 0; k < n->n_outputs; k++)
+            if (n->outputs[k] >= 0) p->slot[n->outputs[k]] = OX_SLOT_NONE;
+        free(st->in);
+        free(st->out);
+        free(st->prepared);
+    }
+    p->n_steps = w;
+    free(needed);
+    free(dead);
+    return OX_OK;
+}
+
 static ox_status plan_concat_in_place(struct ox_plan *p) {
     const struct ox_graph *g = p->graph;
     int *uses = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof(int));
@@ -774,6 +829,7 @@ static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *in
             goto fail;
         }
 
+    if ((st = plan_drop_unread(p))) goto fail;
     if ((st = plan_concat_in_place(p))) goto fail;
     if (cpu_only && (st = plan_fuse_pw_dw(p))) goto fail;
     /* lifetimes over the schedule: first write to last read (of the memory: a view's writes

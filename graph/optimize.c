@@ -21,11 +21,15 @@
  *   Where the model's opset is older than the op, the node is onnxexec's twin of it (domain
  *   ai.onnxexec), so that the graph can still be written at the model's own opset.
  * - Attention: MatMul(Q', KT') [-> scale factors] [-> Add(mask)] -> Softmax(axis -1) ->
- *   MatMul(., V'), where Q', KT' and V' may each come through one Transpose (and Q', KT'
- *   through factors of one element), and the product may feed one Transpose, becomes one
- *   ai.onnxexec FusedAttention node (kernels/op.h) that reads the Transposes' inputs through
- *   strides. Constant factors fold into its "scale"; others (torch's scale computed from
- *   Shape) stay inputs, when they provably hold one element. OX_FUSE_ATTENTION=0: not done.
+ *   MatMul(., V'), where Q', KT' and V' may each come through view ops (Transpose, Reshape,
+ *   Squeeze, Unsqueeze, Gather of one index, Slice; their shapes and parameters constant or
+ *   known when a plan is built) and Q', KT' through factors of one element, and the product
+ *   may feed one Transpose, becomes one ai.onnxexec FusedAttention node (kernels/op.h) that
+ *   reads the view ops' sources through "view programs" (strides where they are strided).
+ *   Constant factors fold into its "scale"; others (torch's scale computed from Shape) stay
+ *   inputs, when they provably hold one element. View ops go when nothing else reads them
+ *   (or, read only by a Shape, when the plan folds that Shape). OX_FUSE_ATTENTION=0: not
+ *   done.
  * - Nodes whose outputs nothing reads (and that have no side effects: every op here) are
  *   removed; so are initializers that nothing reads any more.
  *
@@ -568,12 +572,20 @@ static struct ox_node *producer_once(struct opt *o, int v) {
 
 /* What FusedAttention takes in place of the pieces: the operands' sources, factors and
  * perms, and the nodes that go. */
+#define ATTN_PROG_MAX   96 /* ints of one view program */
+#define ATTN_SHAPES_MAX 16
+
 struct attn_match {
     struct ox_node *chain[16];
     int n_chain;
     double scale;
-    int dyn[3];                    /* dynamic factors on Q, KT, the scores (-1: none) */
-    const struct ox_attr *perm[4]; /* absorbed Transposes' perms: Q, KT, V, Y */
+    int dyn[3];                     /* dynamic factors on Q, KT, the scores (-1: none) */
+    const struct ox_attr *perm_y;   /* a Transpose of the product, absorbed */
+    int64_t prog[3][ATTN_PROG_MAX]; /* view programs of Q, KT, V (kernels/op.h) */
+    int prog_len[3];
+    int shapes[ATTN_SHAPES_MAX]; /* int tensors the programs read (Reshape shapes, Slice
+                                  * parameters): inputs from slot OX_FATTN_SHAPES */
+    int n_shapes;
 };
 
 /* n is Mul(v, f), Mul(f, v) or Div(v, f) with f one element (a constant: its value goes
@@ -600,8 +612,151 @@ static bool take_factor(struct opt *o, struct attn_match *m, const struct ox_nod
     return true;
 }
 
-/* Back from v through factors (into `slot`) and one Transpose (into perm[which]); the value
- * the fused node reads. */
+/* Whether v's value is known when a plan is built (shapes then known): constants, Shape-like
+ * ops, and deterministic ops of such values (the Concat(Unsqueeze(Gather(Shape))) that
+ * exporters compute Reshape targets with). *budget bounds the walk. */
+static bool foldable(struct opt *o, int v, int *budget) {
+    const struct ox_graph *g = o->g;
+    if (v < 0 || --*budget < 0) return false;
+    if (const_of(o, v)) return true;
+    int p = g->values[v].producer;
+    if (ox_graph_is_input(g, v) || p < 0 || o->dead[p]) return false;
+    const struct ox_node *n = &g->nodes[p];
+    if (!n->op || (n->op->flags & OX_OP_NONDETERMINISTIC)) return false;
+    for (int a = 0; a < n->n_attrs; a++)
+        if (n->attrs[a].type == OX_ATTR_GRAPH || n->attrs[a].type == OX_ATTR_GRAPHS) return false;
+    if (n->op->flags & OX_OP_SHAPE_ONLY) return true;
+    for (int k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] >= 0 && !foldable(o, n->inputs[k], budget)) return false;
+    return true;
+}
+
+/* Constant int64/int32 values of v (at most max), or -1. */
+static int const_ints(struct opt *o, int v, int64_t *out, int max) {
+    const ox_tensor *t = v >= 0 ? const_of(o, v) : NULL;
+    if (!t || t->kind != OX_IO_TENSOR || (t->dtype != OX_INT64 && t->dtype != OX_INT32) ||
+        t->rank > 1)
+        return -1;
+    int64_t c = ox_tensor_numel(t);
+    if (c > max) return -1;
+    for (int64_t i = 0; i < c; i++)
+        out[i] =
+            t->dtype == OX_INT64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
+    return (int)c;
+}
+
+/* Node n (reading the value on its way to an operand) as one view op: its ints in op[] (the
+ * count returned; 0: not a view op, -1: Identity, nothing to add). */
+static int view_op(struct opt *o, struct attn_match *m, const struct ox_node *n, int64_t *op) {
+    int64_t v[OX_MAX_RANK * 3];
+    int c;
+    if (n->domain[0] || n->n_outputs != 1 || n->n_inputs < 1) return 0;
+    if (is_op(n, "Identity")) return -1;
+    if (is_op(n, "Transpose")) {
+        const struct ox_attr *p = ox_node_attr(n, "perm");
+        if (!p || p->type != OX_ATTR_INTS || p->n < 1 || p->n > OX_MAX_RANK) return 0;
+        op[0] = OX_VIEW_TRANSPOSE, op[1] = p->n;
+        memcpy(op + 2, p->ints, sizeof(int64_t) * (size_t)p->n);
+        return 2 + p->n;
+    }
+    if (is_op(n, "Reshape")) {
+        int budget = 256;
+        if (n->opset < 5 || n->n_inputs != 2 || m->n_shapes == ATTN_SHAPES_MAX ||
+            !foldable(o, n->inputs[1], &budget))
+            return 0;
+        int slot = -1;
+        for (int i = 0; i < m->n_shapes && slot < 0; i++)
+            if (m->shapes[i] == n->inputs[1]) slot = i;
+        if (slot < 0) m->shapes[slot = m->n_shapes++] = n->inputs[1];
+        op[0] = OX_VIEW_RESHAPE, op[1] = OX_FATTN_SHAPES + slot;
+        op[2] = ox_attr_int(n, "allowzero", 0);
+        return 3;
+    }
+    if (is_op(n, "Squeeze") || is_op(n, "Unsqueeze")) {
+        bool sq = is_op(n, "Squeeze");
+        if (n->opset < 13) {
+            const struct ox_attr *a = ox_node_attr(n, "axes");
+            if (a && (a->type != OX_ATTR_INTS || a->n > OX_MAX_RANK)) return 0;
+            c = a ? a->n : 0;
+            if (c) memcpy(v, a->ints, sizeof(int64_t) * (size_t)c);
+        } else {
+            c = n->n_inputs > 1 && n->inputs[1] >= 0 ? const_ints(o, n->inputs[1], v, OX_MAX_RANK)
+                                                     : 0;
+        }
+        if (c < 0 || (!sq && c == 0)) return 0;
+        op[0] = sq ? OX_VIEW_SQUEEZE : OX_VIEW_UNSQUEEZE, op[1] = c;
+        memcpy(op + 2, v, sizeof(int64_t) * (size_t)c);
+        return 2 + c;
+    }
+    if (is_op(n, "Gather")) {
+        const ox_tensor *ix = n->n_inputs == 2 ? const_of(o, n->inputs[1]) : NULL;
+        if (!ix || ix->rank > 1 || const_ints(o, n->inputs[1], v, 1) != 1) return 0;
+        op[0] = OX_VIEW_GATHER, op[1] = ox_attr_int(n, "axis", 0), op[2] = v[0];
+        op[3] = ix->rank == 1;
+        return 4;
+    }
+    if (is_op(n, "Slice")) { /* starts, ends, axes, steps: inputs known at plan time */
+        int budget = 256, slots[4] = {-1, -1, -1, -1}, taken = m->n_shapes;
+        if (n->opset < 10 || n->n_inputs < 3 || n->n_inputs > 5) return 0;
+        for (int k = 1; k < n->n_inputs; k++) {
+            int v = n->inputs[k];
+            if (v < 0) continue;
+            if (!foldable(o, v, &budget)) break;
+            int slot = -1;
+            for (int i = 0; i < m->n_shapes && slot < 0; i++)
+                if (m->shapes[i] == v) slot = i;
+            if (slot < 0 && m->n_shapes < ATTN_SHAPES_MAX) m->shapes[slot = m->n_shapes++] = v;
+            if (slot < 0) break;
+            slots[k - 1] = OX_FATTN_SHAPES + slot;
+        }
+        if (slots[0] < 0 || slots[1] < 0 ||
+            (n->n_inputs > 3 && n->inputs[3] >= 0 && slots[2] < 0) ||
+            (n->n_inputs > 4 && n->inputs[4] >= 0 && slots[3] < 0)) {
+            m->n_shapes = taken;
+            return 0;
+        }
+        op[0] = OX_VIEW_SLICE;
+        memcpy(op + 1, (int64_t[]){slots[0], slots[1], slots[2], slots[3]}, sizeof(int64_t) * 4);
+        return 5;
+    }
+    return 0;
+}
+
+/* Back from v through view ops (which move no arithmetic: the fused node reads their source
+ * through the program; they go when nothing else reads them). The source. */
+static int peel_view(struct opt *o, struct attn_match *m, int v, int which) {
+    int64_t ops[OX_VIEW_MAX_OPS][2 + 3 * OX_MAX_RANK];
+    int lens[OX_VIEW_MAX_OPS], n_ops = 0, total = 0;
+    struct attn_match keep = *m;
+    for (int guard = 0; guard < 2 * OX_VIEW_MAX_OPS && n_ops < OX_VIEW_MAX_OPS; guard++) {
+        int p = v >= 0 ? o->g->values[v].producer : -1;
+        if (p < 0 || o->dead[p]) break;
+        const struct ox_node *n = &o->g->nodes[p];
+        int taken = m->n_shapes, len = view_op(o, m, n, ops[n_ops]);
+        if (len == 0 || total + len > ATTN_PROG_MAX) {
+            m->n_shapes = taken;
+            break;
+        }
+        v = n->inputs[0];
+        if (len < 0) continue; /* Identity */
+        lens[n_ops++] = len;
+        total += len;
+    }
+    if (!n_ops) {
+        *m = keep; /* no shape slots taken */
+        return v;
+    }
+    int at = 0;
+    for (int i = n_ops - 1; i >= 0; i--) { /* from the source toward the operand */
+        memcpy(m->prog[which] + at, ops[i], sizeof(int64_t) * (size_t)lens[i]);
+        at += lens[i];
+    }
+    m->prog_len[which] = at;
+    return v;
+}
+
+/* Back from v through factors (into `slot`), then view ops (into prog[which]); the value the
+ * fused node reads. */
 static int peel_operand(struct opt *o, struct attn_match *m, int v, int slot, int which) {
     for (int k = 0; k < 2 && slot >= 0 && m->n_chain < 14; k++) {
         struct ox_node *p = producer_once(o, v);
@@ -618,29 +773,22 @@ static int peel_operand(struct opt *o, struct attn_match *m, int v, int slot, in
         m->chain[m->n_chain++] = p;
         v = in;
     }
-    struct ox_node *t = producer_once(o, v);
-    const struct ox_attr *perm = t && is_op(t, "Transpose") ? ox_node_attr(t, "perm") : NULL;
-    if (perm && perm->type == OX_ATTR_INTS && perm->n >= 2 && perm->n <= OX_MAX_RANK) {
-        m->perm[which] = perm;
-        m->chain[m->n_chain++] = t;
-        v = t->inputs[0];
-    }
-    return v;
+    return peel_view(o, m, v, which);
 }
 
-static ox_status add_perm(struct ox_graph *g, struct ox_attr *at, const char *name,
-                          const struct ox_attr *perm) {
-    int64_t *p = ox_graph_alloc(g, sizeof(int64_t) * (size_t)perm->n);
+static ox_status add_ints(struct ox_graph *g, struct ox_attr *at, const char *name,
+                          const int64_t *v, int n) {
+    int64_t *p = ox_graph_alloc(g, sizeof(int64_t) * (size_t)(n ? n : 1));
     if (!p) return ox_err(OX_E_NOMEM, "out of memory fusing attention");
-    memcpy(p, perm->ints, sizeof(int64_t) * (size_t)perm->n);
-    *at = (struct ox_attr){.name = name, .type = OX_ATTR_INTS, .n = perm->n, .ints = p};
+    memcpy(p, v, sizeof(int64_t) * (size_t)n);
+    *at = (struct ox_attr){.name = name, .type = OX_ATTR_INTS, .n = n, .ints = p};
     return OX_OK;
 }
 
 /* MatMul(Q', KT') [-> factors] [-> Add(mask)] -> Softmax(axis -1) -> MatMul(., V'), where
- * Q' and KT' are Q and KT through factors and a Transpose each, V' is V through a
- * Transpose, and the product may feed one Transpose: one FusedAttention node. Every piece
- * but the sources must be read only by the next. */
+ * Q' and KT' are Q and KT through factors then view ops, V' is V through view ops, and the
+ * product may feed one Transpose: one FusedAttention node. Every piece but the view ops and
+ * the sources must be read only by the next (view ops go when nothing else reads them). */
 static ox_status fold_attention(struct opt *o, struct ox_node *sm) {
     struct ox_graph *g = o->g;
     if (!is_op(sm, "Softmax") || sm->n_inputs != 1 || sm->n_outputs != 1) return OX_OK;
@@ -693,22 +841,29 @@ static ox_status fold_attention(struct opt *o, struct ox_node *sm) {
     struct ox_node *last = mm2, *ty = only_reader(o, mm2->outputs[0]);
     const struct ox_attr *py = ty && is_op(ty, "Transpose") ? ox_node_attr(ty, "perm") : NULL;
     if (py && py->type == OX_ATTR_INTS && py->n >= 2 && py->n <= OX_MAX_RANK) {
-        m.perm[3] = py;
+        m.perm_y = py;
         m.chain[m.n_chain++] = mm2;
         last = ty;
     }
-    /* inputs: Q, KT, V, mask, then the dynamic factors; trailing absent ones dropped */
-    int ins_all[7] = {q, k, vv, mask, m.dyn[0], m.dyn[1], m.dyn[2]}, n_ins = 7;
+    /* inputs: Q, KT, V, mask, the dynamic factors, the views' Reshape shapes; trailing
+     * absent ones dropped */
+    int ins_all[OX_FATTN_SHAPES + ATTN_SHAPES_MAX] = {q, k, vv, mask, m.dyn[0], m.dyn[1], m.dyn[2]};
+    int n_ins = OX_FATTN_SHAPES + m.n_shapes;
+    for (int i = 0; i < m.n_shapes; i++) ins_all[OX_FATTN_SHAPES + i] = m.shapes[i];
     while (n_ins > 3 && ins_all[n_ins - 1] < 0) n_ins--;
     int *ins = ox_graph_alloc(g, sizeof(int) * (size_t)n_ins);
     struct ox_attr *attrs = ox_graph_alloc(g, sizeof *attrs * 5);
     if (!ins || !attrs) return ox_err(OX_E_NOMEM, "out of memory fusing attention");
     memcpy(ins, ins_all, sizeof(int) * (size_t)n_ins);
     int n_attrs = 0;
-    static const char *const perm_names[] = {"perm_q", "perm_k", "perm_v", "perm_y"};
-    for (int i = 0; i < 4; i++) {
-        if (!m.perm[i]) continue;
-        ox_status st = add_perm(g, &attrs[n_attrs++], perm_names[i], m.perm[i]);
+    static const char *const prog_names[] = {"view_q", "view_k", "view_v"};
+    for (int i = 0; i < 3; i++) {
+        if (!m.prog_len[i]) continue;
+        ox_status st = add_ints(g, &attrs[n_attrs++], prog_names[i], m.prog[i], m.prog_len[i]);
+        if (st) return st;
+    }
+    if (m.perm_y) {
+        ox_status st = add_ints(g, &attrs[n_attrs++], "perm_y", m.perm_y->ints, m.perm_y->n);
         if (st) return st;
     }
     attrs[n_attrs++] =

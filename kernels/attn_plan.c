@@ -98,17 +98,333 @@ static ox_status read_perm(const struct ox_node *n, const char *name, int rank, 
     return OX_OK;
 }
 
-/* Dims and strides of Transpose(t, perm) as a view of t. */
-static ox_status operand(const struct ox_node *n, const ox_tensor *t, const char *what,
-                         const char *perm, int64_t *dims, int64_t *st, int *rank) {
+/* ---- views: the input through Transpose, Reshape, Squeeze, Unsqueeze, Gather, Slice ---- */
+
+static int64_t numel_of(int rank, const int64_t *d) {
+    int64_t c = 1;
+    for (int i = 0; i < rank; i++) c *= d[i];
+    return c;
+}
+
+int64_t ox_view_axis_offset(const struct ox_view_axis *a, int64_t i) {
+    int64_t off = 0;
+    for (int k = a->n - 1; k >= 0; k--) {
+        int64_t d = a->dims[k];
+        off += (d ? i % d : 0) * a->strides[k];
+        i = d ? i / d : 0;
+    }
+    return off;
+}
+
+static void axis_simple(struct ox_view_axis *a, int64_t d, int64_t s) {
+    a->n = d == 1 ? 0 : 1;
+    a->dims[0] = d, a->strides[0] = s;
+}
+
+/* The axes of dims nd over the sub-axes of ax (rank axes): each new dim takes whole sub-axes
+ * or splits one, in row-major order; neighbours that stay contiguous merge. False when a
+ * new dim would cut a sub-axis across (no affine view), or needs too many sub-axes. */
+static bool reshape_axes(int rank, const struct ox_view_axis *ax, int nrank, const int64_t *nd,
+                         struct ox_view_axis *out) {
+    int64_t ld[OX_MAX_RANK * OX_VIEW_SUB], ls[OX_MAX_RANK * OX_VIEW_SUB];
+    int nl = 0, at = 0;
+    for (int i = 0; i < rank; i++)
+        for (int k = 0; k < ax[i].n; k++)
+            if (ax[i].dims[k] != 1) ld[nl] = ax[i].dims[k], ls[nl] = ax[i].strides[k], nl++;
+    for (int j = 0; j < nrank; j++) {
+        int64_t rem = nd[j], cd[OX_MAX_RANK * OX_VIEW_SUB], cs[OX_MAX_RANK * OX_VIEW_SUB];
+        int nc = 0;
+        while (rem > 1) {
+            if (at >= nl) return false;
+            int64_t d = ld[at], s = ls[at];
+            if (rem % d == 0) {
+                cd[nc] = d, cs[nc] = s, nc++, at++;
+                rem /= d;
+            } else if (d % rem == 0) {
+                cd[nc] = rem, cs[nc] = s * (d / rem), nc++;
+                ld[at] = d / rem;
+                rem = 1;
+            } else {
+                return false;
+            }
+        }
+        int m = 0;
+        for (int c = 0; c < nc; c++) {
+            if (m > 0 && cs[m - 1] == cd[c] * cs[c])
+                cd[m - 1] *= cd[c], cs[m - 1] = cs[c];
+            else
+                cd[m] = cd[c], cs[m] = cs[c], m++;
+        }
+        if (m > OX_VIEW_SUB) return false;
+        out[j].n = m;
+        for (int c = 0; c < m; c++) out[j].dims[c] = cd[c], out[j].strides[c] = cs[c];
+    }
+    return at == nl;
+}
+
+/* A Reshape's dims from its shape tensor, as the Reshape op computes them. */
+static ox_status reshape_dims(const struct ox_node *n, const ox_tensor *shape, bool allowzero,
+                              int rank_in, const int64_t *din, int *rank_out, int64_t *dout) {
+    if (!shape || !shape->data || shape->dtype != OX_INT64 || shape->rank != 1)
+        return ox_node_err(n, OX_E_INVALID, "a view's Reshape has no int64 shape at plan time");
+    int64_t cnt = shape->dims[0], prod = 1, total = numel_of(rank_in, din);
+    if (cnt > OX_MAX_RANK)
+        return ox_node_err(n, OX_E_SHAPE, "a view's Reshape asks for rank %lld", (long long)cnt);
+    int neg = -1;
+    for (int i = 0; i < cnt; i++) {
+        int64_t v = ((const int64_t *)shape->data)[i];
+        if (v == 0 && !allowzero) {
+            if (i >= rank_in)
+                return ox_node_err(n, OX_E_SHAPE,
+                                   "a view's Reshape copies dim %d of a rank-%d "
+                                   "tensor",
+                                   i, rank_in);
+            v = din[i];
+        }
+        if (v == -1 && neg < 0) {
+            neg = i;
+            continue;
+        }
+        if (v < 0) return ox_node_err(n, OX_E_SHAPE, "a view's Reshape has dim %lld", (long long)v);
+        dout[i] = v;
+        prod *= v;
+    }
+    if (neg >= 0) {
+        if (prod == 0 || total % prod)
+            return ox_node_err(n, OX_E_SHAPE, "a view's Reshape cannot infer its -1 dim");
+        dout[neg] = total / prod;
+    } else if (prod != total) {
+        return ox_node_err(n, OX_E_SHAPE, "a view's Reshape to %lld elements from %lld",
+                           (long long)prod, (long long)total);
+    }
+    *rank_out = (int)cnt;
+    return OX_OK;
+}
+
+static ox_status bad_view(const struct ox_node *n, const char *name, const char *why) {
+    return ox_node_err(n, OX_E_INVALID, "view %s: %s", name, why);
+}
+
+/* The view `name` (a program, kernels/op.h) of input t. */
+static ox_status view_build(const struct ox_node *n, const ox_tensor *const *in, const char *name,
+                            const ox_tensor *t, struct ox_view *v) {
+    memset(v, 0, sizeof *v);
+    int rank = t->rank;
+    int64_t dims[OX_MAX_RANK], st[OX_MAX_RANK], base = 0;
+    struct ox_view_axis ax[OX_MAX_RANK];
+    memcpy(dims, t->dims, sizeof(int64_t) * (size_t)rank);
+    natural(rank, dims, st);
+    for (int i = 0; i < rank; i++) axis_simple(&ax[i], dims[i], st[i]);
+    v->src_rank = rank;
+    memcpy(v->src_dims, dims, sizeof(int64_t) * (size_t)rank);
+    bool affine = true;
+    const int64_t *pg;
+    int len = ox_attr_ints(n, name, &pg);
+    for (int at = 0; at < len;) {
+        if (v->n_stages == OX_VIEW_MAX_OPS) return bad_view(n, name, "too many ops");
+        struct ox_view_stage *sg = &v->st[v->n_stages++];
+        sg->op = (int)pg[at];
+        sg->rank_in = rank;
+        memcpy(sg->dims_in, dims, sizeof dims);
+        int64_t nd[OX_MAX_RANK];
+        struct ox_view_axis na[OX_MAX_RANK];
+        int nr = rank, k = at + 1 < len ? (int)pg[at + 1] : -1;
+        switch (sg->op) {
+        case OX_VIEW_TRANSPOSE: {
+            if (k != rank || at + 2 + k > len) return bad_view(n, name, "a perm of the wrong rank");
+            bool seen[OX_MAX_RANK] = {false};
+            for (int i = 0; i < k; i++) {
+                int64_t q = pg[at + 2 + i];
+                if (q < 0 || q >= rank || seen[q]) return bad_view(n, name, "not a permutation");
+                seen[q] = true;
+                sg->p[i] = q, nd[i] = dims[q], na[i] = ax[q];
+            }
+            at += 2 + k;
+            break;
+        }
+        case OX_VIEW_RESHAPE: {
+            if (at + 3 > len) return bad_view(n, name, "a truncated Reshape");
+            ox_status s = reshape_dims(n, k >= 0 ? ox_in(n, in, k) : NULL, pg[at + 2] != 0, rank,
+                                       dims, &nr, nd);
+            if (s) return s;
+            if (numel_of(rank, dims) == 0) { /* nothing is read */
+                int64_t ns[OX_MAX_RANK];
+                natural(nr, nd, ns);
+                for (int i = 0; i < nr; i++) axis_simple(&na[i], nd[i], ns[i]);
+            } else if (affine) {
+                affine = reshape_axes(rank, ax, nr, nd, na);
+            }
+            at += 3;
+            break;
+        }
+        case OX_VIEW_GATHER: {
+            if (at + 4 > len) return bad_view(n, name, "a truncated Gather");
+            int64_t axis = pg[at + 1], idx = pg[at + 2], keep = pg[at + 3];
+            if (axis < 0) axis += rank;
+            if (axis < 0 || axis >= rank) return bad_view(n, name, "a Gather axis out of range");
+            if (idx < 0) idx += dims[axis];
+            if (idx < 0 || idx >= dims[axis])
+                return ox_node_err(n, OX_E_SHAPE, "view %s: Gather index %lld of a dim of %lld",
+                                   name, (long long)pg[at + 2], (long long)dims[axis]);
+            sg->p[0] = axis, sg->p[1] = idx, sg->p[2] = keep != 0;
+            if (affine) base += ox_view_axis_offset(&ax[axis], idx);
+            nr = 0;
+            for (int i = 0; i < rank; i++) {
+                if (i == axis && !keep) continue;
+                nd[nr] = i == axis ? 1 : dims[i];
+                na[nr] = ax[i];
+                if (i == axis) na[nr].n = 0;
+                nr++;
+            }
+            at += 4;
+            break;
+        }
+        case OX_VIEW_SQUEEZE:
+        case OX_VIEW_UNSQUEEZE: {
+            bool sq = sg->op == OX_VIEW_SQUEEZE;
+            if (k < 0 || at + 2 + k > len) return bad_view(n, name, "truncated axes");
+            nr = sq ? (k ? rank - k : rank) : rank + k;
+            if (nr < 0 || nr > OX_MAX_RANK) return bad_view(n, name, "a rank out of range");
+            bool mark[OX_MAX_RANK] = {false};
+            for (int i = 0; i < k; i++) {
+                int64_t ax = pg[at + 2 + i], r = sq ? rank : nr;
+                if (ax < 0) ax += r;
+                if (ax < 0 || ax >= r || mark[ax]) return bad_view(n, name, "an axis out of range");
+                if (sq && dims[ax] != 1)
+                    return ox_node_err(n, OX_E_SHAPE, "view %s: Squeeze of a dim of %lld", name,
+                                       (long long)dims[ax]);
+                mark[ax] = true;
+            }
+            if (sq) {
+                nr = 0;
+                for (int i = 0; i < rank; i++)
+                    if (!(k ? mark[i] : dims[i] == 1)) nd[nr] = dims[i], na[nr] = ax[i], nr++;
+            } else {
+                for (int i = 0, j = 0; i < nr; i++) {
+                    if (mark[i])
+                        nd[i] = 1, na[i].n = 0;
+                    else
+                        nd[i] = dims[j], na[i] = ax[j], j++;
+                }
+            }
+            at += 2 + k;
+            break;
+        }
+        case OX_VIEW_SLICE: {
+            if (at + 5 > len) return bad_view(n, name, "a truncated Slice");
+            int64_t par[4][OX_MAX_RANK];
+            int cnt[4] = {-1, -1, -1, -1};
+            for (int i = 0; i < 4; i++) {
+                const ox_tensor *t = pg[at + 1 + i] >= 0 ? ox_in(n, in, (int)pg[at + 1 + i]) : NULL;
+                if (!t) continue;
+                if (!t->data || t->rank != 1 || t->dims[0] > OX_MAX_RANK ||
+                    (t->dtype != OX_INT64 && t->dtype != OX_INT32))
+                    return bad_view(n, name, "a Slice parameter not known at plan time");
+                cnt[i] = (int)t->dims[0];
+                for (int j = 0; j < cnt[i]; j++)
+                    par[i][j] = t->dtype == OX_INT64 ? ((const int64_t *)t->data)[j]
+                                                     : ((const int32_t *)t->data)[j];
+            }
+            if (cnt[0] < 0 || cnt[1] != cnt[0] || (cnt[2] >= 0 && cnt[2] != cnt[0]) ||
+                (cnt[3] >= 0 && cnt[3] != cnt[0]))
+                return bad_view(n, name, "Slice parameters of different lengths");
+            memcpy(nd, dims, sizeof dims);
+            memcpy(na, ax, sizeof ax);
+            for (int i = 0; i < rank; i++) sg->p[i] = 0, sg->q[i] = 1;
+            for (int i = 0; i < cnt[0]; i++) {
+                int64_t x = cnt[2] >= 0 ? par[2][i] : i, b = par[0][i], e = par[1][i];
+                int64_t step = cnt[3] >= 0 ? par[3][i] : 1;
+                if (x < 0) x += rank;
+                if (x < 0 || x >= rank) return bad_view(n, name, "a Slice axis out of range");
+                if (step == 0 || step == INT64_MIN)
+                    return bad_view(n, name, "a Slice step of 0 or -2^63");
+                int64_t d = dims[x], c;
+                if (b < 0) b += d;
+                if (e < 0) e += d;
+                if (step > 0) {
+                    b = b < 0 ? 0 : b > d ? d : b;
+                    e = e < 0 ? 0 : e > d ? d : e;
+                    c = e > b ? 1 + (e - b - 1) / step : 0;
+                } else {
+                    b = b < 0 ? 0 : b > d - 1 ? d - 1 : b;
+                    e = e < -1 ? -1 : e > d - 1 ? d - 1 : e;
+                    c = b > e ? 1 + (b - e - 1) / -step : 0;
+                }
+                sg->p[x] = b, sg->q[x] = step;
+                nd[x] = c;
+                struct ox_view_axis *a = &na[x];
+                if (!affine || (c == d && step == 1)) continue; /* all of it */
+                if (a->n > 1) {
+                    affine = false; /* part of a merged dim */
+                    continue;
+                }
+                int64_t s0 = a->n ? a->strides[0] : 0;
+                if (c) base += b * s0;
+                axis_simple(a, c, s0 * step);
+            }
+            at += 5;
+            break;
+        }
+        default: return bad_view(n, name, "an unknown op");
+        }
+        rank = nr;
+        memcpy(dims, nd, sizeof(int64_t) * (size_t)nr);
+        memcpy(ax, na, sizeof(struct ox_view_axis) * (size_t)nr);
+    }
+    v->rank = rank;
+    memcpy(v->dims, dims, sizeof(int64_t) * (size_t)rank);
+    memcpy(v->ax, ax, sizeof(struct ox_view_axis) * (size_t)rank);
+    v->base = base;
+    v->affine = affine;
+    return OX_OK;
+}
+
+int64_t ox_view_source(const struct ox_view *v, const int64_t *idx) {
+    int64_t cur[OX_MAX_RANK], prev[OX_MAX_RANK];
+    int rank = v->rank;
+    const int64_t *dims = v->dims;
+    memcpy(cur, idx, sizeof(int64_t) * (size_t)rank);
+    for (int s = v->n_stages - 1; s >= 0; s--) {
+        const struct ox_view_stage *sg = &v->st[s];
+        int ri = sg->rank_in;
+        switch (sg->op) {
+        case OX_VIEW_TRANSPOSE:
+            for (int i = 0; i < rank; i++) prev[sg->p[i]] = cur[i];
+            break;
+        case OX_VIEW_GATHER:
+            for (int i = 0, j = 0; i < ri; i++)
+                prev[i] = i == sg->p[0] ? (j += sg->p[2] != 0, sg->p[1]) : cur[j++];
+            break;
+        case OX_VIEW_SLICE:
+            for (int i = 0; i < ri; i++) prev[i] = sg->p[i] + cur[i] * sg->q[i];
+            break;
+        default: { /* Reshape, Squeeze, Unsqueeze: the same row-major order */
+            int64_t lin = 0;
+            for (int i = 0; i < rank; i++) lin = lin * dims[i] + cur[i];
+            for (int i = ri - 1; i >= 0; i--) {
+                int64_t d = sg->dims_in[i];
+                prev[i] = d ? lin % d : 0;
+                lin = d ? lin / d : 0;
+            }
+        }
+        }
+        rank = ri;
+        dims = sg->dims_in;
+        memcpy(cur, prev, sizeof(int64_t) * (size_t)rank);
+    }
+    int64_t off = 0;
+    for (int i = 0; i < rank; i++) off = off * v->src_dims[i] + cur[i];
+    return off;
+}
+
+/* Dims and strides of the operand input t makes through its view program. */
+static ox_status operand(const struct ox_node *n, const ox_tensor *const *in, int k,
+                         const char *what, const char *prog, struct ox_view *v) {
+    const ox_tensor *t = ox_in(n, in, k);
     if (!t) return ox_node_err(n, OX_E_INVALID, "missing input %s", what);
-    if (t->rank < 2) return shape_err(n, what, t, "rank 2 or more");
-    int64_t nat[OX_MAX_RANK], p[OX_MAX_RANK];
-    ox_status s = read_perm(n, perm, t->rank, p);
+    ox_status s = view_build(n, in, prog, t, v);
     if (s) return s;
-    natural(t->rank, t->dims, nat);
-    for (int i = 0; i < t->rank; i++) dims[i] = t->dims[p[i]], st[i] = nat[p[i]];
-    *rank = t->rank;
+    if (v->rank < 2) return shape_err(n, what, t, "a view of rank 2 or more");
     return OX_OK;
 }
 
@@ -119,13 +435,19 @@ static bool is_float_type(ox_dtype dt) {
 ox_status ox_fattn_parse(const struct ox_node *n, const ox_tensor *const *in, struct ox_fattn *a) {
     memset(a, 0, sizeof *a);
     static const char *names[] = {"Q", "KT", "V", "mask"},
-                      *perms[] = {"perm_q", "perm_k", "perm_v"};
-    int64_t dims[4][OX_MAX_RANK], st[4][OX_MAX_RANK];
+                      *progs[] = {"view_q", "view_k", "view_v"};
+    int64_t dims[4][OX_MAX_RANK];
+    struct ox_view_axis axs[4][OX_MAX_RANK];
     int rank[4] = {0};
     ox_status s;
-    for (int k = 0; k < 3; k++)
-        if ((s = operand(n, ox_in(n, in, k), names[k], perms[k], dims[k], st[k], &rank[k])))
-            return s;
+    for (int k = 0; k < 3; k++) {
+        struct ox_view *v = &a->view[k];
+        if ((s = operand(n, in, k, names[k], progs[k], v))) return s;
+        rank[k] = v->rank;
+        memcpy(dims[k], v->dims, sizeof(int64_t) * (size_t)v->rank);
+        memcpy(axs[k], v->ax, sizeof(struct ox_view_axis) * (size_t)v->rank);
+        a->base[k] = v->base;
+    }
     const ox_tensor *q = in[0];
     a->dtype = q->dtype;
     if (!is_float_type(a->dtype))
@@ -153,7 +475,7 @@ ox_status ox_fattn_parse(const struct ox_node *n, const ox_tensor *const *in, st
         natural(m->rank, m->dims, nat);
         for (int i = 0; i < rank[3]; i++) {
             dims[3][i] = i < pad ? 1 : m->dims[i - pad];
-            st[3][i] = i < pad ? 0 : nat[i - pad];
+            axis_simple(&axs[3][i], dims[3][i], i < pad ? 0 : nat[i - pad]);
         }
         int64_t ms = dims[3][rank[3] - 2], mt = dims[3][rank[3] - 1];
         if ((ms != 1 && ms != a->S) || (mt != 1 && mt != a->T))
@@ -183,11 +505,18 @@ ox_status ox_fattn_parse(const struct ox_node *n, const ox_tensor *const *in, st
     for (int k = 0; k < n_ops; k++) {
         int off = a->brank - (rank[k] - 2);
         for (int x = 0; x < a->brank; x++)
-            a->bstr[k][x] = x >= off && dims[k][x - off] != 1 ? st[k][x - off] : 0;
+            if (x >= off && dims[k][x - off] != 1)
+                a->bax[k][x] = axs[k][x - off];
+            else
+                a->bax[k][x].n = 0;
         int r = rank[k];
-        a->m[k] =
-            (struct ox_mat){dims[k][r - 2], dims[k][r - 1], dims[k][r - 2] == 1 ? 0 : st[k][r - 2],
-                            dims[k][r - 1] == 1 ? 0 : st[k][r - 1]};
+        const struct ox_view_axis *ra = &axs[k][r - 2], *ca = &axs[k][r - 1];
+        a->m[k] = (struct ox_mat){dims[k][r - 2], dims[k][r - 1], ra->n ? ra->strides[0] : 0,
+                                  ca->n ? ca->strides[0] : 0};
+        if (k < 3)
+            a->how[k] = !a->view[k].affine       ? OX_FATTN_STAGES
+                        : ra->n > 1 || ca->n > 1 ? OX_FATTN_AXES
+                                                 : OX_FATTN_STRIDED;
     }
     if (m) /* the mask's matrix is the scores' S x T, broadcast where its dims are 1 */
         a->m[OX_FATTN_MASK].rows = a->S, a->m[OX_FATTN_MASK].cols = a->T;
@@ -202,7 +531,7 @@ ox_status ox_fattn_parse(const struct ox_node *n, const ox_tensor *const *in, st
     for (int i = 0; i < yr; i++) a->y_dims[i] = yl[p[i]];
     natural(yr, a->y_dims, ost);
     for (int i = 0; i < yr; i++) lst[p[i]] = ost[i];
-    for (int x = 0; x < a->brank; x++) a->bstr[OX_FATTN_Y][x] = a->bdims[x] == 1 ? 0 : lst[x];
+    for (int x = 0; x < a->brank; x++) axis_simple(&a->bax[OX_FATTN_Y][x], a->bdims[x], lst[x]);
     a->m[OX_FATTN_Y] = (struct ox_mat){a->S, a->Dv, lst[yr - 2], lst[yr - 1]};
     /* the factors: one element each, of a rank the operand they scale already has */
     static const char *fnames[] = {"Q's factor", "KT's factor", "the scores' factor"};
@@ -219,11 +548,11 @@ ox_status ox_fattn_parse(const struct ox_node *n, const ox_tensor *const *in, st
 }
 
 void ox_fattn_offsets(const struct ox_fattn *a, int64_t i, int64_t off[OX_FATTN_N]) {
-    for (int k = 0; k < OX_FATTN_N; k++) off[k] = 0;
+    for (int k = 0; k < OX_FATTN_N; k++) off[k] = a->base[k];
     for (int x = a->brank - 1; x >= 0; x--) {
         int64_t d = a->bdims[x], c = d ? i % d : 0;
         i = d ? i / d : 0;
-        for (int k = 0; k < OX_FATTN_N; k++) off[k] += c * a->bstr[k][x];
+        for (int k = 0; k < OX_FATTN_N; k++) off[k] += ox_view_axis_offset(&a->bax[k][x], c);
     }
 }
 

@@ -314,16 +314,56 @@ void ox_erf_floats(const float *x, float *y, int64_t n);
 
 /* ---- FusedAttention (ai.onnxexec; graph/optimize.c, kernels/attn_plan.c) -------------------
  *
- *     Y = Transpose(Softmax(alpha * Q . KT + mask) . V, perm_y),
- *     Q = Transpose(in[0], perm_q), KT = Transpose(in[1], perm_k), V = Transpose(in[2], perm_v)
+ *     Y = Transpose(Softmax(alpha * Q . KT + mask) . V, perm_y)
  *
- * Q [..., S, Dk], KT [..., Dk, T], V [..., T, Dv]; the batch dims ("...") of Q, KT, V and
- * the optional mask in[3] (broadcast onto [..., S, T] without growing S or T) broadcast as
- * MatMul's and Add's do. alpha is the attribute "scale" (default 1) times the one-element
- * inputs 4, 5 and 6 where present (factors the exported graph put on Q, KT and the scores).
- * A missing perm is the identity. Softmax runs along T; a row that is -inf everywhere gives
- * NaN, as Softmax does. Both products read the inputs and write the output in place through
- * strides (no transposed copies) wherever BLAS can express the view. */
+ * Q [..., S, Dk], KT [..., Dk, T], V [..., T, Dv] are inputs 0, 1, 2 seen through the view
+ * programs "view_q", "view_k", "view_v" (the Transpose, Reshape, Squeeze, Unsqueeze, Gather
+ * and Slice nodes the exporter put between a projection and the product, OX_VIEW_* below);
+ * the batch dims ("...") of Q, KT, V and the optional mask in[3] (broadcast onto
+ * [..., S, T] without growing S or T) broadcast as MatMul's and Add's do. alpha is the
+ * attribute "scale" (default 1) times the one-element inputs 4, 5 and 6 where present
+ * (factors the graph put on Q, KT and the scores); from input 7 on, the int tensors the
+ * views read (Reshape shapes, Slice starts, ends, axes and steps), known at plan time.
+ * Softmax runs along T; a row that is -inf everywhere gives NaN, as Softmax does. Both
+ * products read the inputs and write the output in place through strides (no copies)
+ * wherever a view is strided and BLAS can address it; other operands are gathered. */
+/* View programs: ints, op after op from the input toward the operand. */
+enum {
+    OX_VIEW_TRANSPOSE = 1, /* n, perm[n] */
+    OX_VIEW_RESHAPE = 2,   /* input slot of the shape, allowzero */
+    OX_VIEW_GATHER = 3,    /* axis, index, keep (1: indices of shape [1] keep the axis) */
+    OX_VIEW_SQUEEZE = 4,   /* n, axes[n] (n 0: every axis of size 1) */
+    OX_VIEW_UNSQUEEZE = 5, /* n, axes[n] (of the output) */
+    OX_VIEW_SLICE = 6,     /* input slots of starts, ends, axes, steps (-1: absent) */
+};
+#define OX_VIEW_MAX_OPS 8
+struct ox_view_stage { /* one op, with the dims it reads and its parameters per input axis */
+    int op, rank_in;
+    int64_t dims_in[OX_MAX_RANK];
+    int64_t p[OX_MAX_RANK]; /* Transpose: perm; Slice: start; Gather: axis, index, keep */
+    int64_t q[OX_MAX_RANK]; /* Slice: step */
+};
+/* One dim of a view as row-major sub-axes of the input: index i, written in the digits of
+ * dims[], reads sum digit_k * strides[k] (n 0: a dim of 1). A dim made by merging dims that
+ * a Transpose had parted has several (the [S, B*H, D] view of a [S, B, 3E] projection). */
+#define OX_VIEW_SUB 4
+struct ox_view_axis {
+    int n;
+    int64_t dims[OX_VIEW_SUB], strides[OX_VIEW_SUB];
+};
+int64_t ox_view_axis_offset(const struct ox_view_axis *a, int64_t i);
+struct ox_view {
+    int n_stages, src_rank, rank;
+    struct ox_view_stage st[OX_VIEW_MAX_OPS];
+    int64_t src_dims[OX_MAX_RANK], dims[OX_MAX_RANK];
+    /* affine: element (i...) at base + sum ox_view_axis_offset(&ax[k], i_k); else (a
+     * Reshape cut across sub-axes, a Slice of a merged dim) through the stages */
+    bool affine;
+    int64_t base;
+    struct ox_view_axis ax[OX_MAX_RANK];
+};
+/* The input element that element idx (a multi-index of v->dims) of the view reads. */
+int64_t ox_view_source(const struct ox_view *v, const int64_t *idx);
 struct ox_mat { /* a strided matrix: element (i, j) at i * rs + j * cs elements */
     int64_t rows, cols, rs, cs;
 };
@@ -341,14 +381,23 @@ bool ox_mat_blas(struct ox_mat a, int64_t *ld, bool *row_major);
 bool ox_gemm_describe(struct ox_mat a, struct ox_mat b, struct ox_mat c, struct ox_gemm_desc *d);
 
 enum { OX_FATTN_Q, OX_FATTN_K, OX_FATTN_V, OX_FATTN_MASK, OX_FATTN_Y, OX_FATTN_N };
+#define OX_FATTN_SHAPES 7 /* the first input slot of the views' int tensors */
+enum { OX_FATTN_STRIDED, OX_FATTN_AXES, OX_FATTN_STAGES };
 struct ox_fattn {
     ox_dtype dtype;
     int64_t S, T, Dk, Dv;
     int brank; /* batch dims of the product (the output's before perm_y) */
     int64_t bdims[OX_MAX_RANK], batch;
-    /* per operand (OX_FATTN_*): its matrix view and its batch strides (0: broadcast) */
+    /* per operand (OX_FATTN_*): its batch axes as the product's batch dims see them (n 0:
+     * broadcast), the offset of its first element, and its matrix, a strided view where
+     * how[k] is OX_FATTN_STRIDED (the mask and Y always). Q, KT, V: their views of inputs
+     * 0-2; OX_FATTN_AXES: a merged matrix dim (gathered through the axes), OX_FATTN_STAGES:
+     * not affine (gathered through ox_view_source; bax and base unused). */
     struct ox_mat m[OX_FATTN_N];
-    int64_t bstr[OX_FATTN_N][OX_MAX_RANK];
+    struct ox_view_axis bax[OX_FATTN_N][OX_MAX_RANK];
+    int64_t base[OX_FATTN_N];
+    int how[3];
+    struct ox_view view[3];
     bool has_mask;
     double scale; /* the attribute; ox_fattn_alpha multiplies in the inputs */
     int y_rank;   /* the output's dims (perm_y applied) */

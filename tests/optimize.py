@@ -73,10 +73,14 @@ def mm(a, b):
 
 class Case:
     def __init__(self, name, nodes, inputs, outputs, inits=None, expect=None, oracle=None,
-                 opset=13, dtype=F32, note="", threads=None, one_step=None, env=None):
+                 opset=13, dtype=F32, note="", threads=None, one_step=None, env=None,
+                 run_ops=None):
         self.name, self.nodes, self.inputs, self.outputs = name, nodes, inputs, outputs
         self.threads = threads  # --threads of the runs (None: onnxexec's default)
         self.env = env or {}    # extra environment of the runs (e.g. OX_SGEMM_PACKED=0)
+        # op -> the steps of that op a run of the optimized model times (the rest folded,
+        # views, or dropped as unread), checked with bench --profile
+        self.run_ops = run_ops
         # (first, second): node names the CPU plan must run as one step (True) or apart
         self.one_step = one_step
         self.inits = inits or {}
@@ -847,6 +851,127 @@ def cases():
     out.append(mha113_case("opset11", 10, 2, 3, 8))
     out.append(mha113_case("float16", 10, 2, 3, 8, np.float16))
 
+    def shape_nodes(src, pre, consts):
+        # [Shape(src)[0], consts...] as exporters compute Reshape targets from the input's
+        # shape (known only when a plan is built)
+        return [helper.make_node("Shape", [src], [pre + "_sh"]),
+                helper.make_node("Gather", [pre + "_sh", "i0"], [pre + "_d0"], axis=0),
+                helper.make_node("Unsqueeze", [pre + "_d0", "ax0"], [pre + "_d0u"]),
+                helper.make_node("Concat", [pre + "_d0u", consts], [pre + "_shape"], axis=0)]
+
+    def torch2_mha_case(name, S, B, H, D, mask=False):
+        # torch 2.x's nn.MultiheadAttention through its TorchScript exporter: the packed
+        # projection unflattened, Unsqueeze, Transpose, Squeeze, Gather 0/1/2 into q, k, v;
+        # each viewed [S, B*H, D] (the target computed from Shape), Transpose(1, 0, 2), viewed
+        # [B, H, S, D]; scaled_dot_product_attention's symbolic; permute(2, 0, 1, 3), view
+        r = np.random.default_rng(274)
+        E = H * D
+        x = rnd(r, (S, B, 3 * E))
+        inits = {"unfl": c64([S, B, 3, E]), "ax0": c64([0]), "axm2": c64([-2]),
+                 "i0": np.array(0, np.int64), "i1": np.array(1, np.int64),
+                 "i2": np.array(2, np.int64), "bhd": c64([B * H, D]), "bhsd": c64([B, H, S, D]),
+                 "oshp": c64([S * B, E]), "st": c64([-1]), "en": c64([np.iinfo(np.int64).max]),
+                 "one": np.array([1.0], np.float32)}
+        nodes = [helper.make_node("Reshape", ["X", "unfl"], ["u"]),
+                 helper.make_node("Unsqueeze", ["u", "ax0"], ["u1"]),
+                 helper.make_node("Transpose", ["u1"], ["u2"], perm=[3, 1, 2, 0, 4]),
+                 helper.make_node("Squeeze", ["u2", "axm2"], ["u3"])]
+        for t, idx in (("q", "i0"), ("k", "i1"), ("v", "i2")):
+            nodes += [helper.make_node("Gather", ["u3", idx], [t], axis=0)]
+            nodes += shape_nodes(t, t, "bhd")
+            nodes += [helper.make_node("Reshape", [t, t + "_shape"], [t + "3"]),
+                      helper.make_node("Transpose", [t + "3"], [t + "_t"], perm=[1, 0, 2]),
+                      helper.make_node("Reshape", [t + "_t", "bhsd"], [t + "4"])]
+        nodes += [helper.make_node("Shape", ["q4"], ["sh"]),
+                  helper.make_node("Slice", ["sh", "st", "en"], ["last"]),
+                  helper.make_node("Cast", ["last"], ["lf"], to=F32),
+                  helper.make_node("Sqrt", ["lf"], ["sq"]),
+                  helper.make_node("Div", ["one", "sq"], ["sc"]),
+                  helper.make_node("Sqrt", ["sc"], ["u_"]),
+                  helper.make_node("Transpose", ["k4"], ["kt"], perm=[0, 1, 3, 2]),
+                  helper.make_node("Mul", ["q4", "u_"], ["qs"]),
+                  helper.make_node("Mul", ["kt", "u_"], ["kts"]),
+                  helper.make_node("MatMul", ["qs", "kts"], ["s"])]
+        ins, m = {"X": x}, None
+        sm_in = "s"
+        if mask:
+            m = np.triu(np.full((S, S), -np.inf, np.float32), 1)  # causal
+            ins["M"] = m
+            nodes.append(helper.make_node("Add", ["s", "M"], ["s2"]))
+            sm_in = "s2"
+        nodes += [helper.make_node("Softmax", [sm_in], ["p"], axis=-1),
+                  helper.make_node("MatMul", ["p", "v4"], ["o"]),
+                  helper.make_node("Transpose", ["o"], ["o2"], perm=[2, 0, 1, 3]),
+                  helper.make_node("Reshape", ["o2", "oshp"], ["Y"])]
+        qkv = x.reshape(S, B, 3, E)
+        heads = [qkv[:, :, i].reshape(S, B * H, D).transpose(1, 0, 2).reshape(B, H, S, D)
+                 for i in range(3)]
+        y = sdpa_ref(heads[0], np.swapaxes(heads[1], -1, -2), heads[2], m, 1.0 / np.sqrt(D))
+        y = y.transpose(2, 0, 1, 3).reshape(S * B, E)
+        return Case("27_attention_torch2_mha_" + name, nodes, ins, ["Y"], inits,
+                    {FA: 1, "MatMul": 0, "Softmax": 0, "Mul": 0}, {"Y": y}, opset=17,
+                    run_ops={"FusedAttention": 1})
+
+    out.append(torch2_mha_case("nomask", 7, 2, 3, 8))
+    out.append(torch2_mha_case("causal", 9, 3, 2, 16, mask=True))
+
+    # torch 1.13's packed projection: q, k, v as Slices of it whose ends are computed from
+    # Shape (known at plan time); the views read the projection in place
+    r = np.random.default_rng(275)
+    S, B, H, D = 6, 2, 3, 4
+    E = H * D
+    x = rnd(r, (S, B, 3 * E))
+    inits = {"shp": c64([S, B * H, D]), "oshp": c64([S, B, E]), "c": np.array(2.0, np.float32),
+             "ax2": c64([2]), "i2": np.array(2, np.int64), "three": np.array(3, np.int64),
+             "z": c64([0]), "ax0": c64([0])}
+    nodes = [helper.make_node("Shape", ["X"], ["xs"]),
+             helper.make_node("Gather", ["xs", "i2"], ["w3"], axis=0),
+             helper.make_node("Div", ["w3", "three"], ["w"]),
+             helper.make_node("Unsqueeze", ["w", "ax0"], ["wu"]),
+             helper.make_node("Add", ["wu", "wu"], ["w2u"]),
+             helper.make_node("Add", ["w2u", "wu"], ["w3u"])]
+    for t, a, b in (("q", "z", "wu"), ("k", "wu", "w2u"), ("v", "w2u", "w3u")):
+        nodes += [helper.make_node("Slice", ["X", a, b, "ax2"], [t + "s"]),
+                  helper.make_node("Reshape", [t + "s", "shp"], [t + "3"])]
+    nodes += [helper.make_node("Transpose", ["q3"], ["qt"], perm=[1, 0, 2]),
+              helper.make_node("Div", ["qt", "c"], ["q"]),
+              helper.make_node("Transpose", ["k3"], ["kt"], perm=[1, 2, 0]),
+              helper.make_node("MatMul", ["q", "kt"], ["s"]),
+              helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+              helper.make_node("Transpose", ["v3"], ["v"], perm=[1, 0, 2]),
+              helper.make_node("MatMul", ["p", "v"], ["o"]),
+              helper.make_node("Transpose", ["o"], ["o2"], perm=[1, 0, 2]),
+              helper.make_node("Reshape", ["o2", "oshp"], ["Y"])]
+    qs, ks, vs = (x[:, :, i * E:(i + 1) * E].reshape(S, B * H, D) for i in range(3))
+    y = sdpa_ref(qs.transpose(1, 0, 2) / 2.0, ks.transpose(1, 2, 0),
+                 vs.transpose(1, 0, 2)).transpose(1, 0, 2).reshape(S, B, E)
+    out.append(Case("27_attention_mha113_packed_slices", nodes, {"X": x}, ["Y"], inits,
+                    {FA: 1, "Transpose": 0, "MatMul": 0, "Softmax": 0},
+                    {"Y": y}, opset=13, run_ops={"FusedAttention": 1}))
+
+    # views that are not one strided matrix per item, gathered: a Reshape that cuts across
+    # what a Transpose parted (through the stages), and a matrix dim merged from two that a
+    # Transpose parted (through the merged dim's sub-axes)
+    r = np.random.default_rng(276)
+    xq, kt, v = rnd(r, (2, 4, 6)), rnd(r, (2, 6, 5)), rnd(r, (2, 5, 3))
+    nodes = [helper.make_node("Transpose", ["Xq"], ["xt"], perm=[0, 2, 1]),
+             helper.make_node("Reshape", ["xt", "shp"], ["q"]),
+             helper.make_node("MatMul", ["q", "KT"], ["s"]),
+             helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+             helper.make_node("MatMul", ["p", "V"], ["Y"])]
+    q = xq.transpose(0, 2, 1).reshape(2, 4, 6)
+    for tag, env in (("packed", None), ("openblas", {"OX_SGEMM_PACKED": "0"})):
+        out.append(Case("27_attention_view_stages_" + tag, nodes,
+                        {"Xq": xq, "KT": kt, "V": v}, ["Y"], {"shp": c64([2, 4, 6])},
+                        {FA: 1, "Transpose": 0, "Reshape": 0, "MatMul": 0},
+                        {"Y": sdpa_ref(q, kt, v)}, env=env))
+    xq, kt, v = rnd(r, (3, 2, 4)), rnd(r, (4, 5)), rnd(r, (5, 3))
+    q = xq.transpose(1, 0, 2).reshape(6, 4)
+    nodes = [helper.make_node("Transpose", ["Xq"], ["xt"], perm=[1, 0, 2])] + nodes[1:]
+    out.append(Case("27_attention_view_merged_rows", nodes, {"Xq": xq, "KT": kt, "V": v}, ["Y"],
+                    {"shp": c64([6, 4])}, {FA: 1, "Transpose": 0, "Reshape": 0, "MatMul": 0},
+                    {"Y": sdpa_ref(q, kt, v)}))
+
     def sdpa_case(name, B, H, S, T, D, Dv, dt=np.float32, kv_heads=None, mask_shape=None,
                   env=None):
         # torch 2.x's symbolic for scaled_dot_product_attention: scale = 1 / sqrt(Q's last
@@ -1028,16 +1153,22 @@ def run(exe, model, inputs, outdir, optimize, threads=None, env=None, device=Non
                                                             r.stdout, r.stderr))
 
 
-def profiled_nodes(exe, model, threads):
-    """The nodes `onnxexec bench --profile` times: a step that runs two nodes as one shows
-    as its first node only."""
+def profiled_steps(exe, model, threads):
+    """(node, op) of the steps `onnxexec bench --profile` times."""
     cmd = [exe, "bench", model, "--runs", "1", "--warmup", "0", "--profile", "--json"]
     if threads:
         cmd += ["--threads", str(threads)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         raise RuntimeError("%s failed (exit %d): %s" % (" ".join(cmd), r.returncode, r.stderr))
-    return {q["node"] for q in json.loads(r.stdout.strip().splitlines()[-1])["profile"]["nodes_ms"]}
+    return [(q["node"], q["op"])
+            for q in json.loads(r.stdout.strip().splitlines()[-1])["profile"]["nodes_ms"]]
+
+
+def profiled_nodes(exe, model, threads):
+    """The nodes `onnxexec bench --profile` times: a step that runs two nodes as one shows
+    as its first node only."""
+    return {n for n, _ in profiled_steps(exe, model, threads)}
 
 
 def op_counts(exe, model):
@@ -1106,6 +1237,12 @@ def check(exe, case, work, device=None):
         if counts.get(op, 0) != want:
             problems.append("optimized graph has %d %s, expected %d (ops: %s)" % (
                 counts.get(op, 0), op, want, counts))
+    if case.run_ops is not None and not device:
+        ran = {}
+        for _, op in profiled_steps(exe, model, case.threads):
+            ran[op] = ran.get(op, 0) + 1
+        if ran != case.run_ops:
+            problems.append("a run times steps %s, expected %s" % (ran, case.run_ops))
     if case.one_step and not device:
         first, second, together = case.one_step
         timed = profiled_nodes(exe, model, case.threads)

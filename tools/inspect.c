@@ -169,8 +169,9 @@ static bool node_flops(const struct ox_plan *p, const struct ox_node *n, const c
     const ox_tensor *y = n->n_outputs > 0 ? planned(p, n->outputs[0]) : NULL;
     if (!a || !b || !y) return false;
     if (strcmp(n->op_type, "FusedAttention") == 0) { /* Q . KT, then P . V */
-        const ox_tensor *in[7] = {NULL};
-        for (int i = 0; i < n->n_inputs && i < 7; i++)
+        const ox_tensor *in[32] = {NULL};
+        if (n->n_inputs > 32) return false;
+        for (int i = 0; i < n->n_inputs; i++)
             in[i] = n->inputs[i] >= 0 ? planned(p, n->inputs[i]) : NULL;
         struct ox_fattn f;
         if (ox_fattn_parse(n, in, &f) != OX_OK) return false;

@@ -1181,7 +1181,8 @@ static ox_status fattn_layout(const struct ox_node *n, const ox_tensor *const *i
         v[k] = a->m[k];
         /* the packed kernel writes rows: an output without contiguous rows is scattered */
         l->pack[k] = k != OX_FATTN_MASK &&
-                     (!ox_mat_blas(v[k], &ld, &rm) || (l->fast && k == OX_FATTN_Y && !rm));
+                     ((k < 3 && a->how[k] != OX_FATTN_STRIDED) || !ox_mat_blas(v[k], &ld, &rm) ||
+                      (l->fast && k == OX_FATTN_Y && !rm));
         if (l->pack[k]) v[k] = rows_of(*r[k], *c[k]);
     }
     struct ox_mat sc = rows_of(a->S, a->T);
@@ -1263,6 +1264,34 @@ static void copy_view(bool dbl, struct ox_mat m, const char *from, char *to, boo
         }
 }
 
+/* Rows of operand k's matrix for batch item `item` (whose batch offset is `at`), element
+ * by element: through the view's axes where a matrix dim is merged (OX_FATTN_AXES), else
+ * through its stages (OX_FATTN_STAGES). */
+static void gather_rows(const struct fattn_job *j, int k, int64_t item, int64_t at, char *to) {
+    const struct ox_fattn *a = j->a;
+    const struct ox_view *v = &a->view[k];
+    int r = v->rank, lead = a->brank - (r - 2);
+    bool stages = a->how[k] == OX_FATTN_STAGES;
+    int64_t idx[OX_MAX_RANK] = {0};
+    for (int x = a->brank - 1; x >= 0; x--) {
+        int64_t d = a->bdims[x], c = item % d;
+        item /= d;
+        if (x >= lead) idx[x - lead] = v->dims[x - lead] == 1 ? 0 : c;
+    }
+    int64_t rows = v->dims[r - 2], cols = v->dims[r - 1];
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t c = 0; c < cols; c++) {
+            idx[r - 2] = i, idx[r - 1] = c;
+            int64_t src = stages ? ox_view_source(v, idx)
+                                 : at + ox_view_axis_offset(&v->ax[r - 2], i) +
+                                       ox_view_axis_offset(&v->ax[r - 1], c);
+            if (j->dbl)
+                ((double *)to)[i * cols + c] = ((const double *)j->src[k])[src];
+            else
+                ((float *)to)[i * cols + c] = ((const float *)j->src[k])[src];
+        }
+}
+
 static void zero_view(bool dbl, struct ox_mat m, char *to) {
     for (int64_t i = 0; i < m.rows; i++)
         for (int64_t j = 0; j < m.cols; j++) {
@@ -1311,7 +1340,10 @@ static void fattn_item(const struct fattn_job *j, int64_t item, char *w) {
     for (int k = 0; k < 3; k++) {
         op[k] = j->src[k] + (size_t)off[k] * es;
         if (l->pack[k]) {
-            copy_view(j->dbl, a->m[k], op[k], w + l->part[part[k]], true);
+            if (a->how[k] == OX_FATTN_STRIDED)
+                copy_view(j->dbl, a->m[k], op[k], w + l->part[part[k]], true);
+            else
+                gather_rows(j, k, item, off[k], w + l->part[part[k]]);
             op[k] = w + l->part[part[k]];
         }
     }

@@ -987,10 +987,37 @@ ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n
     (void)c;
     const char *env = getenv("OX_CUDA_ATTENTION");
     if (env && !strcmp(env, "0")) return OX_E_UNSUPPORTED;
+    /* the views' int tensors (Reshape shapes, Slice parameters: constant for the plan's
+     * life) read on the host, where the parse reads them */
+    if (n->n_inputs > 32) return OX_E_UNSUPPORTED;
+    const ox_tensor *hin[32];
+    ox_tensor copies[32];
+    void *bufs[32] = {NULL};
+    ox_status hs = OX_OK;
+    for (int k = 0; k < n->n_inputs; k++) {
+        hin[k] = in[k];
+        if (k < OX_FATTN_SHAPES || !in[k]) continue;
+        size_t bytes = (size_t)ox_tensor_numel(in[k]) * ox_dtype_size(in[k]->dtype);
+        if (!(const_inputs & (1u << k)) || !(bufs[k] = malloc(bytes ? bytes : 1))) {
+            hs = OX_E_UNSUPPORTED;
+            break;
+        }
+        if (bytes &&
+            (hs = ox_cu_check(cudaMemcpy(bufs[k], in[k]->data, bytes, cudaMemcpyDeviceToHost),
+                              "FusedAttention view input")))
+            break;
+        copies[k] = *in[k];
+        copies[k].data = bufs[k];
+        hin[k] = &copies[k];
+    }
     struct ox_fattn a;
-    if (ox_fattn_parse(n, in, &a) != OX_OK) return OX_E_UNSUPPORTED; /* the CPU will say why */
+    if (!hs && ox_fattn_parse(n, hin, &a) != OX_OK) hs = OX_E_UNSUPPORTED; /* the CPU says why */
+    for (int k = 0; k < n->n_inputs; k++) free(bufs[k]);
+    if (hs) return hs;
     if ((a.dtype != OX_FLOAT && a.dtype != OX_FLOAT16) || !out[0] || out[0]->dtype != a.dtype)
         return OX_E_UNSUPPORTED;
+    for (int k = 0; k < 3; k++) /* a view that is not one strided matrix per item: the CPU */
+        if (a.how[k] != OX_FATTN_STRIDED) return OX_E_UNSUPPORTED;
     if (a.S == 0 || a.T == 0 || a.Dk == 0 || a.Dv == 0 || a.batch == 0 || a.batch > INT_MAX ||
         a.T > INT_MAX)
         return OX_E_UNSUPPORTED;
