@@ -42,9 +42,11 @@ struct ox_device_ops {
                          ox_dtype src_type, int64_t n);
     /* Whether the device runs node n with these tensors (device pointers; bit k of
      * const_inputs: input k never changes): OX_OK with *kernel (the step's handle) and the
-     * scratch bytes it needs at run time, OX_E_UNSUPPORTED when it has no kernel for it. */
+     * scratch bytes it needs at run time, OX_E_UNSUPPORTED when it has no kernel for it.
+     * precise: the plan computes gradients (ox_infer_ctx.precise): no algorithm that rounds
+     * more than a direct sum (FFT, Winograd). */
     ox_status (*prepare)(struct ox_device *d, const struct ox_node *n, const ox_tensor *const *in,
-                         ox_tensor *const *out, unsigned const_inputs, void **kernel,
+                         ox_tensor *const *out, unsigned const_inputs, bool precise, void **kernel,
                          size_t *scratch);
     /* Queue the node's work; scratch holds what prepare asked for. */
     ox_status (*run)(struct ox_device *d, void *kernel, const struct ox_node *n,

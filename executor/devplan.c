@@ -285,8 +285,8 @@ static ox_status plan_step(struct ox_devplan *dp, int s, size_t *scratch) {
         if (st->out[k]) ds->out[k] = &dp->dvals[n->outputs[k]];
     if (device_capable(dp, st, n)) {
         size_t need = 0;
-        ox_status rc =
-            dp->dev->ops->prepare(dp->dev, n, ds->in, ds->out, const_inputs, &ds->kernel, &need);
+        ox_status rc = dp->dev->ops->prepare(dp->dev, n, ds->in, ds->out, const_inputs, p->precise,
+                                             &ds->kernel, &need);
         if (rc == OX_OK) {
             ds->on_device = true;
             dp->n_device++;

@@ -42,6 +42,7 @@ struct fake {
         size_t n;
     } pending[64];
     int n_pending, n_done;
+    int n_prepared, n_precise; /* nodes taken; of them, prepared with `precise` set */
 };
 
 /* Do the queued copies out up to the `upto`-th. */
@@ -118,8 +119,8 @@ static bool takes_half(const struct ox_node *n) {
 /* Take a node whose CPU kernel needs no scratch or prepared memory and sees no float16
  * unless takes_half (in fp16 most float nodes stay on the CPU). */
 static ox_status f_prepare(struct ox_device *d, const struct ox_node *n, const ox_tensor *const *in,
-                           ox_tensor *const *out, unsigned const_inputs, void **kernel,
-                           size_t *scratch) {
+                           ox_tensor *const *out, unsigned const_inputs, bool precise,
+                           void **kernel, size_t *scratch) {
     struct fake *f = (struct fake *)d;
     *kernel = NULL;
     *scratch = 0;
@@ -140,6 +141,8 @@ static ox_status f_prepare(struct ox_device *d, const struct ox_node *n, const o
     ox_status st = n->op->infer(&ic, n, in, po);
     if (st || ic.scratch_bytes || ic.prepared_bytes) return OX_E_UNSUPPORTED;
     *kernel = (void *)n;
+    f->n_prepared++;
+    f->n_precise += precise;
     return OX_OK;
 }
 
@@ -329,6 +332,25 @@ static void check_profiled(const char *path, const struct ox_graph *g, const ox_
     fake_done(&f);
 }
 
+/* A plan of a graph that computes gradients (metadata onnxexec.gradients) prepares every
+ * device step precise (no FFT or Winograd convolutions on a GPU); other plans none. */
+static void check_precise(const char *path, struct ox_graph *g, const ox_tensor **bound) {
+    for (int marked = 0; marked < 2; marked++) {
+        if (ox_graph_set_meta(g, OX_META_GRADIENTS, marked ? "1" : "0") != OX_OK) return;
+        struct fake f;
+        fake_init(&f, TAKE_ALL, OX_PRECISION_FP32);
+        struct ox_plan *p = NULL;
+        ox_status st = ox_plan_build(g, bound, NULL, &p);
+        if (!st) st = ox_devplan_build(&f.base, NULL, p, &p->devplan);
+        CHECK(!st, "%s: precise plan: %s", path, ox_errmsg());
+        CHECK(st || f.n_precise == (marked ? f.n_prepared : 0),
+              "%s: %d of %d device steps prepared precise in a plan %s gradients", path,
+              f.n_precise, f.n_prepared, marked ? "of" : "without");
+        ox_plan_free(p);
+        fake_done(&f);
+    }
+}
+
 static void check_model(const char *path, bool all_values) {
     ox_model *m;
     if (ox_model_load(path, &m) != OX_OK) {
@@ -407,6 +429,7 @@ static void check_model(const char *path, bool all_values) {
             ox_plan_free(p);
             fake_done(&f);
         }
+    if (ok && !all_values) check_precise(path, g, bound);
     if (ok && !all_values) check_shared(path, g, bound, ref);
     if (ok && !all_values) check_profiled(path, g, bound, ref);
     ox_plan_free(ref);

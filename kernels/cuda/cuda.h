@@ -51,6 +51,8 @@ struct ox_cuda_ctx {
     void *blas_ws;       /* cuBLAS's workspace, which cuBLASLt calls share (one stream) */
     size_t blas_ws_bytes;
     bool tf32;       /* TF32 tensor-core math allowed for float32 (off unless asked) */
+    bool precise;    /* in prepare: the plan computes gradients, so no algorithm that rounds
+                        more than a direct sum (cuDNN's FFT and Winograd convolutions) */
     int n_sms;       /* streaming multiprocessors of the device */
     void *workspace; /* device scratch, at least the bytes this step's prepare asked for */
     size_t workspace_bytes;

@@ -221,7 +221,7 @@ static ox_status cu_convert(struct ox_device *d, void *dst, ox_dtype dst_type, c
 
 static ox_status cu_prepare(struct ox_device *d, const struct ox_node *n,
                             const ox_tensor *const *in, ox_tensor *const *out,
-                            unsigned const_inputs, void **kernel, size_t *scratch) {
+                            unsigned const_inputs, bool precise, void **kernel, size_t *scratch) {
     struct cuda_device *cd = dev_of(d);
     *kernel = NULL;
     *scratch = 0;
@@ -230,6 +230,7 @@ static ox_status cu_prepare(struct ox_device *d, const struct ox_node *n,
     ox_status st = use(cd);
     if (st) return st;
     struct ox_cuda_ctx c = ctx_of(cd);
+    c.precise = precise;
     void *state = NULL;
     size_t ws = 0;
     st = op->prepare(&c, n, in, out, const_inputs, &state, &ws);

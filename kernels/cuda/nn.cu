@@ -326,6 +326,21 @@ static cudnnMathType_t dnn_math(const struct ox_cuda_ctx *c, ox_dtype dt) {
     return c->tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
 }
 
+/* A forward or backward-data convolution algorithm rounds like a direct sum: not FFT or
+ * Winograd (the precise plans of gradient graphs keep to these, as the CPU keeps out of its
+ * Winograd form). */
+static bool fwd_precise(cudnnConvolutionFwdAlgo_t a) {
+    return a != CUDNN_CONVOLUTION_FWD_ALGO_FFT && a != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING &&
+           a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD &&
+           a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+static bool bwd_data_precise(cudnnConvolutionBwdDataAlgo_t a) {
+    return a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT &&
+           a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING &&
+           a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD &&
+           a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+
 /* An algorithm's math is acceptable: no tensor cores for float32 without TF32. */
 static bool math_ok(const struct ox_cuda_ctx *c, ox_dtype dt, cudnnMathType_t m) {
     if (dt == OX_FLOAT && !c->tf32)
@@ -819,7 +834,7 @@ static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t
         cnt = 0;
     for (int i = 0; i < cnt && !found; i++)
         if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= cap &&
-            math_ok(c, s->dt, perf[i].mathType))
+            math_ok(c, s->dt, perf[i].mathType) && (!c->precise || fwd_precise(perf[i].algo)))
             s->algo = perf[i].algo, found = true;
     if (!found) {
         cnt = 0;
@@ -829,7 +844,7 @@ static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t
             cnt = 0;
         for (int i = 0; i < cnt && !found; i++)
             if (perf[i].status == CUDNN_STATUS_SUCCESS && math_ok(c, s->dt, perf[i].mathType) &&
-                perf[i].memory <= ((size_t)512 << 20))
+                perf[i].memory <= ((size_t)512 << 20) && (!c->precise || fwd_precise(perf[i].algo)))
                 s->algo = perf[i].algo, found = true;
     }
     if (!found) s->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM; /* needs no workspace */
@@ -1173,7 +1188,8 @@ static ox_status convt_setup(struct ox_cuda_ctx *c, struct convt_state *s, const
         cnt = 0;
     for (int i = 0; i < cnt && !found; i++)
         if (perf[i].status == CUDNN_STATUS_SUCCESS && math_ok(c, s->dt, perf[i].mathType) &&
-            perf[i].memory <= ((size_t)512 << 20))
+            perf[i].memory <= ((size_t)512 << 20) &&
+            (!c->precise || bwd_data_precise(perf[i].algo)))
             s->algo = perf[i].algo, found = true;
     if (!found) s->algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
     if (cudnnGetConvolutionBackwardDataWorkspaceSize(c->dnn, s->wd, s->xd, s->cd, s->yd, s->algo,
