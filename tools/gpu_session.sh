@@ -141,7 +141,8 @@ if [[ " $steps " == *" ab "* ]]; then
         "resnet18 1 fp16 OX_CUDA_CONV=-col" "mobilenet_v2 32 fp32 OX_CUDA_CONV=-col" \
         "bert_base 1 fp32 OX_CUDA_LT=0" "bert_base 32 fp32 OX_CUDA_LT=0" \
         "bert_base 32 fp16 OX_CUDA_LT=0" "bert_base 1 fp32 OX_FUSE_ATTENTION=0" \
-        "bert_base 32 fp32 OX_FUSE_ATTENTION=0" "bert_base 32 fp16 OX_FUSE_ATTENTION=0"; do
+        "bert_base 32 fp32 OX_FUSE_ATTENTION=0" "bert_base 32 fp16 OX_FUSE_ATTENTION=0" \
+        "bert_base 32 fp16 OX_CUDA_WARP_ROWS=1024"; do
         set -- $spec
         [ -f $work/$1.onnx ] || continue
         line="$1 b$2 $3, default vs $4:"

@@ -425,7 +425,19 @@ static int sms_of(const struct ox_cuda_ctx *c) {
 }
 
 /* Rows of up to this many elements go a warp each. */
-#define WARP_ROW_MAX 512
+#define WARP_ROW_MAX warp_row_max()
+
+/* 512, or OX_CUDA_WARP_ROWS (a measurement knob: rows of 768, LayerNorm's in BERT-base, run
+ * a block each by default). */
+static int64_t warp_row_max(void) {
+    static int64_t v = -1;
+    if (v < 0) {
+        const char *e = getenv("OX_CUDA_WARP_ROWS");
+        long long x = e ? atoll(e) : 0;
+        v = x >= 32 && x <= 65536 ? x : 512;
+    }
+    return v;
+}
 
 /* Threads per block for block-per-row kernels: more when the rows are long and too few to
  * fill the device. */
