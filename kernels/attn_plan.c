@@ -422,14 +422,72 @@ static ox_status operand(const struct ox_node *n, const ox_tensor *const *in, in
                          const char *what, const char *prog, struct ox_view *v) {
     const ox_tensor *t = ox_in(n, in, k);
     if (!t) return ox_node_err(n, OX_E_INVALID, "missing input %s", what);
-    ox_status s = view_build(n, in, prog, t, v);
-    if (s) return s;
-    if (v->rank < 2) return shape_err(n, what, t, "a view of rank 2 or more");
-    return OX_OK;
+    return view_build(n, in, prog, t, v);
 }
 
 static bool is_float_type(ox_dtype dt) {
     return dt == OX_FLOAT || dt == OX_DOUBLE || dt == OX_FLOAT16 || dt == OX_BFLOAT16;
+}
+
+/* The factors: one element each, of a rank the operand they scale (ranks frank) already has;
+ * then the scale attribute. */
+static ox_status check_factors(const struct ox_node *n, const ox_tensor *const *in,
+                               const int *frank, struct ox_fattn *a) {
+    static const char *fnames[] = {"Q's factor", "KT's factor", "the scores' factor"};
+    for (int k = 4; k < 7; k++) {
+        const ox_tensor *f = ox_in(n, in, k);
+        if (!f) continue;
+        if (!is_float_type(f->dtype) || ox_tensor_numel(f) != 1 || f->rank > frank[k - 4])
+            return shape_err(n, fnames[k - 4], f,
+                             "one float element, of no higher rank than what it scales");
+    }
+    a->scale = ox_attr_float(n, "scale", 1.0f);
+    return OX_OK;
+}
+
+/* The chain as written (a->generic): Q' . KT' by MatMul's rules (1-D operands promoted and
+ * their dim dropped), + mask by Add's, Softmax along the last axis, . V' by MatMul's. */
+static ox_status generic_shapes(const struct ox_node *n, const ox_tensor *const *in,
+                                struct ox_fattn *a) {
+    a->generic = true;
+    ox_tensor t[3];
+    memset(t, 0, sizeof t);
+    for (int k = 0; k < 3; k++) {
+        t[k].dtype = a->dtype;
+        t[k].rank = a->view[k].rank;
+        memcpy(t[k].dims, a->view[k].dims, sizeof(int64_t) * (size_t)t[k].rank);
+    }
+    ox_status s = ox_matmul_shape(n, &t[0], &t[1], &a->mm1);
+    if (s) return s;
+    a->s_rank = a->mm1.rank;
+    memcpy(a->s_dims, a->mm1.dims, sizeof a->s_dims);
+    const ox_tensor *m = ox_in(n, in, 3);
+    if (m) { /* numpy broadcasting of the scores and the mask */
+        int r = m->rank > a->s_rank ? m->rank : a->s_rank;
+        int64_t d[OX_MAX_RANK];
+        for (int i = 0; i < r; i++) {
+            int si = i - (r - a->s_rank), mi = i - (r - m->rank);
+            int64_t x = si >= 0 ? a->s_dims[si] : 1, y = mi >= 0 ? m->dims[mi] : 1;
+            if (x != y && x != 1 && y != 1)
+                return shape_err(n, "mask", m, "a shape that broadcasts with the scores");
+            d[i] = x == 1 ? y : x;
+        }
+        a->s_rank = r;
+        memcpy(a->s_dims, d, sizeof(int64_t) * (size_t)r);
+        a->has_mask = true;
+    }
+    ox_tensor p;
+    memset(&p, 0, sizeof p);
+    p.dtype = a->dtype;
+    p.rank = a->s_rank;
+    memcpy(p.dims, a->s_dims, sizeof(int64_t) * (size_t)p.rank);
+    if ((s = ox_matmul_shape(n, &p, &t[2], &a->mm2))) return s;
+    int64_t perm[OX_MAX_RANK];
+    if ((s = read_perm(n, "perm_y", a->mm2.rank, perm))) return s;
+    a->y_rank = a->mm2.rank;
+    for (int i = 0; i < a->y_rank; i++) a->y_dims[i] = a->mm2.dims[perm[i]];
+    int frank[3] = {t[0].rank, t[1].rank, a->mm1.rank};
+    return check_factors(n, in, frank, a);
 }
 
 ox_status ox_fattn_parse(const struct ox_node *n, const ox_tensor *const *in, struct ox_fattn *a) {
@@ -457,17 +515,18 @@ ox_status ox_fattn_parse(const struct ox_node *n, const ox_tensor *const *in, st
         if (in[k]->dtype != a->dtype)
             return ox_node_err(n, OX_E_SHAPE, "%s has element type %s: expected Q's %s", names[k],
                                ox_dtype_name(in[k]->dtype), ox_dtype_name(a->dtype));
+    const ox_tensor *m = ox_in(n, in, 3);
+    if (m && m->dtype != a->dtype)
+        return ox_node_err(n, OX_E_SHAPE, "mask has element type %s: expected Q's %s",
+                           ox_dtype_name(m->dtype), ox_dtype_name(a->dtype));
+    if (rank[0] < 2 || rank[1] < 2 || rank[2] < 2) return generic_shapes(n, in, a);
     a->S = dims[0][rank[0] - 2], a->Dk = dims[0][rank[0] - 1];
     a->T = dims[1][rank[1] - 1], a->Dv = dims[2][rank[2] - 1];
     if (dims[1][rank[1] - 2] != a->Dk)
         return shape_err(n, "KT", in[1], "Q's last dim as its second-last (a MatMul)");
     if (dims[2][rank[2] - 2] != a->T)
         return shape_err(n, "V", in[2], "KT's last dim as its second-last (a MatMul)");
-    const ox_tensor *m = ox_in(n, in, 3);
     if (m) {
-        if (m->dtype != a->dtype)
-            return ox_node_err(n, OX_E_SHAPE, "mask has element type %s: expected Q's %s",
-                               ox_dtype_name(m->dtype), ox_dtype_name(a->dtype));
         /* the mask's own dims, padded on the left to rank 2 */
         int pad = m->rank < 2 ? 2 - m->rank : 0;
         rank[3] = m->rank + pad;
@@ -478,8 +537,7 @@ ox_status ox_fattn_parse(const struct ox_node *n, const ox_tensor *const *in, st
             axis_simple(&axs[3][i], dims[3][i], i < pad ? 0 : nat[i - pad]);
         }
         int64_t ms = dims[3][rank[3] - 2], mt = dims[3][rank[3] - 1];
-        if ((ms != 1 && ms != a->S) || (mt != 1 && mt != a->T))
-            return shape_err(n, "mask", m, "a shape that broadcasts to the scores [..., S, T]");
+        if ((ms != 1 && ms != a->S) || (mt != 1 && mt != a->T)) return generic_shapes(n, in, a);
         a->has_mask = true;
     }
     /* the batch dims: every operand's leading dims, broadcast */
@@ -533,18 +591,8 @@ ox_status ox_fattn_parse(const struct ox_node *n, const ox_tensor *const *in, st
     for (int i = 0; i < yr; i++) lst[p[i]] = ost[i];
     for (int x = 0; x < a->brank; x++) axis_simple(&a->bax[OX_FATTN_Y][x], a->bdims[x], lst[x]);
     a->m[OX_FATTN_Y] = (struct ox_mat){a->S, a->Dv, lst[yr - 2], lst[yr - 1]};
-    /* the factors: one element each, of a rank the operand they scale already has */
-    static const char *fnames[] = {"Q's factor", "KT's factor", "the scores' factor"};
     int frank[3] = {rank[0], rank[1], yr};
-    for (int k = 4; k < 7; k++) {
-        const ox_tensor *f = ox_in(n, in, k);
-        if (!f) continue;
-        if (!is_float_type(f->dtype) || ox_tensor_numel(f) != 1 || f->rank > frank[k - 4])
-            return shape_err(n, fnames[k - 4], f,
-                             "one float element, of no higher rank than what it scales");
-    }
-    a->scale = ox_attr_float(n, "scale", 1.0f);
-    return OX_OK;
+    return check_factors(n, in, frank, a);
 }
 
 void ox_fattn_offsets(const struct ox_fattn *a, int64_t i, int64_t off[OX_FATTN_N]) {

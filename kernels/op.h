@@ -398,6 +398,14 @@ struct ox_fattn {
     int64_t base[OX_FATTN_N];
     int how[3];
     struct ox_view view[3];
+    /* generic: an operand of rank below 2 or a mask that grows the scores (numpy's
+     * broadcasting then reaches past [..., S, T]): the chain is computed as written, with
+     * MatMul's and Add's shape rules, in double (the CPU kernel only); mm1 and mm2 are the
+     * products, s_dims the scores after the mask. The fields above are then unused. */
+    bool generic;
+    struct ox_matmul_shape mm1, mm2;
+    int s_rank;
+    int64_t s_dims[OX_MAX_RANK];
     bool has_mask;
     double scale; /* the attribute; ox_fattn_alpha multiplies in the inputs */
     int y_rank;   /* the output's dims (perm_y applied) */

@@ -1045,6 +1045,30 @@ def cases():
                         ["Y"], {}, {FA: 1, "Transpose": 0, "MatMul": 0, "Softmax": 0},
                         {"Y": sdpa_ref(q, kt, v).transpose(0, 2, 1)}, env=env))
 
+    # shapes the strided kernel does not cover, computed as the chain is written (MatMul's
+    # and Add's rules, in double): a key that is a vector (its rank unknown when the model
+    # loads: the output of a Squeeze), so that the scores are [T] and the output [Dv]; and a
+    # mask that grows the scores (one query against a mask of four rows)
+    r = np.random.default_rng(277)
+    h, w2, h2 = rnd(r, (7, 5)), rnd(r, (5, 1)), rnd(r, (7, 3))
+    sc = mm(h, w2[:, 0])
+    e = np.exp(sc - sc.max())
+    out.append(Case("27_attention_generic_vector_key",
+                    [helper.make_node("Squeeze", ["W2", "ax1"], ["w"]),
+                     helper.make_node("MatMul", ["H", "w"], ["s"]),
+                     helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+                     helper.make_node("MatMul", ["p", "H2"], ["Y"])],
+                    {"H": h, "W2": w2, "H2": h2}, ["Y"], {"ax1": c64([1])},
+                    {FA: 1, "MatMul": 0, "Softmax": 0}, {"Y": mm(e / e.sum(), h2)}))
+    q, kt, v, mask = rnd(r, (2, 1, 4)), rnd(r, (2, 4, 6)), rnd(r, (2, 6, 3)), rnd(r, (2, 4, 6))
+    out.append(Case("27_attention_generic_mask_grows_scores",
+                    [helper.make_node("MatMul", ["Q", "KT"], ["s"]),
+                     helper.make_node("Add", ["s", "M"], ["s2"]),
+                     helper.make_node("Softmax", ["s2"], ["p"], axis=-1),
+                     helper.make_node("MatMul", ["p", "V"], ["Y"])],
+                    {"Q": q, "KT": kt, "V": v, "M": mask}, ["Y"], {},
+                    {FA: 1, "MatMul": 0, "Softmax": 0}, {"Y": sdpa_ref(q, kt, v, mask)}))
+
     # a factor that is not provably one element (a [H, 1, 1] input): on Q it stays a Mul
     # that feeds the fused node; on the scores it keeps the chain apart
     q, k, v = rnd(r, (2, 3, 4, 8)), rnd(r, (2, 3, 8, 5)), rnd(r, (2, 3, 5, 8))

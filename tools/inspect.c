@@ -175,6 +175,11 @@ static bool node_flops(const struct ox_plan *p, const struct ox_node *n, const c
             in[i] = n->inputs[i] >= 0 ? planned(p, n->inputs[i]) : NULL;
         struct ox_fattn f;
         if (ox_fattn_parse(n, in, &f) != OX_OK) return false;
+        if (f.generic) {
+            *flops = 2.0 * (double)f.mm1.batch * (double)(f.mm1.M * f.mm1.N * f.mm1.K) +
+                     2.0 * (double)f.mm2.batch * (double)(f.mm2.M * f.mm2.N * f.mm2.K);
+            return true;
+        }
         *flops = 2.0 * (double)f.batch * (double)f.S * (double)f.T * (double)(f.Dk + f.Dv);
         return true;
     }

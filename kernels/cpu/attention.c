@@ -1228,11 +1228,126 @@ static ox_status fattn_layout(const struct ox_node *n, const ox_tensor *const *i
     return OX_OK;
 }
 
+/* ---- the generic path (kernels/op.h: a->generic) ---- */
+
+static int64_t dims_numel(int rank, const int64_t *d) {
+    int64_t c = 1;
+    for (int i = 0; i < rank; i++) c *= d[i];
+    return c;
+}
+
+/* Doubles of scratch: Q', KT', V' dense, the product, the masked scores (then P), Y. */
+static bool generic_scratch(const struct ox_fattn *a, size_t *bytes) {
+    size_t e = 0;
+    int64_t parts[6] = {dims_numel(a->view[0].rank, a->view[0].dims),
+                        dims_numel(a->view[1].rank, a->view[1].dims),
+                        dims_numel(a->view[2].rank, a->view[2].dims),
+                        dims_numel(a->mm1.rank, a->mm1.dims),
+                        dims_numel(a->s_rank, a->s_dims),
+                        dims_numel(a->mm2.rank, a->mm2.dims)};
+    for (int i = 0; i < 6; i++)
+        if (!add_prod(&e, parts[i], 1, 1, 1)) return false;
+    return ox_mul_size(e, sizeof(double), bytes);
+}
+
+/* dst = view v of t, dense, in double. */
+static void generic_dense(const struct ox_view *v, const ox_tensor *t, double *dst) {
+    int64_t cnt = dims_numel(v->rank, v->dims), idx[OX_MAX_RANK];
+    for (int64_t i = 0; i < cnt; i++) {
+        for (int64_t r = i, x = v->rank - 1; x >= 0; x--) {
+            idx[x] = r % v->dims[x];
+            r /= v->dims[x];
+        }
+        dst[i] = ox_ld(t, ox_view_source(v, idx));
+    }
+}
+
+/* C = alpha A B by MatMul's rules (m from ox_matmul_shape; A, B, C dense). */
+static void generic_matmul(const struct ox_matmul_shape *m, const double *A, const double *B,
+                           double *C, double alpha) {
+    for (int64_t b = 0; b < m->batch; b++) {
+        int64_t ao, bo;
+        ox_matmul_offsets(m, b, &ao, &bo);
+        for (int64_t i = 0; i < m->M; i++)
+            for (int64_t j = 0; j < m->N; j++) {
+                double acc = 0;
+                for (int64_t k = 0; k < m->K; k++)
+                    acc += A[ao + i * m->K + k] * B[bo + k * m->N + j];
+                C[(b * m->M + i) * m->N + j] = alpha * acc;
+            }
+    }
+}
+
+/* Element strides of dense dims (rank r) as seen from the broadcast dims (rank R, dims D). */
+static void seen_from(int r, const int64_t *d, int R, const int64_t *D, int64_t *st) {
+    int64_t s = 1;
+    for (int i = R - 1; i >= 0; i--) {
+        int j = i - (R - r);
+        st[i] = j >= 0 && d[j] == D[i] ? s : 0;
+        if (j >= 0) s *= d[j];
+    }
+}
+
+static void generic_run(const struct ox_node *n, const ox_tensor *const *in, ox_tensor *y,
+                        const struct ox_fattn *a, double *w) {
+    double *q = w, *k = q + dims_numel(a->view[0].rank, a->view[0].dims);
+    double *v = k + dims_numel(a->view[1].rank, a->view[1].dims);
+    double *sc = v + dims_numel(a->view[2].rank, a->view[2].dims);
+    double *s2 = sc + dims_numel(a->mm1.rank, a->mm1.dims);
+    double *yd = s2 + dims_numel(a->s_rank, a->s_dims);
+    for (int i = 0; i < 3; i++) generic_dense(&a->view[i], in[i], i == 0 ? q : i == 1 ? k : v);
+    generic_matmul(&a->mm1, q, k, sc, ox_fattn_alpha(n, in, a));
+    /* the scores broadcast with the mask */
+    const ox_tensor *m = ox_in(n, in, 3);
+    int R = a->s_rank;
+    int64_t cnt = dims_numel(R, a->s_dims), sst[OX_MAX_RANK], mst[OX_MAX_RANK] = {0};
+    seen_from(a->mm1.rank, a->mm1.dims, R, a->s_dims, sst);
+    if (m) seen_from(m->rank, m->dims, R, a->s_dims, mst);
+    for (int64_t e = 0; e < cnt; e++) {
+        int64_t so = 0, mo = 0;
+        for (int64_t r = e, x = R - 1; x >= 0; x--) {
+            int64_t c = r % a->s_dims[x];
+            r /= a->s_dims[x];
+            so += c * sst[x], mo += c * mst[x];
+        }
+        s2[e] = sc[so] + (m ? ox_ld(m, mo) : 0.0);
+    }
+    /* Softmax along the last axis (a scalar is a row of one) */
+    int64_t len = R ? a->s_dims[R - 1] : 1;
+    for (int64_t r0 = 0; len && r0 < cnt; r0 += len) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < len; j++) mx = s2[r0 + j] > mx ? s2[r0 + j] : mx;
+        for (int64_t j = 0; j < len; j++) sum += s2[r0 + j] = exp(s2[r0 + j] - mx);
+        for (int64_t j = 0; j < len; j++) s2[r0 + j] /= sum;
+    }
+    generic_matmul(&a->mm2, s2, v, yd, 1.0);
+    /* Y through perm_y */
+    int64_t perm[OX_MAX_RANK], lst[OX_MAX_RANK], ny = dims_numel(a->y_rank, a->y_dims);
+    const int64_t *pv;
+    int pc = ox_attr_ints(n, "perm_y", &pv);
+    for (int i = 0; i < a->y_rank; i++) perm[i] = pc == a->y_rank ? pv[i] : i;
+    for (int64_t s = 1, i = a->y_rank - 1; i >= 0; i--) lst[i] = s, s *= a->mm2.dims[i];
+    for (int64_t e = 0; e < ny; e++) {
+        int64_t src = 0;
+        for (int64_t r = e, x = a->y_rank - 1; x >= 0; x--) {
+            src += (r % a->y_dims[x]) * lst[perm[x]];
+            r /= a->y_dims[x];
+        }
+        ox_st(y, e, yd[src]);
+    }
+}
+
 ox_status ox_attn_infer_fused(struct ox_infer_ctx *ctx, const struct ox_node *n,
                               const ox_tensor *const *in, ox_tensor *const *out) {
     struct ox_fattn a;
     struct fattn_layout l;
     ox_status s = ox_fattn_parse(n, in, &a);
+    if (!s && a.generic) {
+        ox_set_shape(out[0], a.dtype, a.y_rank, a.y_dims);
+        if (!generic_scratch(&a, &ctx->scratch_bytes))
+            return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
+        return OX_OK;
+    }
     if (s || (s = fattn_layout(n, in, &a, ctx->n_threads, &l))) return s;
     ox_set_shape(out[0], a.dtype, a.y_rank, a.y_dims);
     ctx->scratch_bytes =
@@ -1414,6 +1529,14 @@ ox_status ox_attn_cpu_fused(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     struct fattn_layout l;
     int threads = ctx->pool ? ox_pool_size(ctx->pool) : 1;
     ox_status s = ox_fattn_parse(n, in, &a);
+    if (!s && a.generic) {
+        size_t need;
+        if (!generic_scratch(&a, &need) || need > ctx->scratch_bytes)
+            return ox_node_err(n, OX_E_INTERNAL, "scratch of %zu bytes is too small",
+                               ctx->scratch_bytes);
+        generic_run(n, in, out[0], &a, ctx->scratch);
+        return OX_OK;
+    }
     if (s || (s = fattn_layout(n, in, &a, 1, &l))) return s;
     /* the threads whose scratch infer asked for; with fewer, the pool is not used */
     if (l.shared + l.per_thread > ctx->scratch_bytes)

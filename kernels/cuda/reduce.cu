@@ -1028,6 +1028,7 @@ ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n
     if (hs) return hs;
     if ((a.dtype != OX_FLOAT && a.dtype != OX_FLOAT16) || !out[0] || out[0]->dtype != a.dtype)
         return OX_E_UNSUPPORTED;
+    if (a.generic) return OX_E_UNSUPPORTED; /* odd ranks, a mask that grows the scores */
     for (int k = 0; k < 3; k++) /* a view that is not one strided matrix per item: the CPU */
         if (a.how[k] != OX_FATTN_STRIDED) return OX_E_UNSUPPORTED;
     if (a.S == 0 || a.T == 0 || a.Dk == 0 || a.Dv == 0 || a.batch == 0 || a.batch > INT_MAX ||
