@@ -132,7 +132,7 @@ static bool reshape_axes(int rank, const struct ox_view_axis *ax, int nrank, con
         for (int k = 0; k < ax[i].n; k++)
             if (ax[i].dims[k] != 1) ld[nl] = ax[i].dims[k], ls[nl] = ax[i].strides[k], nl++;
     for (int j = 0; j < nrank; j++) {
-        int64_t rem = nd[j], cd[OX_MAX_RANK * OX_VIEW_SUB], cs[OX_MAX_RANK * OX_VIEW_SUB];
+        int64_t rem = nd[j], cd[OX_MAX_RANK * OX_VIEW_SUB + 1], cs[OX_MAX_RANK * OX_VIEW_SUB + 1];
         int nc = 0;
         while (rem > 1) {
             if (at >= nl) return false;

@@ -162,6 +162,10 @@ static void corpus(void) {
         {"ts_memo_index.pt", "load", OX_E_INVALID, "data.pkl|LONG_BINPUT|memo index 268435440"},
         {"ts_truncated_storage.pt", "load", OX_E_INVALID,
          "storage data/0 holds 12 bytes, fewer than its 6 elements"},
+        {"fused_attention_bad_perm.onnx", "run", OX_E_INVALID,
+         "node 'fa0' (FusedAttention)|view view_q: a perm of the wrong rank"},
+        {"fused_attention_cut_program.onnx", "run", OX_E_INVALID,
+         "node 'fa0' (FusedAttention)|view view_q: a truncated Gather"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const char *p = in_bad(cases[i].file);

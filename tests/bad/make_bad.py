@@ -276,3 +276,14 @@ open("ts_nested_if.pt", "wb").write(archive(code=CODE.replace(
       y = torch.add(x, w)
     return y
 """)))
+# onnxexec's own FusedAttention (what `convert --optimize=all` writes) with view programs
+# that do not fit its inputs: a Transpose perm of rank 3 for the rank-2 Q, and a program cut
+# off in the middle of a Gather.
+QKV = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 2]) for n in ("q", "k", "v")]
+Y22 = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])
+for name, prog in (("fused_attention_bad_perm.onnx", [1, 3, 0, 2, 1]),
+                   ("fused_attention_cut_program.onnx", [3, 0])):
+    m = model([helper.make_node("FusedAttention", ["q", "k", "v"], ["y"], name="fa0",
+                                domain="ai.onnxexec", view_q=prog)], QKV, [Y22])
+    m.opset_import.append(helper.make_opsetid("ai.onnxexec", 1))
+    onnx.save(m, name)
