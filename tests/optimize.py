@@ -1069,6 +1069,80 @@ def cases():
                     {"Q": q, "KT": kt, "V": v, "M": mask}, ["Y"], {},
                     {FA: 1, "MatMul": 0, "Softmax": 0}, {"Y": sdpa_ref(q, kt, v, mask)}))
 
+    # random chains of view ops (Transpose, Reshape splitting or merging, Slice, Gather,
+    # Squeeze, Unsqueeze) in front of Q: whatever the chain, the fused node reads what numpy
+    # computes (strided, merged dims through their sub-axes, or through the stages)
+    def random_view_case(seed):
+        r = np.random.default_rng(2800 + seed)
+        a = rnd(r, tuple(int(d) for d in r.integers(1, 5, size=int(r.integers(2, 5)))))
+        x, nodes, inits, cur = a, [], {}, "X"
+
+        def emit(op, ins, **attrs):
+            nonlocal cur
+            out_name = "v%d" % len(nodes)
+            nodes.append(helper.make_node(op, [cur] + ins, [out_name], **attrs))
+            cur = out_name
+
+        def const(vals):
+            name = "c%d" % len(inits)
+            inits[name] = c64(vals)
+            return name
+        for _ in range(int(r.integers(2, 6))):
+            kind = int(r.integers(0, 6))
+            if kind == 0 and a.ndim >= 2:
+                perm = [int(i) for i in r.permutation(a.ndim)]
+                a = a.transpose(perm)
+                emit("Transpose", [], perm=perm)
+            elif kind == 1:  # split an axis into two factors, or merge two neighbours
+                ax = int(r.integers(0, a.ndim))
+                d = a.shape[ax]
+                fs = [f for f in range(1, d + 1) if d % f == 0]
+                if r.integers(0, 2) and a.ndim < 6:
+                    f = int(r.choice(fs))
+                    shape = a.shape[:ax] + (f, d // f) + a.shape[ax + 1:]
+                elif a.ndim >= 2 and ax + 1 < a.ndim:
+                    shape = a.shape[:ax] + (d * a.shape[ax + 1],) + a.shape[ax + 2:]
+                else:
+                    continue
+                a = a.reshape(shape)
+                emit("Reshape", [const(list(shape))])
+            elif kind == 2:
+                ax = int(r.integers(0, a.ndim))
+                d = a.shape[ax]
+                b = int(r.integers(0, d))
+                e = int(r.integers(b + 1, d + 1))
+                a = a[(slice(None),) * ax + (slice(b, e),)]
+                emit("Slice", [const([b]), const([e]), const([ax])])
+            elif kind == 3 and a.ndim >= 3:
+                ax = int(r.integers(0, a.ndim))
+                i = int(r.integers(0, a.shape[ax]))
+                keep = bool(r.integers(0, 2))
+                a = np.take(a, [i] if keep else i, axis=ax)
+                idx = "g%d" % len(inits)
+                inits[idx] = np.array([i] if keep else i, np.int64)
+                emit("Gather", [idx], axis=ax)
+            elif kind == 4 and a.ndim < 6:
+                ax = int(r.integers(0, a.ndim + 1))
+                a = np.expand_dims(a, ax)
+                emit("Unsqueeze", [const([ax])])
+            elif kind == 5 and 1 in a.shape and a.ndim >= 3:
+                ax = a.shape.index(1)
+                a = np.squeeze(a, ax)
+                emit("Squeeze", [const([ax])])
+        while a.ndim < 2:
+            a = np.expand_dims(a, 0)
+            emit("Unsqueeze", [const([0])])
+        D, T, Dv = a.shape[-1], int(r.integers(1, 6)), int(r.integers(1, 5))
+        kt, v = rnd(r, (D, T)), rnd(r, (T, Dv))
+        nodes += [helper.make_node("MatMul", [cur, "KT"], ["s"]),
+                  helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+                  helper.make_node("MatMul", ["p", "V"], ["Y"])]
+        return Case("27_attention_random_views_%02d" % seed, nodes, {"X": x, "KT": kt, "V": v},
+                    ["Y"], inits, {FA: 1, "MatMul": 0, "Softmax": 0},
+                    {"Y": sdpa_ref(a, kt, v)})
+
+    out += [random_view_case(i) for i in range(16)]
+
     # a factor that is not provably one element (a [H, 1, 1] input): on Q it stays a Mul
     # that feeds the fused node; on the scores it keeps the chain apart
     q, k, v = rnd(r, (2, 3, 4, 8)), rnd(r, (2, 3, 8, 5)), rnd(r, (2, 3, 5, 8))
