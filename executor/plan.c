@@ -458,10 +458,8 @@ static ox_status plan_drop_unread(struct ox_plan *p) {
         free(dead);
         return ox_err(OX_E_NOMEM, "out of memory planning");
     }
-    for (int k = 0; k < g->n_outputs; k++)
-        for (int v = g->outputs[k]; v >= 0 && !needed[v];
-             v = p->slot[v] == OX_SLOT_VIEW ? p->alias[v] : -1)
-            needed[v] = true;
+    /* a value is needed through the memory it shows (steps write roots, not views) */
+    for (int k = 0; k < g->n_outputs; k++) needed[root_of(p, g->outputs[k])] = true;
     for (int s = p->n_steps - 1; s >= 0; s--) {
         const struct ox_step *st = &p->steps[s];
         const struct ox_node *n = &g->nodes[st->node];
@@ -470,9 +468,7 @@ static ox_status plan_drop_unread(struct ox_plan *p) {
             live = n->outputs[k] >= 0 && needed[n->outputs[k]];
         dead[s] = !live;
         for (int k = 0; k < n->n_inputs && live; k++)
-            for (int v = n->inputs[k]; v >= 0 && !needed[v];
-                 v = p->slot[v] == OX_SLOT_VIEW ? p->alias[v] : -1)
-                needed[v] = true;
+            if (n->inputs[k] >= 0) needed[root_of(p, n->inputs[k])] = true;
     }
     int w = 0;
     for (int s = 0; s < p->n_steps; s++) {

@@ -589,7 +589,8 @@ struct attn_match {
 };
 
 /* n is Mul(v, f), Mul(f, v) or Div(v, f) with f one element (a constant: its value goes
- * into the scale; else, for Mul, f becomes dynamic factor `slot`). */
+ * into the scale; else, for Mul, f becomes dynamic factor `slot`). m is left as it was when
+ * it is not. */
 static bool take_factor(struct opt *o, struct attn_match *m, const struct ox_node *n, int v,
                         int slot) {
     bool mul = is_op(n, "Mul"), div = is_op(n, "Div");
@@ -669,7 +670,7 @@ static int view_op(struct opt *o, struct attn_match *m, const struct ox_node *n,
             if (m->shapes[i] == n->inputs[1]) slot = i;
         if (slot < 0) m->shapes[slot = m->n_shapes++] = n->inputs[1];
         op[0] = OX_VIEW_RESHAPE, op[1] = OX_FATTN_SHAPES + slot;
-        op[2] = ox_attr_int(n, "allowzero", 0);
+        op[2] = n->opset >= 14 && ox_attr_int(n, "allowzero", 0) != 0; /* as Reshape reads it */
         return 3;
     }
     if (is_op(n, "Squeeze") || is_op(n, "Unsqueeze")) {
@@ -727,7 +728,6 @@ static int view_op(struct opt *o, struct attn_match *m, const struct ox_node *n,
 static int peel_view(struct opt *o, struct attn_match *m, int v, int which) {
     int64_t ops[OX_VIEW_MAX_OPS][2 + 3 * OX_MAX_RANK];
     int lens[OX_VIEW_MAX_OPS], n_ops = 0, total = 0;
-    struct attn_match keep = *m;
     for (int guard = 0; guard < 2 * OX_VIEW_MAX_OPS && n_ops < OX_VIEW_MAX_OPS; guard++) {
         int p = v >= 0 ? o->g->values[v].producer : -1;
         if (p < 0 || o->dead[p]) break;
@@ -742,10 +742,7 @@ static int peel_view(struct opt *o, struct attn_match *m, int v, int which) {
         lens[n_ops++] = len;
         total += len;
     }
-    if (!n_ops) {
-        *m = keep; /* no shape slots taken */
-        return v;
-    }
+    if (!n_ops) return v; /* (an op that did not fit gave back its shape slot) */
     int at = 0;
     for (int i = n_ops - 1; i >= 0; i--) { /* from the source toward the operand */
         memcpy(m->prog[which] + at, ops[i], sizeof(int64_t) * (size_t)lens[i]);
@@ -762,13 +759,8 @@ static int peel_operand(struct opt *o, struct attn_match *m, int v, int slot, in
         struct ox_node *p = producer_once(o, v);
         if (!p || p->n_outputs != 1) break;
         int in = -1;
-        for (int side = 0; side < 2 && p->n_inputs == 2 && in < 0; side++) {
-            struct attn_match keep = *m;
-            if (take_factor(o, m, p, p->inputs[side], slot))
-                in = p->inputs[side];
-            else
-                *m = keep;
-        }
+        for (int side = 0; side < 2 && p->n_inputs == 2 && in < 0; side++)
+            if (take_factor(o, m, p, p->inputs[side], slot)) in = p->inputs[side];
         if (in < 0) break;
         m->chain[m->n_chain++] = p;
         v = in;
@@ -812,13 +804,8 @@ static ox_status fold_attention(struct opt *o, struct ox_node *sm) {
         for (int k = 0; k < 2; k++) { /* factors on the scores */
             struct ox_node *f = producer_once(o, s);
             int in = -1;
-            for (int fs = 0; f && f->n_outputs == 1 && fs < 2 && in < 0; fs++) {
-                struct attn_match km = m;
-                if (f->n_inputs == 2 && take_factor(o, &m, f, f->inputs[fs], 2))
-                    in = f->inputs[fs];
-                else
-                    m = km;
-            }
+            for (int fs = 0; f && f->n_outputs == 1 && fs < 2 && in < 0; fs++)
+                if (f->n_inputs == 2 && take_factor(o, &m, f, f->inputs[fs], 2)) in = f->inputs[fs];
             if (in < 0) break;
             m.chain[m.n_chain++] = f;
             s = in;

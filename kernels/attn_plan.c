@@ -1,9 +1,9 @@
 /* FusedAttention's operands as strided views, and the BLAS calls that read them in place
  * (kernels/op.h). The CPU kernel (kernels/cpu/attention.c) and the CUDA one
- * (kernels/cuda/attention.cu) both run these descriptions:
+ * (kernels/cuda/reduce.cu) both run these descriptions:
  *
  *     struct ox_fattn a;
- *     ox_fattn_parse(n, in, &a);             // shapes, perms, broadcast batch strides
+ *     ox_fattn_parse(n, in, &a);             // views, shapes, broadcast batch axes
  *     struct ox_gemm_desc d;
  *     ox_gemm_describe(a.m[OX_FATTN_Q], a.m[OX_FATTN_K], scores, &d);   // one product
  *
@@ -162,43 +162,22 @@ static bool reshape_axes(int rank, const struct ox_view_axis *ax, int nrank, con
     return at == nl;
 }
 
-/* A Reshape's dims from its shape tensor, as the Reshape op computes them. */
+/* A Reshape's dims from its shape tensor, by the Reshape op's own rule. */
 static ox_status reshape_dims(const struct ox_node *n, const ox_tensor *shape, bool allowzero,
-                              int rank_in, const int64_t *din, int *rank_out, int64_t *dout) {
-    if (!shape || !shape->data || shape->dtype != OX_INT64 || shape->rank != 1)
-        return ox_node_err(n, OX_E_INVALID, "a view's Reshape has no int64 shape at plan time");
-    int64_t cnt = shape->dims[0], prod = 1, total = numel_of(rank_in, din);
-    if (cnt > OX_MAX_RANK)
-        return ox_node_err(n, OX_E_SHAPE, "a view's Reshape asks for rank %lld", (long long)cnt);
-    int neg = -1;
-    for (int i = 0; i < cnt; i++) {
-        int64_t v = ((const int64_t *)shape->data)[i];
-        if (v == 0 && !allowzero) {
-            if (i >= rank_in)
-                return ox_node_err(n, OX_E_SHAPE,
-                                   "a view's Reshape copies dim %d of a rank-%d "
-                                   "tensor",
-                                   i, rank_in);
-            v = din[i];
-        }
-        if (v == -1 && neg < 0) {
-            neg = i;
-            continue;
-        }
-        if (v < 0) return ox_node_err(n, OX_E_SHAPE, "a view's Reshape has dim %lld", (long long)v);
-        dout[i] = v;
-        prod *= v;
-    }
-    if (neg >= 0) {
-        if (prod == 0 || total % prod)
-            return ox_node_err(n, OX_E_SHAPE, "a view's Reshape cannot infer its -1 dim");
-        dout[neg] = total / prod;
-    } else if (prod != total) {
-        return ox_node_err(n, OX_E_SHAPE, "a view's Reshape to %lld elements from %lld",
-                           (long long)prod, (long long)total);
-    }
-    *rank_out = (int)cnt;
-    return OX_OK;
+                              ox_dtype dt, int rank_in, const int64_t *din, int *rank_out,
+                              int64_t *dout) {
+    if (!shape || !shape->data || shape->dtype != OX_INT64 || shape->rank != 1 ||
+        shape->dims[0] > OX_MAX_RANK)
+        return ox_node_err(n, OX_E_INVALID,
+                           "a view's Reshape has no int64 shape of at most %d entries at plan time",
+                           OX_MAX_RANK);
+    ox_tensor x;
+    memset(&x, 0, sizeof x);
+    x.dtype = dt;
+    x.rank = rank_in;
+    memcpy(x.dims, din, sizeof(int64_t) * (size_t)rank_in);
+    *rank_out = (int)shape->dims[0];
+    return ox_reshape_dims(n, &x, *rank_out, shape->data, allowzero, dout);
 }
 
 static ox_status bad_view(const struct ox_node *n, const char *name, const char *why) {
@@ -244,8 +223,8 @@ static ox_status view_build(const struct ox_node *n, const ox_tensor *const *in,
         }
         case OX_VIEW_RESHAPE: {
             if (at + 3 > len) return bad_view(n, name, "a truncated Reshape");
-            ox_status s = reshape_dims(n, k >= 0 ? ox_in(n, in, k) : NULL, pg[at + 2] != 0, rank,
-                                       dims, &nr, nd);
+            ox_status s = reshape_dims(n, k >= 0 ? ox_in(n, in, k) : NULL, pg[at + 2] != 0,
+                                       t->dtype, rank, dims, &nr, nd);
             if (s) return s;
             if (numel_of(rank, dims) == 0) { /* nothing is read */
                 int64_t ns[OX_MAX_RANK];
@@ -482,10 +461,9 @@ static ox_status generic_shapes(const struct ox_node *n, const ox_tensor *const 
     p.rank = a->s_rank;
     memcpy(p.dims, a->s_dims, sizeof(int64_t) * (size_t)p.rank);
     if ((s = ox_matmul_shape(n, &p, &t[2], &a->mm2))) return s;
-    int64_t perm[OX_MAX_RANK];
-    if ((s = read_perm(n, "perm_y", a->mm2.rank, perm))) return s;
+    if ((s = read_perm(n, "perm_y", a->mm2.rank, a->y_perm))) return s;
     a->y_rank = a->mm2.rank;
-    for (int i = 0; i < a->y_rank; i++) a->y_dims[i] = a->mm2.dims[perm[i]];
+    for (int i = 0; i < a->y_rank; i++) a->y_dims[i] = a->mm2.dims[a->y_perm[i]];
     int frank[3] = {t[0].rank, t[1].rank, a->mm1.rank};
     return check_factors(n, in, frank, a);
 }
@@ -580,11 +558,12 @@ ox_status ox_fattn_parse(const struct ox_node *n, const ox_tensor *const *in, st
         a->m[OX_FATTN_MASK].rows = a->S, a->m[OX_FATTN_MASK].cols = a->T;
     /* the output: Transpose([batch..., S, Dv], perm_y), contiguous */
     int yr = a->brank + 2;
-    int64_t yl[OX_MAX_RANK], p[OX_MAX_RANK], ost[OX_MAX_RANK], lst[OX_MAX_RANK];
+    int64_t yl[OX_MAX_RANK], ost[OX_MAX_RANK], lst[OX_MAX_RANK];
     if (yr > OX_MAX_RANK) return ox_node_err(n, OX_E_SHAPE, "rank %d exceeds the limit", yr);
     memcpy(yl, a->bdims, sizeof(int64_t) * (size_t)a->brank);
     yl[yr - 2] = a->S, yl[yr - 1] = a->Dv;
-    if ((s = read_perm(n, "perm_y", yr, p))) return s;
+    if ((s = read_perm(n, "perm_y", yr, a->y_perm))) return s;
+    const int64_t *p = a->y_perm;
     a->y_rank = yr;
     for (int i = 0; i < yr; i++) a->y_dims[i] = yl[p[i]];
     natural(yr, a->y_dims, ost);

@@ -258,6 +258,11 @@ int64_t ox_read_ints(const struct ox_node *n, const ox_tensor *t, int64_t *out, 
 /* Normalise a possibly negative axis into [0, rank); error when out of range. */
 ox_status ox_norm_axis(const struct ox_node *n, int64_t axis, int rank, int *out);
 
+/* Reshape's dims: x's data as the k-entry shape (0 copies x's dim unless allowzero, one -1
+ * is inferred); errors name the node (a bad entry, a count that does not match). */
+ox_status ox_reshape_dims(const struct ox_node *n, const ox_tensor *x, int k, const int64_t *shape,
+                          bool allowzero, int64_t *dims);
+
 /* numpy broadcasting of two shapes into out (rank max of both). */
 ox_status ox_broadcast(const struct ox_node *n, const ox_tensor *a, const ox_tensor *b, int *rank,
                        int64_t *dims);
@@ -409,7 +414,7 @@ struct ox_fattn {
     bool has_mask;
     double scale; /* the attribute; ox_fattn_alpha multiplies in the inputs */
     int y_rank;   /* the output's dims (perm_y applied) */
-    int64_t y_dims[OX_MAX_RANK];
+    int64_t y_dims[OX_MAX_RANK], y_perm[OX_MAX_RANK];
 };
 /* Shapes, perms and strides of node n's operands; errors name the node. */
 ox_status ox_fattn_parse(const struct ox_node *n, const ox_tensor *const *in, struct ox_fattn *a);

@@ -1161,7 +1161,14 @@ struct fattn_layout {
     size_t part[FA_N_PARTS]; /* byte offsets in a thread's scratch */
     size_t per_thread;       /* bytes, 64-aligned */
     size_t shared;           /* bytes of float copies (float16/bfloat16), before the threads' */
+    size_t bytes;            /* all: shared + per_thread x the threads */
 };
+
+static int64_t dims_numel(int rank, const int64_t *d) {
+    int64_t c = 1;
+    for (int i = 0; i < rank; i++) c *= d[i];
+    return c;
+}
 
 static struct ox_mat rows_of(int64_t r, int64_t c) {
     return (struct ox_mat){r, c, c, 1};
@@ -1214,27 +1221,18 @@ static ox_status fattn_layout(const struct ox_node *n, const ox_tensor *const *i
         for (int k = 0; k < 4; k++)
             if (ox_in(n, in, k) && !add_prod(&e, ox_tensor_numel(in[k]), 1, 1, 1))
                 return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
-        int64_t ny = 1;
-        for (int i = 0; i < a->y_rank; i++) ny *= a->y_dims[i];
-        if (!add_prod(&e, ny, 1, 1, 1) || !ox_mul_size(e, sizeof(float), &l->shared) ||
-            !ox_add_size(l->shared, 63, &l->shared))
+        if (!add_prod(&e, dims_numel(a->y_rank, a->y_dims), 1, 1, 1) ||
+            !ox_mul_size(e, sizeof(float), &l->shared) || !ox_add_size(l->shared, 63, &l->shared))
             return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
         l->shared &= ~(size_t)63;
     }
-    size_t total;
-    if (!ox_mul_size(l->per_thread, (size_t)(n_threads > 0 ? n_threads : 1), &total) ||
-        !ox_add_size(total, l->shared, &total))
+    if (!ox_mul_size(l->per_thread, (size_t)(n_threads > 0 ? n_threads : 1), &l->bytes) ||
+        !ox_add_size(l->bytes, l->shared, &l->bytes))
         return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
     return OX_OK;
 }
 
 /* ---- the generic path (kernels/op.h: a->generic) ---- */
-
-static int64_t dims_numel(int rank, const int64_t *d) {
-    int64_t c = 1;
-    for (int i = 0; i < rank; i++) c *= d[i];
-    return c;
-}
 
 /* Doubles of scratch: Q', KT', V' dense, the product, the masked scores (then P), Y. */
 static bool generic_scratch(const struct ox_fattn *a, size_t *bytes) {
@@ -1322,10 +1320,8 @@ static void generic_run(const struct ox_node *n, const ox_tensor *const *in, ox_
     }
     generic_matmul(&a->mm2, s2, v, yd, 1.0);
     /* Y through perm_y */
-    int64_t perm[OX_MAX_RANK], lst[OX_MAX_RANK], ny = dims_numel(a->y_rank, a->y_dims);
-    const int64_t *pv;
-    int pc = ox_attr_ints(n, "perm_y", &pv);
-    for (int i = 0; i < a->y_rank; i++) perm[i] = pc == a->y_rank ? pv[i] : i;
+    const int64_t *perm = a->y_perm;
+    int64_t lst[OX_MAX_RANK], ny = dims_numel(a->y_rank, a->y_dims);
     for (int64_t s = 1, i = a->y_rank - 1; i >= 0; i--) lst[i] = s, s *= a->mm2.dims[i];
     for (int64_t e = 0; e < ny; e++) {
         int64_t src = 0;
@@ -1350,8 +1346,7 @@ ox_status ox_attn_infer_fused(struct ox_infer_ctx *ctx, const struct ox_node *n,
     }
     if (s || (s = fattn_layout(n, in, &a, ctx->n_threads, &l))) return s;
     ox_set_shape(out[0], a.dtype, a.y_rank, a.y_dims);
-    ctx->scratch_bytes =
-        l.shared + l.per_thread * (size_t)(ctx->n_threads > 0 ? ctx->n_threads : 1);
+    ctx->scratch_bytes = l.bytes;
     return OX_OK;
 }
 

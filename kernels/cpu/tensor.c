@@ -307,27 +307,14 @@ ox_status ox_tn_infer_flatten(struct ox_infer_ctx *ctx, const struct ox_node *n,
 
 /* ---- Reshape --------------------------------------------------------------------------- */
 
-ox_status ox_tn_infer_reshape(struct ox_infer_ctx *ctx, const struct ox_node *n,
-                              const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
-    ox_status st;
-    if ((st = need_in(n, in, 0, "data")) || (st = need_out(n, out, 0))) return st;
-    const ox_tensor *x = in[0];
-    int64_t shape[OX_MAX_RANK], k;
-    if (n->opset < 5) {
-        if ((st = attr_ints(n, "shape", shape, OX_MAX_RANK, &k))) return st;
-        if (k < 0) return ox_node_err(n, OX_E_INVALID, "attribute 'shape' is required");
-    } else {
-        if ((st = need_in(n, in, 1, "shape"))) return st;
-        if (!known(in[1])) return OX_NEED_DATA;
-        if ((st = read_ints(n, in[1], shape, OX_MAX_RANK, &k, "shape"))) return st;
-    }
-    bool allowzero = n->opset >= 14 && ox_attr_int(n, "allowzero", 0) != 0;
-    int64_t dims[OX_MAX_RANK], known_prod = 1, total;
+/* Reshape's rule (kernels/op.h): also FusedAttention's views (kernels/attn_plan.c) use it. */
+ox_status ox_reshape_dims(const struct ox_node *n, const ox_tensor *x, int k, const int64_t *shape,
+                          bool allowzero, int64_t *dims) {
+    int64_t known_prod = 1, total;
     int infer_at = -1;
     bool has_zero = false;
     char sx[256], ss[256];
-    fmt_dims(ss, sizeof ss, (int)k, shape);
+    fmt_dims(ss, sizeof ss, k, shape);
     for (int i = 0; i < k; i++) {
         int64_t d = shape[i];
         if (d == -1) {
@@ -367,6 +354,27 @@ ox_status ox_tn_infer_reshape(struct ox_infer_ctx *ctx, const struct ox_node *n,
         return ox_node_err(n, OX_E_SHAPE, "cannot reshape %s (%lld elements) into %s",
                            ox_tensor_desc(x, sx, sizeof sx), (long long)total, ss);
     }
+    return OX_OK;
+}
+
+ox_status ox_tn_infer_reshape(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                              const ox_tensor *const *in, ox_tensor *const *out) {
+    (void)ctx;
+    ox_status st;
+    if ((st = need_in(n, in, 0, "data")) || (st = need_out(n, out, 0))) return st;
+    const ox_tensor *x = in[0];
+    int64_t shape[OX_MAX_RANK], k;
+    if (n->opset < 5) {
+        if ((st = attr_ints(n, "shape", shape, OX_MAX_RANK, &k))) return st;
+        if (k < 0) return ox_node_err(n, OX_E_INVALID, "attribute 'shape' is required");
+    } else {
+        if ((st = need_in(n, in, 1, "shape"))) return st;
+        if (!known(in[1])) return OX_NEED_DATA;
+        if ((st = read_ints(n, in[1], shape, OX_MAX_RANK, &k, "shape"))) return st;
+    }
+    bool allowzero = n->opset >= 14 && ox_attr_int(n, "allowzero", 0) != 0;
+    int64_t dims[OX_MAX_RANK];
+    if ((st = ox_reshape_dims(n, x, (int)k, shape, allowzero, dims))) return st;
     ox_set_shape(out[0], x->dtype, (int)k, dims);
     return OX_OK;
 }
