@@ -9,7 +9,8 @@
 # (.debs: ../shared/gpu/README.md.) With no step named, build, check and bench; profile
 # times every node of a few models (bench --profile: the device's times of each step); ab
 # times configurations with a kernel choice switched off (OX_CUDA_CONV=-col: no im2col
-# convolutions; OX_CUDA_LT=0: GEMM biases not in cuBLASLt's epilogue), alternating. Eight
+# convolutions; OX_CUDA_LT=0: GEMM biases not in cuBLASLt's epilogue; OX_CUDA_VEC=0: scalar
+# elementwise, LayerNorm and attention-softmax kernels), alternating; AB_SPECS picks them. Eight
 # files at most come back (the device tool returns few): build.log, gpu_check.txt/.json
 # (with the gradients and the forced-im2col check), GPU_BENCHMARKS.md, gpu_bench.txt/.json,
 # profile.txt, ab.txt. BENCH_BUDGET (seconds, default 300) bounds the benchmark; BENCH_ARGS
@@ -137,12 +138,15 @@ if [[ " $steps " == *" ab "* ]]; then
     # AB_RUNS runs each (after 10 warm-ups); the session's first runs are not timed
     stamp "A/B"
     median() { python3 -c "import json,sys; print(json.load(sys.stdin)['median_ms'])" 2>/dev/null; }
-    for spec in "resnet18 1 fp32 OX_CUDA_CONV=-col" "resnet50 1 fp32 OX_CUDA_CONV=-col" \
-        "resnet18 1 fp16 OX_CUDA_CONV=-col" "mobilenet_v2 32 fp32 OX_CUDA_CONV=-col" \
-        "bert_base 1 fp32 OX_CUDA_LT=0" "bert_base 32 fp32 OX_CUDA_LT=0" \
-        "bert_base 32 fp16 OX_CUDA_LT=0" "bert_base 1 fp32 OX_FUSE_ATTENTION=0" \
-        "bert_base 32 fp32 OX_FUSE_ATTENTION=0" "bert_base 32 fp16 OX_FUSE_ATTENTION=0" \
-        "bert_base 32 fp16 OX_CUDA_WARP_ROWS=1024"; do
+    # AB_SPECS: "model batch precision VAR=value" entries separated by ';' (default: below)
+    specs=${AB_SPECS:-"resnet18 1 fp32 OX_CUDA_CONV=-col;resnet50 1 fp32 OX_CUDA_CONV=-col;\
+resnet18 1 fp16 OX_CUDA_CONV=-col;mobilenet_v2 32 fp32 OX_CUDA_CONV=-col;\
+bert_base 1 fp32 OX_CUDA_LT=0;bert_base 32 fp32 OX_CUDA_LT=0;bert_base 32 fp16 OX_CUDA_LT=0;\
+bert_base 1 fp32 OX_FUSE_ATTENTION=0;bert_base 32 fp32 OX_FUSE_ATTENTION=0;\
+bert_base 32 fp16 OX_FUSE_ATTENTION=0;bert_base 32 fp16 OX_CUDA_VEC=0;\
+bert_base 32 fp32 OX_CUDA_VEC=0;resnet18 32 fp16 OX_CUDA_VEC=0"}
+    IFS=';' read -ra spec_list <<<"$specs"
+    for spec in "${spec_list[@]}"; do
         set -- $spec
         [ -f $work/$1.onnx ] || continue
         line="$1 b$2 $3, default vs $4:"

@@ -42,6 +42,8 @@ extern "C" {
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 struct ox_cuda_ctx {
     cudaStream_t stream;
@@ -100,6 +102,23 @@ static inline unsigned ox_cu_blocks(int64_t n) {
     if (b < 1) b = 1;
     if (b > 65535 * 64) b = 65535 * 64;
     return (unsigned)b;
+}
+
+/* Whether the vectorized elementwise kernels and the register-row normalization and softmax
+ * kernels may be used (default yes). OX_CUDA_VEC=0, a measurement knob, keeps the scalar
+ * kernels they replace. Read once per process. */
+static inline bool ox_cu_vec_on(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("OX_CUDA_VEC");
+        on = !(e && e[0] == '0' && e[1] == 0);
+    }
+    return on != 0;
+}
+
+/* Whether device pointer p is aligned to w bytes (a power of two). */
+static inline bool ox_cu_aligned(const void *p, size_t w) {
+    return ((uintptr_t)p & (w - 1)) == 0;
 }
 
 #endif

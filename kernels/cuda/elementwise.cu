@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <algorithm>
 #include <type_traits>
 
 #define EW_THREADS 256
@@ -150,9 +151,42 @@ template <int N, class I, class F> static __global__ void ew_bcast_kernel(ew_sha
         ew_bcast_loop<OX_MAX_RANK>(s, n, f);
 }
 
+/* V elements of T moved as one load or store (16 bytes at most). */
+template <class T, int V> struct alignas(sizeof(T) * V) ew_vec { T e[V]; };
+
+/* Elements per vector for types of these sizes: 16 bytes of the widest, at most 8. */
+template <class... T> constexpr int ew_width() {
+    constexpr size_t w = std::max({sizeof(T)...});
+    return w >= 16 ? 1 : (int)(16 / w > 8 ? 8 : 16 / w);
+}
+
+/* ew_map_kernel with V elements a thread per load (x and y aligned to their vectors); the
+ * last n % V elements one a thread. */
+template <int V, class TX, class TY, class F>
+static __global__ void ew_map_vec_kernel(const TX *x, TY *y, int64_t n, F f) {
+    int64_t step = (int64_t)gridDim.x * blockDim.x,
+            t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int64_t nv = n / V;
+    for (int64_t i = t; i < nv; i += step) {
+        ew_vec<TX, V> a = ((const ew_vec<TX, V> *)x)[i];
+        ew_vec<TY, V> b;
+        EW_UNROLL
+        for (int k = 0; k < V; k++) b.e[k] = f(a.e[k]);
+        ((ew_vec<TY, V> *)y)[i] = b;
+    }
+    for (int64_t i = nv * V + t; i < n; i += step) y[i] = f(x[i]);
+}
+
 template <class TX, class TY, class F>
 static void ew_map(cudaStream_t st, const void *x, void *y, int64_t n, F f) {
     if (n <= 0) return;
+    constexpr int V = ew_width<TX, TY>();
+    if (V > 1 && n >= V && ox_cu_vec_on() && ox_cu_aligned(x, V * sizeof(TX)) &&
+        ox_cu_aligned(y, V * sizeof(TY))) {
+        ew_map_vec_kernel<V, TX, TY, F>
+            <<<ox_cu_blocks(n / V), EW_THREADS, 0, st>>>((const TX *)x, (TY *)y, n, f);
+        return;
+    }
     ew_map_kernel<TX, TY, F><<<ox_cu_blocks(n), EW_THREADS, 0, st>>>((const TX *)x, (TY *)y, n, f);
 }
 
@@ -779,9 +813,46 @@ template <class TA, class TB, class TY, class Op> struct bin_fn {
     }
 };
 
+/* Same-shape operands or a scalar one (each input's stride 1, or 0: one_a/one_b), V output
+ * elements a thread per load and store (the vector inputs and y aligned to their vectors);
+ * the last n % V elements one a thread. */
+template <int V, class TA, class TB, class TY, class Op>
+static __global__ void bin_vec_kernel(const TA *a, const TB *b, TY *y, int64_t n, bool one_a,
+                                      bool one_b, Op op) {
+    using CA = ew_ct_t<TA>;
+    using CB = ew_ct_t<TB>;
+    int64_t step = (int64_t)gridDim.x * blockDim.x,
+            t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int64_t nv = n / V;
+    const CA a0 = cvt<CA>(a[0]);
+    const CB b0 = cvt<CB>(b[0]);
+    for (int64_t i = t; i < nv; i += step) {
+        ew_vec<TA, V> va;
+        ew_vec<TB, V> vb;
+        ew_vec<TY, V> vy;
+        if (!one_a) va = ((const ew_vec<TA, V> *)a)[i];
+        if (!one_b) vb = ((const ew_vec<TB, V> *)b)[i];
+        EW_UNROLL
+        for (int k = 0; k < V; k++)
+            vy.e[k] = cvt<TY>(op(one_a ? a0 : cvt<CA>(va.e[k]), one_b ? b0 : cvt<CB>(vb.e[k])));
+        ((ew_vec<TY, V> *)y)[i] = vy;
+    }
+    for (int64_t i = nv * V + t; i < n; i += step)
+        y[i] = cvt<TY>(op(one_a ? a0 : cvt<CA>(a[i]), one_b ? b0 : cvt<CB>(b[i])));
+}
+
 template <class TA, class TB, class TY, class Op>
 static void bin_go(cudaStream_t st, const ew_shape<2> &s, int64_t n, const void *a, const void *b,
                    void *y) {
+    constexpr int V = ew_width<TA, TB, TY>();
+    if (V > 1 && s.rank == 1 && n >= V && (s.st[0][0] | s.st[1][0]) <= 1 && s.st[0][0] >= 0 &&
+        s.st[1][0] >= 0 && ox_cu_vec_on() && ox_cu_aligned(y, V * sizeof(TY)) &&
+        (s.st[0][0] == 0 || ox_cu_aligned(a, V * sizeof(TA))) &&
+        (s.st[1][0] == 0 || ox_cu_aligned(b, V * sizeof(TB)))) {
+        bin_vec_kernel<V, TA, TB, TY, Op><<<ox_cu_blocks(n / V), EW_THREADS, 0, st>>>(
+            (const TA *)a, (const TB *)b, (TY *)y, n, s.st[0][0] == 0, s.st[1][0] == 0, Op{});
+        return;
+    }
     ew_bcast(st, s, n, bin_fn<TA, TB, TY, Op>{(const TA *)a, (const TB *)b, (TY *)y, Op{}});
 }
 

@@ -989,6 +989,49 @@ __global__ void __launch_bounds__(1024)
     }
 }
 
+/* k_fattn_softmax for rows of at most 32 * NV elements, a warp a row with the row in
+ * registers: each score is read once and written once. */
+template <typename T, int NV>
+__global__ void __launch_bounds__(256)
+    k_fattn_softmax_regs(T *x, int64_t rows, int64_t S, int T_len, const T *mask,
+                         const int64_t *moff, int64_t mrs, int64_t mcs) {
+    const int lane = threadIdx.x & 31;
+    for (int64_t r = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows;
+         r += (int64_t)gridDim.x * (blockDim.x >> 5)) {
+        T *p = x + r * T_len;
+        const T *mr = mask ? mask + moff[r / S] + (r % S) * mrs : NULL;
+        float v[NV];
+        float m = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            int j = lane + 32 * k;
+            v[k] = -INFINITY;
+            if (j < T_len) {
+                float e = to_f(p[j]);
+                if (mr) {
+                    e += to_f(mr[j * mcs]);
+                    if (!std::is_same<T, float>::value) e = to_f(from_f<T>(e)); /* as Add rounds */
+                }
+                v[k] = e;
+                m = fmaxf(m, e);
+            }
+        }
+        m = warp_allreduce(m, max_f());
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+            if (lane + 32 * k < T_len) {
+                v[k] = expf(v[k] - m);
+                sum += v[k];
+            }
+        sum = warp_allreduce(sum, sum_f());
+        float inv = 1.0f / sum;
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+            if (lane + 32 * k < T_len) p[lane + 32 * k] = from_f<T>(v[k] * inv);
+    }
+}
+
 static size_t align256(size_t n) {
     return (n + 255) & ~(size_t)255;
 }
@@ -1106,6 +1149,23 @@ static void launch_fattn_softmax(const fattn_state *s, int n_sms, cudaStream_t s
                                  const void *mask, const int64_t *moff, int64_t rows) {
     T *x = (T *)scores;
     const T *m = (const T *)mask;
+    if (s->T <= 512 && ox_cu_vec_on()) {
+        unsigned grid = grid_of((rows + 7) / 8);
+        int per_lane = (int)((s->T + 31) / 32);
+#define SM_REGS(NV)                                                                                \
+    k_fattn_softmax_regs<T, NV>                                                                    \
+        <<<grid, 256, 0, st>>>(x, rows, s->S, (int)s->T, m, moff, s->mrs, s->mcs)
+        if (per_lane <= 2)
+            SM_REGS(2);
+        else if (per_lane <= 4)
+            SM_REGS(4);
+        else if (per_lane <= 8)
+            SM_REGS(8);
+        else
+            SM_REGS(16);
+#undef SM_REGS
+        return;
+    }
     if (s->T <= WARP_ROW_MAX)
         k_fattn_softmax<true, T>
             <<<grid_of((rows + 7) / 8), 256, 0, st>>>(x, rows, s->S, s->T, m, moff, s->mrs, s->mcs);
@@ -1221,18 +1281,123 @@ __global__ void __launch_bounds__(1024)
     }
 }
 
+/* V elements of T moved as one load or store. */
+template <typename T, int V> struct alignas(sizeof(T) * V) red_vec { T e[V]; };
+
+/* LayerNormalization's rows (scale and bias along the row or one value each) of at most
+ * 32 * VW * NV elements, a warp a row with the row in registers: x is read once, VW elements a
+ * load (VW > 1: the row length a multiple of VW, every row start and scale and bias aligned to
+ * the vector), and the mean and the squared deviations are summed over the registers. The same
+ * arithmetic as k_norm_rows, summed in another order. */
+template <typename T, int VW, int NV>
+__global__ void __launch_bounds__(256)
+    k_layernorm_regs(const T *x, T *y, const T *scale, const T *bias, int64_t rows, int len,
+                     bool scale_row, bool bias_row, float eps, void *mean_out, void *inv_out,
+                     ox_dtype stat_dtype) {
+    using V = red_vec<T, VW>;
+    const int lane = threadIdx.x & 31, nvec = len / VW;
+    for (int64_t r = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows;
+         r += (int64_t)gridDim.x * (blockDim.x >> 5)) {
+        const V *p = (const V *)(x + r * len);
+        float v[NV][VW];
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            int vi = lane + 32 * k;
+            V a;
+            if (vi < nvec) a = p[vi];
+#pragma unroll
+            for (int e = 0; e < VW; e++) {
+                v[k][e] = vi < nvec ? to_f(a.e[e]) : 0.0f;
+                s += v[k][e];
+            }
+        }
+        s = warp_allreduce(s, sum_f());
+        float mean = s / (float)len;
+        float d2 = 0.0f;
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+            if (lane + 32 * k < nvec) {
+#pragma unroll
+                for (int e = 0; e < VW; e++) {
+                    float d = v[k][e] - mean;
+                    d2 += d * d;
+                }
+            }
+        d2 = warp_allreduce(d2, sum_f());
+        float inv = 1.0f / sqrtf(d2 / (float)len + eps);
+        V *q = (V *)(y + r * len);
+        const float sc0 = to_f(scale[0]), b0 = bias ? to_f(bias[0]) : 0.0f;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            int vi = lane + 32 * k;
+            if (vi >= nvec) continue;
+            V sv, bv, o;
+            if (scale_row) sv = ((const V *)scale)[vi];
+            if (bias && bias_row) bv = ((const V *)bias)[vi];
+#pragma unroll
+            for (int e = 0; e < VW; e++) {
+                float sc = scale_row ? to_f(sv.e[e]) : sc0;
+                float b = bias && bias_row ? to_f(bv.e[e]) : b0;
+                o.e[e] = from_f<T>((v[k][e] - mean) * inv * sc + b);
+            }
+            q[vi] = o;
+        }
+        if (lane == 0) {
+            if (mean_out) store_stat(mean_out, stat_dtype, r, mean);
+            if (inv_out) store_stat(inv_out, stat_dtype, r, inv);
+        }
+    }
+}
+
 struct norm_state {
     ox_dtype dtype, stat_dtype;
     int64_t rows, len;
     norm_index ix;
     float eps;
+    bool layernorm; /* scale and bias along the row or one value: k_layernorm_regs may run */
 };
+
+/* k_layernorm_regs for rows of len, NV vectors of VW a lane: false when the row is too long. */
+template <typename T, int VW>
+static bool launch_layernorm_regs(const norm_state *s, cudaStream_t st, const T *x, T *y,
+                                  const T *scale, const T *bias, void *mean_out, void *inv_out) {
+    int64_t per_lane = (s->len / VW + 31) / 32;
+    unsigned grid = grid_of((s->rows + 7) / 8);
+    bool srow = s->ix.jmul_scale != 0, brow = s->ix.jmul_bias != 0;
+#define LN_REGS(NV)                                                                                \
+    k_layernorm_regs<T, VW, NV><<<grid, 256, 0, st>>>(x, y, scale, bias, s->rows, (int)s->len,     \
+                                                      srow, brow, s->eps, mean_out, inv_out,       \
+                                                      s->stat_dtype)
+    if (per_lane <= 1)
+        LN_REGS(1);
+    else if (per_lane <= 2)
+        LN_REGS(2);
+    else if (per_lane <= 4)
+        LN_REGS(4);
+    else if (per_lane <= 8)
+        LN_REGS(8);
+    else
+        return false;
+#undef LN_REGS
+    return true;
+}
 
 template <typename T>
 static void launch_norm(const norm_state *s, int n_sms, cudaStream_t st, const void *x, void *y,
                         const void *scale, const void *bias, void *mean_out, void *inv_out) {
     const T *xp = (const T *)x, *sp = (const T *)scale, *bp = (const T *)bias;
     T *yp = (T *)y;
+    if (s->layernorm && s->len > 0 && ox_cu_vec_on()) {
+        constexpr int VW = 16 / sizeof(T);
+        const size_t vb = sizeof(T) * VW;
+        bool vec = s->len % VW == 0 && ox_cu_aligned(xp, vb) && ox_cu_aligned(yp, vb) &&
+                   (s->ix.jmul_scale == 0 || ox_cu_aligned(sp, vb)) &&
+                   (!bp || s->ix.jmul_bias == 0 || ox_cu_aligned(bp, vb));
+        if (vec ? launch_layernorm_regs<T, VW>(s, st, xp, yp, sp, bp, mean_out, inv_out)
+                : launch_layernorm_regs<T, 1>(s, st, xp, yp, sp, bp, mean_out, inv_out))
+            return;
+    }
     if (s->len <= WARP_ROW_MAX)
         k_norm_rows<true, T><<<grid_of((s->rows + 7) / 8), 256, 0, st>>>(
             xp, yp, sp, bp, s->rows, s->len, s->ix, s->eps, mean_out, inv_out, s->stat_dtype);
@@ -1292,6 +1457,7 @@ ox_status ox_cu_red_prepare_layernorm(struct ox_cuda_ctx *c, const struct ox_nod
     s->ix.jdiv = 1;
     s->ix.jmul_scale = ns == inner ? 1 : 0;
     s->ix.jmul_bias = nb == inner ? 1 : 0;
+    s->layernorm = inner <= INT_MAX;
     return OX_OK;
 }
 
