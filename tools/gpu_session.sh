@@ -9,10 +9,11 @@
 # (.debs: ../shared/gpu/README.md.) With no step named, build, check and bench; profile
 # times every node of a few models (bench --profile: the device's times of each step); ab
 # times configurations with a kernel choice switched off (OX_CUDA_CONV=-col: no im2col
-# convolutions; OX_CUDA_LT=0: GEMM biases not in cuBLASLt's epilogue; OX_CUDA_VEC=0: scalar
-# elementwise, LayerNorm and attention-softmax kernels), alternating; AB_SPECS picks them. Eight
-# files at most come back (the device tool returns few): build.log, gpu_check.txt/.json
-# (with the gradients and the forced-im2col check), GPU_BENCHMARKS.md, gpu_bench.txt/.json,
+# convolutions; -graph: no cuDNN graph-API ones; OX_CUDA_LT=0: GEMM biases not in cuBLASLt's
+# epilogue; OX_CUDA_VEC=0: scalar elementwise, LayerNorm and attention-softmax kernels),
+# alternating; AB_SPECS picks them. Eight files at most come back (the device tool returns
+# few): build.log, gpu_check.txt/.json (with the gradients and the checks with im2col and
+# graph-API convolutions forced), GPU_BENCHMARKS.md, gpu_bench.txt/.json,
 # profile.txt, ab.txt. BENCH_BUDGET (seconds, default 300) bounds the benchmark; BENCH_ARGS
 # adds options to it. NODE_DIR names the ONNX node cases (default: the onnx package's, where
 # it has them), MORE_CASES more folders of cases; PARITY=0 skips the models, GRADS=0 the
@@ -86,8 +87,8 @@ PY
     timeout ${CHECK_TIMEOUT:-200} python3 tests/gpu_check.py --onnxexec $bin "${nodes[@]}" "${models[@]}" \
         --work $build/gpu_check --timeout 20 --json-out "$out/gpu_check.json" >"$out/gpu_check.txt" 2>&1
     echo "gpu_check exit $?"
-    # the im2col convolutions forced wherever they apply (else taken only where faster):
-    # every convolution case and two models against the CPU
+    # the im2col convolutions, then the cuDNN graph-API ones, forced wherever they apply
+    # (else taken only where faster): every convolution case and two models against the CPU
     if [ -n "$node" ]; then
         mkdir -p $build/conv_cases
         for c in "$node"/test_conv*; do ln -sfn "$(cd "$c" && pwd)" $build/conv_cases/; done
@@ -95,12 +96,14 @@ PY
         for m in resnet18 mobilenet_v2; do
             [ -f $work/$m.onnx ] && [ "${PARITY:-1}" = 1 ] && cm+=(--model $work/$m.onnx:N=2)
         done
-        OX_CUDA_CONV=col timeout 120 python3 tests/gpu_check.py --onnxexec $bin \
-            --node $build/conv_cases "${cm[@]}" --work $build/gpu_check_col --timeout 20 \
-            >"$out/gpu_check_col.txt" 2>&1
-        echo "gpu_check with OX_CUDA_CONV=col exit $?" | tee -a "$out/gpu_check.txt"
-        grep -v "^  [A-Za-z]* [0-9]*," "$out/gpu_check_col.txt" | tail -15 >>"$out/gpu_check.txt"
-        rm -f "$out/gpu_check_col.txt"
+        for mode in col graph; do
+            OX_CUDA_CONV=$mode timeout 120 python3 tests/gpu_check.py --onnxexec $bin \
+                --node $build/conv_cases "${cm[@]}" --work $build/gpu_check_$mode --timeout 20 \
+                >"$out/gpu_check_$mode.txt" 2>&1
+            echo "gpu_check with OX_CUDA_CONV=$mode exit $?" | tee -a "$out/gpu_check.txt"
+            grep -v "^  [A-Za-z]* [0-9]*," "$out/gpu_check_$mode.txt" | tail -15 >>"$out/gpu_check.txt"
+            rm -f "$out/gpu_check_$mode.txt"
+        done
     fi
     # FusedAttention on the GPU: tests/optimize.py's attention cases (every exported form,
     # masks, broadcasting, float16; views cuBLAS cannot address go to the CPU) run optimized
@@ -139,12 +142,11 @@ if [[ " $steps " == *" ab "* ]]; then
     stamp "A/B"
     median() { python3 -c "import json,sys; print(json.load(sys.stdin)['median_ms'])" 2>/dev/null; }
     # AB_SPECS: "model batch precision VAR=value" entries separated by ';' (default: below)
-    specs=${AB_SPECS:-"resnet18 1 fp32 OX_CUDA_CONV=-col;resnet50 1 fp32 OX_CUDA_CONV=-col;\
-resnet18 1 fp16 OX_CUDA_CONV=-col;mobilenet_v2 32 fp32 OX_CUDA_CONV=-col;\
-bert_base 1 fp32 OX_CUDA_LT=0;bert_base 32 fp32 OX_CUDA_LT=0;bert_base 32 fp16 OX_CUDA_LT=0;\
-bert_base 1 fp32 OX_FUSE_ATTENTION=0;bert_base 32 fp32 OX_FUSE_ATTENTION=0;\
-bert_base 32 fp16 OX_FUSE_ATTENTION=0;bert_base 32 fp16 OX_CUDA_VEC=0;\
-bert_base 32 fp32 OX_CUDA_VEC=0;resnet18 32 fp16 OX_CUDA_VEC=0"}
+    specs=${AB_SPECS:-"resnet18 32 fp16 OX_CUDA_CONV=-graph;resnet50 32 fp16 OX_CUDA_CONV=-graph;\
+resnet18 1 fp16 OX_CUDA_CONV=-graph;resnet50 1 fp16 OX_CUDA_CONV=-graph;\
+mobilenet_v2 32 fp16 OX_CUDA_CONV=-graph;resnet18 32 fp32 OX_CUDA_CONV=-graph;\
+resnet18 1 fp32 OX_CUDA_CONV=-col;bert_base 32 fp16 OX_CUDA_VEC=0;\
+bert_base 1 fp32 OX_FUSE_ATTENTION=0"}
     IFS=';' read -ra spec_list <<<"$specs"
     for spec in "${spec_list[@]}"; do
         set -- $spec

@@ -10,8 +10,10 @@
  *   cuDNN then computes (asymmetric pads that matter) is left to the CPU. 1-D runs as 2-D with
  *   H = 1. Prepare finds cuDNN's fastest algorithm on scratch buffers, then times each way
  *   the node can run (conv_choose): cuDNN with our epilogue, cuDNN's fused bias + ReLU, a
- *   pointwise convolution as batched GEMMs, a depthwise one in our kernel; a way whose
- *   output on random data disagrees with plain cuDNN's is not taken.
+ *   pointwise convolution as batched GEMMs, a depthwise one in our kernel, im2col + GEMMs,
+ *   and the convolution as a cuDNN graph (backend API: the heuristics' engines, each
+ *   finalized, timed and tried under a stream capture); a way whose output on random data
+ *   disagrees with plain cuDNN's is not taken.
  * - The fused ops' epilogue, y = act(base + bias + z), runs in one kernel of ours over y
  *   (or inside the depthwise kernel, or in cuDNN); each addition is rounded to the element
  *   type as the CPU's epilogue rounds it. A Z that broadcasts the output to a larger shape
@@ -30,6 +32,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <atomic>
 
 /* Prototypes of this file's rows, so that the definitions are checked against the table. */
 #define OX_CUDA_OP(domain, type, prepare, run, release) OX_CUDA_OP_PROTOTYPES(prepare, run, release)
@@ -555,8 +560,16 @@ static void lt_setup(struct ox_cuda_ctx *c, struct lt_gemm *l, ox_dtype dt,
  *   [C*KH*KW, OH*OW] matrix of windows, as many images at a time as 64 MiB holds) and run as
  *   a strided batch of GEMMs Y_n[M, OH*OW] = W[M, C*KH*KW] col_n, then our epilogue. cuBLAS splits
  * K where the output is small (a late ResNet layer at batch 1 has 49 pixels for 4608 products
- * each), which cuDNN's tiles over pixels and channels do not. */
-enum { CONV_DNN, CONV_FUSED, CONV_GEMM, CONV_DW, CONV_COL, CONV_MODES };
+ * each), which cuDNN's tiles over pixels and channels do not;
+ * - CONV_GRAPH: the convolution of one group as a cuDNN graph (the backend API, through which
+ *   PyTorch reaches cuDNN: engines the legacy calls above do not all reach, float16 ones
+ *   above all), the fastest of the heuristics' first engine configurations, then our
+ *   epilogue. Engines that convert inputs down, reduce in less than float, use tensor cores
+ *   on float32 without TF32, or (precise plans) FFT or Winograd are left out. */
+enum { CONV_DNN, CONV_FUSED, CONV_GEMM, CONV_DW, CONV_COL, CONV_GRAPH, CONV_MODES };
+
+/* The descriptors of a CONV_GRAPH convolution, kept for the plan's life. */
+enum { GD_X, GD_W, GD_Y, GD_CONV, GD_OP, GD_GRAPH, GD_PLAN, GD_COUNT };
 
 /* The geometry of a 2-D convolution for the direct depthwise kernel and im2col (every
  * extent fits an int). */
@@ -585,7 +598,20 @@ struct conv_state {
     struct dw_geom dw;   /* CONV_DW, CONV_COL */
     size_t col;          /* CONV_COL: bytes of the unrolled windows (workspace) */
     int64_t col_images;  /* CONV_COL: images unrolled at a time (pw.count of a full block) */
+    /* CONV_GRAPH: the graph's descriptors (GD_*), the chosen plan's workspace bytes */
+    cudnnBackendDescriptor_t gd[GD_COUNT];
+    size_t gws;
 };
+
+/* Unique ids of the graph's tensors in the variant pack. */
+enum { GUID_X = 1, GUID_W = 2, GUID_Y = 3 };
+/* Engine configurations of the heuristics tried (the first ones, their best guesses). */
+#define GRAPH_CFGS 8
+
+static void bk_destroy(cudnnBackendDescriptor_t *d) {
+    if (*d) cudnnBackendDestroyDescriptor(*d);
+    *d = NULL;
+}
 
 void ox_cu_nn_release_conv(void *state) {
     struct conv_state *s = (struct conv_state *)state;
@@ -597,8 +623,148 @@ void ox_cu_nn_release_conv(void *state) {
     if (s->cd) cudnnDestroyConvolutionDescriptor(s->cd);
     if (s->ad) cudnnDestroyActivationDescriptor(s->ad);
     if (s->zero_bias) cudaFree(s->zero_bias);
+    for (int i = GD_COUNT - 1; i >= 0; i--) bk_destroy(&s->gd[i]);
     free(s);
 }
+
+/* ---- CONV_GRAPH: the convolution as a cuDNN graph ------------------------------------- */
+
+#define BK(call)                                                                                   \
+    do {                                                                                           \
+        if ((call) != CUDNN_STATUS_SUCCESS) return false;                                          \
+    } while (0)
+
+/* A packed row-major tensor of nb dims (aligned to 16 bytes: the launch checks the pointers). */
+static bool bk_tensor(cudnnBackendDescriptor_t *t, cudnnDataType_t dt, int nb, const int *dims,
+                      int64_t uid) {
+    int64_t d[5], st[5], align = 16, stride = 1;
+    for (int i = nb - 1; i >= 0; i--) {
+        d[i] = dims[i];
+        st[i] = stride;
+        stride *= dims[i];
+    }
+    BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t));
+    BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
+    BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, nb, d));
+    BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, nb, st));
+    BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
+    BK(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
+    BK(cudnnBackendFinalize(*t));
+    return true;
+}
+
+/* The graph Y = conv(X, W) (float accumulation; both ends padded by the begin pads, as the
+ * legacy descriptor, whose output extent conv_setup checked). false: cuDNN refused it. */
+static bool graph_build(struct ox_cuda_ctx *c, struct conv_state *s, cudnnDataType_t ddt, int nb,
+                        const int *xdims, const int *wdims, const int *ydims, const int *pads,
+                        const int *strides, const int *dils) {
+    cudnnBackendDescriptor_t *gd = s->gd;
+    int64_t nsp = nb - 2, p[3], st[3], dl[3];
+    for (int i = 0; i < nsp; i++) p[i] = pads[i], st[i] = strides[i], dl[i] = dils[i];
+    cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    float alpha = 1.0f, beta = 0.0f;
+    if (!bk_tensor(&gd[GD_X], ddt, nb, xdims, GUID_X) ||
+        !bk_tensor(&gd[GD_W], ddt, nb, wdims, GUID_W) ||
+        !bk_tensor(&gd[GD_Y], ddt, nb, ydims, GUID_Y))
+        return false;
+    BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &gd[GD_CONV]));
+    cudnnBackendDescriptor_t cd = gd[GD_CONV];
+    BK(cudnnBackendSetAttribute(cd, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1,
+                                &nsp));
+    BK(cudnnBackendSetAttribute(cd, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1,
+                                &comp));
+    BK(cudnnBackendSetAttribute(cd, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE,
+                                1, &mode));
+    BK(cudnnBackendSetAttribute(cd, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, nsp, p));
+    BK(cudnnBackendSetAttribute(cd, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, nsp,
+                                p));
+    BK(cudnnBackendSetAttribute(cd, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, nsp, dl));
+    BK(cudnnBackendSetAttribute(cd, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, nsp,
+                                st));
+    BK(cudnnBackendFinalize(cd));
+    BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                                    &gd[GD_OP]));
+    cudnnBackendDescriptor_t op = gd[GD_OP];
+    BK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &gd[GD_X]));
+    BK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &gd[GD_W]));
+    BK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &gd[GD_Y]));
+    BK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cd));
+    BK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                                CUDNN_TYPE_FLOAT, 1, &alpha));
+    BK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT,
+                                1, &beta));
+    BK(cudnnBackendFinalize(op));
+    BK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &gd[GD_GRAPH]));
+    BK(cudnnBackendSetAttribute(gd[GD_GRAPH], CUDNN_ATTR_OPERATIONGRAPH_OPS,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op));
+    BK(cudnnBackendSetAttribute(gd[GD_GRAPH], CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE,
+                                1, &c->dnn));
+    BK(cudnnBackendFinalize(gd[GD_GRAPH]));
+    return true;
+}
+
+/* Whether an engine configuration's numerical notes suit the plan (see CONV_GRAPH). */
+static bool graph_cfg_ok(const struct ox_cuda_ctx *c, ox_dtype dt, cudnnBackendDescriptor_t cfg) {
+    cudnnBackendDescriptor_t eng = NULL;
+    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    int64_t n = 0, k = 0;
+    bool ok =
+        cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) ==
+            CUDNN_STATUS_SUCCESS &&
+        cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                 &n, &eng) == CUDNN_STATUS_SUCCESS &&
+        cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &k,
+                                 notes) == CUDNN_STATUS_SUCCESS;
+    for (int64_t i = 0; ok && i < k && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++) {
+        switch (notes[i]) {
+        case CUDNN_NUMERICAL_NOTE_TENSOR_CORE: ok = dt == OX_FLOAT16 || c->tf32; break;
+        case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
+        case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION: ok = false; break;
+        case CUDNN_NUMERICAL_NOTE_FFT:
+        case CUDNN_NUMERICAL_NOTE_WINOGRAD:
+        case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4:
+        case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6:
+        case CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13: ok = !c->precise; break;
+        default: break;
+        }
+    }
+    bk_destroy(&eng);
+    return ok;
+}
+
+/* Runs plan on x, w into y with workspace ws (a variant pack made for the call). */
+static bool graph_exec(struct ox_cuda_ctx *c, cudnnBackendDescriptor_t plan, const void *x,
+                       const void *w, void *y, void *ws) {
+    cudnnBackendDescriptor_t vp = NULL;
+    int64_t uids[3] = {GUID_X, GUID_W, GUID_Y};
+    void *ptrs[3] = {(void *)x, (void *)w, y};
+    bool ok = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp) ==
+                  CUDNN_STATUS_SUCCESS &&
+              cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3,
+                                       uids) == CUDNN_STATUS_SUCCESS &&
+              cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                       CUDNN_TYPE_VOID_PTR, 3, ptrs) == CUDNN_STATUS_SUCCESS &&
+              cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR,
+                                       1, &ws) == CUDNN_STATUS_SUCCESS &&
+              cudnnBackendFinalize(vp) == CUDNN_STATUS_SUCCESS &&
+              cudnnBackendExecute(c->dnn, plan, vp) == CUDNN_STATUS_SUCCESS;
+    bk_destroy(&vp);
+    return ok;
+}
+
+/* Whether the graph's pointers are as aligned as its tensors say (arena offsets are; a view's
+ * may not be: such a run takes the legacy call). */
+static bool graph_aligned(const void *x, const void *w, const void *y, const void *ws) {
+    return ox_cu_aligned(x, 16) && ox_cu_aligned(w, 16) && ox_cu_aligned(y, 16) &&
+           ox_cu_aligned(ws, 16);
+}
+#undef BK
 
 /* y = act(round(conv(x, w) + bias) + z) over `total` outputs (planes of OH x OW), I the index
  * type (int where every offset fits). */
@@ -697,7 +863,12 @@ static ox_status conv_launch(struct ox_cuda_ctx *c, const struct conv_state *s, 
         return ox_cu_launched("depthwise convolution");
     }
     ox_status st;
-    if (mode == CONV_COL) {
+    if (mode == CONV_GRAPH && !graph_aligned(x, w, y, ws)) mode = CONV_DNN; /* s->ws covers it */
+    if (mode == CONV_GRAPH) {
+        st = graph_exec(c, s->gd[GD_PLAN], x, w, y, ws)
+                 ? OX_OK
+                 : ox_cu_dnn_check(CUDNN_STATUS_EXECUTION_FAILED, "cudnnBackendExecute");
+    } else if (mode == CONV_COL) {
         /* per block of images: their windows into ws (s->col bytes at most), then the GEMMs
          * read them as the pointwise B */
         size_t esz = s->dt == OX_FLOAT ? 4 : 2;
@@ -730,10 +901,9 @@ static ox_status conv_launch(struct ox_cuda_ctx *c, const struct conv_state *s, 
     return ox_cu_launched("FusedConv epilogue");
 }
 
-/* Microseconds of one run of mode (the best of three, after one to warm up), or -1 when it
+/* Microseconds of one call of run() (the best of three, after one to warm up), or -1 when it
  * fails. */
-static float conv_time(struct ox_cuda_ctx *c, const struct conv_state *s, int mode, const void *x,
-                       const void *w, const void *b, const void *z, void *y, void *ws) {
+template <typename F> static float time_us(struct ox_cuda_ctx *c, F run) {
     cudaEvent_t e0, e1;
     if (cudaEventCreate(&e0) != cudaSuccess) return -1;
     if (cudaEventCreate(&e1) != cudaSuccess) {
@@ -741,12 +911,10 @@ static float conv_time(struct ox_cuda_ctx *c, const struct conv_state *s, int mo
         return -1;
     }
     float best = -1;
-    bool ok = conv_launch(c, s, mode, x, w, b, z, y, ws) == OX_OK &&
-              cudaStreamSynchronize(c->stream) == cudaSuccess;
+    bool ok = run() && cudaStreamSynchronize(c->stream) == cudaSuccess;
     for (int r = 0; r < 3 && ok; r++) {
         float ms = 0;
-        ok = cudaEventRecord(e0, c->stream) == cudaSuccess &&
-             conv_launch(c, s, mode, x, w, b, z, y, ws) == OX_OK &&
+        ok = cudaEventRecord(e0, c->stream) == cudaSuccess && run() &&
              cudaEventRecord(e1, c->stream) == cudaSuccess &&
              cudaEventSynchronize(e1) == cudaSuccess &&
              cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
@@ -759,6 +927,97 @@ static float conv_time(struct ox_cuda_ctx *c, const struct conv_state *s, int mo
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     return best;
+}
+
+/* Microseconds of one run of mode, or -1 when it fails. */
+static float conv_time(struct ox_cuda_ctx *c, const struct conv_state *s, int mode, const void *x,
+                       const void *w, const void *b, const void *z, void *y, void *ws) {
+    return time_us(c, [&] { return conv_launch(c, s, mode, x, w, b, z, y, ws) == OX_OK; });
+}
+
+/* Whether plan's run can be captured into a CUDA graph (as the executor captures a plan's
+ * runs): tried on a throwaway capture. */
+static bool graph_capturable(struct ox_cuda_ctx *c, cudnnBackendDescriptor_t plan, const void *x,
+                             const void *w, void *y, void *ws) {
+    cudaGraph_t g = NULL;
+    if (cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    bool ok = graph_exec(c, plan, x, w, y, ws);
+    ok = cudaStreamEndCapture(c->stream, &g) == cudaSuccess && ok && g;
+    if (g) cudaGraphDestroy(g);
+    (void)cudaGetLastError();
+    return ok;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Milliseconds this process has spent in graph_pick, on all its GPUs. */
+static std::atomic<long long> graph_search_ms{0};
+
+/* CONV_GRAPH's plan: of the heuristics' first GRAPH_CFGS engine configurations whose notes
+ * suit the plan, whose workspace fits cap and whose run can be captured, the fastest on the
+ * trial buffers (kept in s->gd[GD_PLAN], its workspace in s->gws). false: none. */
+static bool graph_pick(struct ox_cuda_ctx *c, struct conv_state *s, const void *x, const void *w,
+                       void *y, void *ws, size_t cap) {
+    cudnnBackendDescriptor_t heur = NULL, cfg[GRAPH_CFGS] = {NULL};
+    cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_A;
+    int64_t got = 0;
+    bool ok = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur) ==
+                  CUDNN_STATUS_SUCCESS &&
+              cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                       &s->gd[GD_GRAPH]) == CUDNN_STATUS_SUCCESS &&
+              cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1,
+                                       &hm) == CUDNN_STATUS_SUCCESS &&
+              cudnnBackendFinalize(heur) == CUDNN_STATUS_SUCCESS;
+    for (int i = 0; ok && i < GRAPH_CFGS; i++)
+        ok = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfg[i]) ==
+             CUDNN_STATUS_SUCCESS;
+    if (ok)
+        ok = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, GRAPH_CFGS, &got,
+                                      cfg) == CUDNN_STATUS_SUCCESS;
+    float best = -1;
+    double t0 = now_s();
+    for (int64_t i = 0; ok && i < got && i < GRAPH_CFGS; i++) {
+        /* finalizing a plan may compile kernels: a second a convolution, a minute a process */
+        if (now_s() - t0 > 1.0 || graph_search_ms.load() > 60000) break;
+        if (!graph_cfg_ok(c, s->dt, cfg[i])) continue;
+        cudnnBackendDescriptor_t plan = NULL;
+        int64_t wsz = -1, n = 0;
+        bool made =
+            cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) ==
+                CUDNN_STATUS_SUCCESS &&
+            cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
+                                     &c->dnn) == CUDNN_STATUS_SUCCESS &&
+            cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                     &cfg[i]) == CUDNN_STATUS_SUCCESS &&
+            cudnnBackendFinalize(plan) == CUDNN_STATUS_SUCCESS &&
+            cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                     CUDNN_TYPE_INT64, 1, &n, &wsz) == CUDNN_STATUS_SUCCESS &&
+            wsz >= 0 && (size_t)wsz <= cap;
+        float t = made ? time_us(c, [&] { return graph_exec(c, plan, x, w, y, ws); }) : -1;
+        if (t >= 0 && (best < 0 || t < best) && graph_capturable(c, plan, x, w, y, ws)) {
+            bk_destroy(&s->gd[GD_PLAN]);
+            s->gd[GD_PLAN] = plan;
+            s->gws = (size_t)wsz;
+            best = t;
+        } else {
+            bk_destroy(&plan);
+        }
+    }
+    for (int i = 0; i < GRAPH_CFGS; i++) bk_destroy(&cfg[i]);
+    bk_destroy(&heur);
+    graph_search_ms += (long long)(1000 * (now_s() - t0));
+    (void)cudaGetLastError();
+    return s->gd[GD_PLAN] != NULL;
 }
 
 /* p[i] = pseudo-random values in [-1, 1), for the candidates' trial runs. */
@@ -819,7 +1078,7 @@ static bool agrees(cudaStream_t st, ox_dtype dt, const void *y, const void *yr, 
  * default where no such run can be made). */
 static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t xb, size_t wb,
                              size_t yb, bool has_b, bool has_z, bool want_fused, bool can_gemm,
-                             bool can_dw, bool can_col) {
+                             bool can_dw, bool can_col, bool can_graph) {
     struct scratch sc = {{NULL}, 0};
     size_t esz = s->dt == OX_FLOAT ? 4 : 2, cap = 0;
     void *x = scratch_get(&sc, xb), *w = scratch_get(&sc, wb), *y = scratch_get(&sc, yb);
@@ -852,10 +1111,10 @@ static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t
                                        c->dnn, s->xd, s->wd, s->cd, s->yd, s->algo, &s->ws),
                                    "cudnnGetConvolutionForwardWorkspaceSize");
     s->mode = CONV_DNN; /* without a timed run */
-    /* OX_CUDA_CONV=dnn|fused|gemm|dw|col (tests, diagnosis): that mode where it applies;
+    /* OX_CUDA_CONV=dnn|fused|gemm|dw|col|graph (tests, diagnosis): that mode where it applies;
      * -MODE: any but that one (measurements) */
     const char *force = getenv("OX_CUDA_CONV");
-    static const char *const names[CONV_MODES] = {"dnn", "fused", "gemm", "dw", "col"};
+    static const char *const names[CONV_MODES] = {"dnn", "fused", "gemm", "dw", "col", "graph"};
     int forced = -1, banned = -1;
     for (int i = 0; force && i < CONV_MODES; i++) {
         if (strcmp(force, names[i]) == 0) forced = i;
@@ -876,8 +1135,10 @@ static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t
         for (int mode = CONV_DNN; mode < CONV_MODES && have_ref; mode++) {
             if ((mode == CONV_FUSED && !want_fused) || (mode == CONV_GEMM && !can_gemm) ||
                 (mode == CONV_DW && !can_dw) || (mode == CONV_COL && (!can_col || s->col > cap)) ||
-                (forced >= 0 && mode != forced) || (mode != CONV_DNN && mode == banned))
+                (mode == CONV_GRAPH && !can_graph) || (forced >= 0 && mode != forced) ||
+                (mode != CONV_DNN && mode == banned))
                 continue;
+            if (mode == CONV_GRAPH && !graph_pick(c, s, x, w, y, ws, cap)) continue;
             if (mode == CONV_FUSED) s->zero_bias = bias; /* borrowed for the trial */
             float t = conv_time(c, s, mode, x, w, b, z, y, ws);
             if (t >= 0 && mode != CONV_DNN && !agrees(c->stream, s->dt, y, yr, ny, (unsigned *)cmp))
@@ -950,6 +1211,10 @@ static ox_status conv_setup(struct ox_cuda_ctx *c, struct conv_state *s, const o
         return OX_E_UNSUPPORTED;
 
     bool z_ok = !s->split && (!z || ox_same_shape(z, y)); /* the modes other than CONV_DNN */
+    /* the graph-API candidate, for one group (grouped and depthwise layers have their own) */
+    bool can_graph =
+        z_ok && group == 1 && graph_build(c, s, ddt, nb, xdims, wdims, ydims, pads, strides, dils);
+    (void)cudaGetLastError();
     /* ReLU: cuDNN's fused call, if it takes it */
     bool want_fused = z_ok && !s->a.silu && s->a.lo == 0.0f && s->a.hi == INFINITY;
     if (want_fused) {
@@ -1003,14 +1268,20 @@ static ox_status conv_setup(struct ox_cuda_ctx *c, struct conv_state *s, const o
         s->pw = weights_times(s->M, K, HW, s->col_images); /* B = col_n, a block's images */
     }
     st = conv_choose(c, s, (size_t)ox_tensor_numel(x) * esz, (size_t)ox_tensor_numel(w) * esz,
-                     ybytes, b != NULL, z != NULL && z_ok, want_fused, can_gemm, can_dw, can_col);
+                     ybytes, b != NULL, z != NULL && z_ok, want_fused, can_gemm, can_dw, can_col,
+                     can_graph);
     if (st) return st;
     if (s->mode == CONV_FUSED && !b) {
         if ((st = ox_cu_check(cudaMalloc(&s->zero_bias, (size_t)s->M * esz), "cudaMalloc")) ||
             (st = ox_cu_check(cudaMemset(s->zero_bias, 0, (size_t)s->M * esz), "cudaMemset")))
             return st;
     }
-    if (s->mode != CONV_DNN && s->mode != CONV_FUSED) s->ws = s->mode == CONV_COL ? s->col : 0;
+    if (s->mode == CONV_GRAPH) /* the legacy call's workspace too, for unaligned pointers */
+        s->ws = s->gws > s->ws ? s->gws : s->ws;
+    else if (s->mode != CONV_DNN && s->mode != CONV_FUSED)
+        s->ws = s->mode == CONV_COL ? s->col : 0;
+    if (s->mode != CONV_GRAPH)
+        for (int i = GD_COUNT - 1; i >= 0; i--) bk_destroy(&s->gd[i]);
     if (s->split) s->tmp = round256(ybytes);
     *workspace = s->tmp + s->ws;
     return OX_OK;
