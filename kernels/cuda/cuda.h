@@ -104,9 +104,9 @@ static inline unsigned ox_cu_blocks(int64_t n) {
     return (unsigned)b;
 }
 
-/* Whether the vectorized elementwise kernels and the register-row normalization and softmax
- * kernels may be used (default yes). OX_CUDA_VEC=0, a measurement knob, keeps the scalar
- * kernels they replace. Read once per process. */
+/* Whether the vectorized elementwise kernels, the register-row normalization and softmax
+ * kernels and the 2-D pooling kernel may be used (default yes). OX_CUDA_VEC=0, a measurement
+ * knob, keeps the kernels they replace. Read once per process. */
 static inline bool ox_cu_vec_on(void) {
     static int on = -1;
     if (on < 0) {
