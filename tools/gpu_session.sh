@@ -107,13 +107,16 @@ PY
     fi
     # FusedAttention on the GPU: tests/optimize.py's attention cases (every exported form,
     # masks, broadcasting, float16; views cuBLAS cannot address go to the CPU) run optimized
-    # on the GPU, against the CPU unoptimized and numpy
-    (cd / && timeout 120 python3 "$OLDPWD/tests/optimize.py" --onnxexec "$OLDPWD/$bin" \
-        --device cuda -k 27_attention) >"$out/attention_check.txt" 2>&1
-    echo "attention cases on the GPU: exit $? ($(tail -1 "$out/attention_check.txt"))" |
-        tee -a "$out/gpu_check.txt"
-    grep -E "^FAIL|^ {7}" "$out/attention_check.txt" | head -20 >>"$out/gpu_check.txt"
-    rm -f "$out/attention_check.txt"
+    # on the GPU, against the CPU unoptimized and numpy; by the way each size picks (the
+    # cases are small: the one-kernel way) and with the cuBLAS way forced
+    for way in auto gemm; do
+        (cd / && OX_CUDA_ATTENTION=$way timeout 120 python3 "$OLDPWD/tests/optimize.py" \
+            --onnxexec "$OLDPWD/$bin" --device cuda -k 27_attention) >"$out/attention_check.txt" 2>&1
+        echo "attention cases on the GPU ($way): exit $? ($(tail -1 "$out/attention_check.txt"))" |
+            tee -a "$out/gpu_check.txt"
+        grep -E "^FAIL|^ {7}" "$out/attention_check.txt" | head -20 >>"$out/gpu_check.txt"
+        rm -f "$out/attention_check.txt"
+    done
     # gradients (the autograd issue's kind of models): the gradient graph that `grad` writes,
     # on the GPU against the CPU, every parameter's gradient within float32's tolerance
     if [ "${GRADS:-1}" = 1 ]; then
@@ -145,8 +148,9 @@ if [[ " $steps " == *" ab "* ]]; then
     specs=${AB_SPECS:-"resnet18 32 fp16 OX_CUDA_CONV=-graph;resnet50 32 fp16 OX_CUDA_CONV=-graph;\
 resnet18 1 fp16 OX_CUDA_CONV=-graph;resnet50 1 fp16 OX_CUDA_CONV=-graph;\
 mobilenet_v2 32 fp16 OX_CUDA_CONV=-graph;resnet18 32 fp32 OX_CUDA_CONV=-graph;\
-resnet18 1 fp32 OX_CUDA_CONV=-col;bert_base 32 fp16 OX_CUDA_VEC=0;\
-bert_base 1 fp32 OX_FUSE_ATTENTION=0"}
+resnet18 32 fp32 OX_CUDA_VEC=0;bert_base 1 fp32 OX_CUDA_ATTENTION=gemm;\
+bert_base 1 fp16 OX_CUDA_ATTENTION=gemm;bert_base 8 fp16 OX_CUDA_ATTENTION=small;\
+bert_base 32 fp16 OX_CUDA_ATTENTION=small"}
     IFS=';' read -ra spec_list <<<"$specs"
     for spec in "${spec_list[@]}"; do
         set -- $spec

@@ -929,7 +929,26 @@ ox_status ox_cu_red_softmax(struct ox_cuda_ctx *c, const struct ox_node *n,
  * The pointer arrays are filled on the device at each run (a small kernel from the element
  * offsets prepare computed), since the workspace's address is known only then. Views BLAS
  * cannot address, double and bfloat16, empty products and factors that are not constant
- * go to the CPU. OX_CUDA_ATTENTION=0 sends every FusedAttention there (for A/B checks). */
+ * go to the CPU. OX_CUDA_ATTENTION=0 sends every FusedAttention there (for A/B checks).
+ *
+ * Small products (FA_SMALL_MACS multiply-adds at most, keys up to FA_TMAX, Dk up to
+ * FA_DKMAX: BERT-base at batch 1, where the four launches and cuBLAS's batched set-up cost
+ * more than the work) run instead as one kernel, k_fattn_small: a block per FA_ROWS query
+ * rows of an item, the rows of Q and their scores in shared memory, the same roundings to the
+ * element type as the three steps. OX_CUDA_ATTENTION=gemm|small forces one way (A/B). */
+#define FA_ROWS       8
+#define FA_TMAX       512
+#define FA_DKMAX      256
+#define FA_SMALL_MACS ((int64_t)1 << 26)
+
+/* The matrices' strides (elements; K is KT, [Dk, T]) and sizes for k_fattn_small. */
+struct fa_geom {
+    int S, T, Dk, Dv;
+    int64_t qrs, qcs, krs, kcs, vrs, vcs, yrs, ycs, mrs, mcs;
+    int64_t batch;
+    float alpha;
+};
+
 struct fattn_state {
     ox_dtype dtype;
     int64_t S, T, batch;
@@ -939,7 +958,88 @@ struct fattn_state {
     int64_t mrs, mcs;
     int64_t *offs;       /* device: OX_FATTN_N arrays of `batch` element offsets */
     size_t scores_bytes; /* workspace: the scores, then 6 arrays of `batch` pointers */
+    bool small;          /* k_fattn_small (no workspace used) */
+    fa_geom fg;
 };
+
+/* v rounded to T's precision (as a value stored in a T tensor and read back). */
+template <typename T> static __device__ __forceinline__ float fa_round(float v) {
+    return to_f(from_f<T>(v));
+}
+
+/* FusedAttention for one tile of FA_ROWS query rows of an item per block iteration: scores
+ * s = round(alpha q . k) (+ mask, rounded) for every key, softmax per row (float, rounded),
+ * then y = sum_j p_j v_j rounded, as steps 1-3 compute it. blockDim.x = 256. */
+template <typename T>
+__global__ void __launch_bounds__(256)
+    k_fattn_small(const T *q, const T *k, const T *v, const T *mask, T *y, const int64_t *offs,
+                  fa_geom g) {
+    __shared__ float qs[FA_ROWS][FA_DKMAX];
+    __shared__ float ps[FA_ROWS][FA_TMAX];
+    const int tiles = (g.S + FA_ROWS - 1) / FA_ROWS;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    for (int64_t blk = blockIdx.x; blk < g.batch * tiles; blk += gridDim.x) {
+        const int64_t item = blk / tiles;
+        const int r0 = (int)(blk - item * tiles) * FA_ROWS;
+        const int nr = g.S - r0 < FA_ROWS ? g.S - r0 : FA_ROWS;
+        const T *qp = q + offs[OX_FATTN_Q * g.batch + item] + (int64_t)r0 * g.qrs;
+        const T *kp = k + offs[OX_FATTN_K * g.batch + item];
+        const T *vp = v + offs[OX_FATTN_V * g.batch + item];
+        T *yp = y + offs[OX_FATTN_Y * g.batch + item] + (int64_t)r0 * g.yrs;
+        const T *mp =
+            mask ? mask + offs[OX_FATTN_MASK * g.batch + item] + (int64_t)r0 * g.mrs : NULL;
+        __syncthreads(); /* the previous tile's reads of qs and ps are done */
+        for (int i = threadIdx.x; i < FA_ROWS * g.Dk; i += blockDim.x) {
+            int r = i / g.Dk, d = i - r * g.Dk;
+            qs[r][d] = r < nr ? to_f(qp[r * g.qrs + d * g.qcs]) : 0.0f;
+        }
+        __syncthreads();
+        for (int j = threadIdx.x; j < g.T; j += blockDim.x) {
+            float acc[FA_ROWS];
+#pragma unroll
+            for (int r = 0; r < FA_ROWS; r++) acc[r] = 0.0f;
+            for (int d = 0; d < g.Dk; d++) {
+                float kv = to_f(kp[d * g.krs + j * g.kcs]);
+#pragma unroll
+                for (int r = 0; r < FA_ROWS; r++) acc[r] += qs[r][d] * kv;
+            }
+#pragma unroll
+            for (int r = 0; r < FA_ROWS; r++) {
+                float sv = fa_round<T>(g.alpha * acc[r]);
+                if (mp && r < nr) sv = fa_round<T>(sv + to_f(mp[r * g.mrs + j * g.mcs]));
+                ps[r][j] = sv;
+            }
+        }
+        __syncthreads();
+        for (int r = warp; r < nr; r += warps) {
+            float m = -INFINITY;
+            for (int j = lane; j < g.T; j += 32) m = fmaxf(m, ps[r][j]);
+            m = warp_allreduce(m, max_f());
+            float sum = 0.0f;
+            for (int j = lane; j < g.T; j += 32) {
+                float e = expf(ps[r][j] - m);
+                ps[r][j] = e;
+                sum += e;
+            }
+            sum = warp_allreduce(sum, sum_f());
+            float inv = 1.0f / sum;
+            for (int j = lane; j < g.T; j += 32) ps[r][j] = fa_round<T>(ps[r][j] * inv);
+        }
+        __syncthreads();
+        for (int i = threadIdx.x; i < g.Dv * (FA_ROWS / 4); i += blockDim.x) {
+            int c = i % g.Dv, rg = (i / g.Dv) * 4;
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int j = 0; j < g.T; j++) {
+                float vv = to_f(vp[j * g.vrs + c * g.vcs]);
+#pragma unroll
+                for (int r = 0; r < 4; r++) acc[r] += ps[rg + r][j] * vv;
+            }
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                if (rg + r < nr) yp[(rg + r) * g.yrs + c * g.ycs] = from_f<T>(acc[r]);
+        }
+    }
+}
 
 /* ptr[0..5][i]: g1's first and second operands, the scores, g2's first and second, Y. */
 __global__ void k_fattn_ptrs(const int64_t *offs, int64_t batch, const char *q, const char *k,
@@ -1042,6 +1142,7 @@ ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n
     (void)c;
     const char *env = getenv("OX_CUDA_ATTENTION");
     if (env && !strcmp(env, "0")) return OX_E_UNSUPPORTED;
+    int force = env && !strcmp(env, "gemm") ? 1 : env && !strcmp(env, "small") ? 2 : 0;
     /* the views' int tensors (Reshape shapes, Slice parameters: constant for the plan's
      * life) read on the host, where the parse reads them */
     if (n->n_inputs > 32) return OX_E_UNSUPPORTED;
@@ -1132,7 +1233,19 @@ ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n
     s->has_mask = a.has_mask;
     s->mrs = a.m[OX_FATTN_MASK].rs, s->mcs = a.m[OX_FATTN_MASK].cs;
     s->scores_bytes = align256(scores);
-    *workspace = s->scores_bytes + ptrs;
+    /* the one-kernel way for small products */
+    const struct ox_mat *m = a.m;
+    double macs = (double)a.batch * (double)a.S * (double)a.T * (double)(a.Dk + a.Dv);
+    bool small_fits = a.T <= FA_TMAX && a.Dk <= FA_DKMAX && a.S <= INT_MAX && a.Dv <= INT_MAX;
+    s->small = small_fits && force != 1 && (force == 2 || macs <= (double)FA_SMALL_MACS);
+    if (s->small) {
+        fa_geom fg = {(int)a.S,         (int)a.T,         (int)a.Dk,        (int)a.Dv,
+                      m[OX_FATTN_Q].rs, m[OX_FATTN_Q].cs, m[OX_FATTN_K].rs, m[OX_FATTN_K].cs,
+                      m[OX_FATTN_V].rs, m[OX_FATTN_V].cs, m[OX_FATTN_Y].rs, m[OX_FATTN_Y].cs,
+                      s->mrs,           s->mcs,           a.batch,          s->alpha};
+        s->fg = fg;
+    }
+    *workspace = s->small ? 0 : s->scores_bytes + ptrs;
     *state = s;
     return OX_OK;
 }
@@ -1185,6 +1298,20 @@ ox_status ox_cu_red_fattn(struct ox_cuda_ctx *c, const struct ox_node *n,
     const int64_t B = s->batch;
     const bool f32 = s->dtype == OX_FLOAT;
     const int es = f32 ? 4 : 2;
+    if (s->small) {
+        const void *mask = s->has_mask ? in[3]->data : NULL;
+        unsigned grid = grid_of(B * ((s->S + FA_ROWS - 1) / FA_ROWS));
+        if (f32)
+            k_fattn_small<float><<<grid, 256, 0, c->stream>>>(
+                (const float *)in[0]->data, (const float *)in[1]->data, (const float *)in[2]->data,
+                (const float *)mask, (float *)out[0]->data, s->offs, s->fg);
+        else
+            k_fattn_small<__half><<<grid, 256, 0, c->stream>>>(
+                (const __half *)in[0]->data, (const __half *)in[1]->data,
+                (const __half *)in[2]->data, (const __half *)mask, (__half *)out[0]->data, s->offs,
+                s->fg);
+        return ox_cu_launched("FusedAttention");
+    }
     char *scores = (char *)c->workspace;
     void **ptr = (void **)(scores + s->scores_bytes);
     k_fattn_ptrs<<<ox_cu_blocks(B), 256, 0, c->stream>>>(
