@@ -445,12 +445,42 @@ static ox_status gemm_run(struct ox_cuda_ctx *c, ox_dtype dt, const struct gemm_
  * CUBLASLT_EPILOGUE_BIAS), not in passes over Y of their own (broadcast into Y, then read
  * back by the GEMM as beta Y): a BERT layer's four linear layers write and read 113 MB less
  * at batch 32 in float32. One product (count 1); the bias is set at each run. */
+/* Microseconds of one call of run() (the best of three, after one to warm up), or -1 when it
+ * fails. */
+template <typename F> static float time_us(struct ox_cuda_ctx *c, F run) {
+    cudaEvent_t e0, e1;
+    if (cudaEventCreate(&e0) != cudaSuccess) return -1;
+    if (cudaEventCreate(&e1) != cudaSuccess) {
+        cudaEventDestroy(e0);
+        return -1;
+    }
+    float best = -1;
+    bool ok = run() && cudaStreamSynchronize(c->stream) == cudaSuccess;
+    for (int r = 0; r < 3 && ok; r++) {
+        float ms = 0;
+        ok = cudaEventRecord(e0, c->stream) == cudaSuccess && run() &&
+             cudaEventRecord(e1, c->stream) == cudaSuccess &&
+             cudaEventSynchronize(e1) == cudaSuccess &&
+             cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
+        if (ok && (best < 0 || ms * 1000 < best)) best = ms * 1000;
+    }
+    if (!ok) {
+        (void)cudaGetLastError(); /* a failed candidate is not an error of the node */
+        best = -1;
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return best;
+}
+
 struct lt_gemm {
     bool on;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ly; /* cuBLAS's column-major A' = B, B' = A, and Y */
     cublasLtMatmulAlgo_t algo;
+    int algo_best; /* its rank in the heuristics' list */
 };
+#define LT_ALGOS 8 /* algorithms of the heuristics timed */
 
 static void lt_release(struct lt_gemm *l) {
     if (l->desc) cublasLtMatmulDescDestroy(l->desc);
@@ -483,9 +513,10 @@ static ox_status lt_run(struct ox_cuda_ctx *c, const struct lt_gemm *l, float al
 }
 
 /* Set l up for g (count 1) with the pointers of prepare (their alignment guides cuBLASLt's
- * choice), and try it once: l->on only where cuBLASLt takes it. OX_CUDA_LT=0 turns it off
- * (measurements). Y is the step's own output, so the trial writes nothing another step
- * reads. */
+ * choice; the heuristics' first LT_ALGOS algorithms are timed on them), and try it once:
+ * l->on only where cuBLASLt takes it. OX_CUDA_LT=0 turns it off, OX_CUDA_LT=first takes the
+ * heuristics' first algorithm untimed (measurements). Y is the step's own output, so the trial
+ * writes nothing another step reads. */
 static void lt_setup(struct ox_cuda_ctx *c, struct lt_gemm *l, ox_dtype dt,
                      const struct gemm_call *g, float alpha, const void *A, const void *B,
                      const void *bias, void *Y) {
@@ -529,14 +560,33 @@ static void lt_setup(struct ox_cuda_ctx *c, struct lt_gemm *l, ox_dtype dt,
                                               &al[2], sizeof al[2]) == CUBLAS_STATUS_SUCCESS &&
          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                               &al[2], sizeof al[2]) == CUBLAS_STATUS_SUCCESS;
-    cublasLtMatmulHeuristicResult_t res;
+    /* split sums added in float only (in place or in float16 would round each part) */
+    uint32_t red = dt == OX_FLOAT ? (uint32_t)CUBLASLT_REDUCTION_SCHEME_MASK
+                                  : (uint32_t)CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    ok =
+        ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                   &red, sizeof red) == CUBLAS_STATUS_SUCCESS;
+    /* the heuristics' first LT_ALGOS algorithms, each timed on these buffers: the first is
+     * not always the fastest (small M: a split of K) */
+    cublasLtMatmulHeuristicResult_t res[LT_ALGOS];
     int found = 0;
     ok = ok &&
-         cublasLtMatmulAlgoGetHeuristic(c->lt, l->desc, l->la, l->lb, l->ly, l->ly, pref, 1, &res,
+         cublasLtMatmulAlgoGetHeuristic(c->lt, l->desc, l->la, l->lb, l->ly, l->ly, pref,
+                                        env && strcmp(env, "first") == 0 ? 1 : LT_ALGOS, res,
                                         &found) == CUBLAS_STATUS_SUCCESS &&
-         found > 0 && res.state == CUBLAS_STATUS_SUCCESS;
+         found > 0;
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (ok) l->algo = res.algo;
+    float best = -1;
+    for (int i = 0; ok && i < found; i++) {
+        if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        l->algo = res[i].algo;
+        float t = found == 1
+                      ? 0.0f
+                      : time_us(c, [&] { return lt_run(c, l, alpha, A, B, bias, Y) == OX_OK; });
+        if (t >= 0 && (best < 0 || t < best)) best = t, l->algo_best = i;
+    }
+    ok = ok && best >= 0;
+    if (ok) l->algo = res[l->algo_best].algo;
     ok = ok && lt_run(c, l, alpha, A, B, bias, Y) == OX_OK &&
          cudaStreamSynchronize(c->stream) == cudaSuccess;
     (void)cudaGetLastError(); /* a refused trial is not an error of the node */
@@ -899,34 +949,6 @@ static ox_status conv_launch(struct ox_cuda_ctx *c, const struct conv_state *s, 
     struct epi e = {b, s->inner, s->M, 1.0f, z, 1.0f, s->a};
     epi_channel_run(s->dt, c->stream, y, total, e);
     return ox_cu_launched("FusedConv epilogue");
-}
-
-/* Microseconds of one call of run() (the best of three, after one to warm up), or -1 when it
- * fails. */
-template <typename F> static float time_us(struct ox_cuda_ctx *c, F run) {
-    cudaEvent_t e0, e1;
-    if (cudaEventCreate(&e0) != cudaSuccess) return -1;
-    if (cudaEventCreate(&e1) != cudaSuccess) {
-        cudaEventDestroy(e0);
-        return -1;
-    }
-    float best = -1;
-    bool ok = run() && cudaStreamSynchronize(c->stream) == cudaSuccess;
-    for (int r = 0; r < 3 && ok; r++) {
-        float ms = 0;
-        ok = cudaEventRecord(e0, c->stream) == cudaSuccess && run() &&
-             cudaEventRecord(e1, c->stream) == cudaSuccess &&
-             cudaEventSynchronize(e1) == cudaSuccess &&
-             cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
-        if (ok && (best < 0 || ms * 1000 < best)) best = ms * 1000;
-    }
-    if (!ok) {
-        (void)cudaGetLastError(); /* a failed candidate is not an error of the node */
-        best = -1;
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    return best;
 }
 
 /* Microseconds of one run of mode, or -1 when it fails. */
