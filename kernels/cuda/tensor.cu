@@ -1,9 +1,11 @@
 /* CUDA kernels of the tensor family (kernels/cuda/tensor.def): Transpose, Concat, Split,
- * Slice, Gather, GatherElements, Pad, Tile, DepthToSpace, SpaceToDepth, Resize and Trilu.
+ * Slice, Gather, GatherElements, ScatterElements (and opset 9's Scatter), ScatterND, Pad, Tile,
+ * DepthToSpace, SpaceToDepth, Resize and Trilu.
  *
  * They only move elements, so they serve every element type by its size: 1, 2, 4 or 8
  * bytes moved as an unsigned integer of that width (strings and other sizes go to the CPU).
- * Resize's linear mode is the one that computes; it takes float, float16 and double.
+ * Resize's linear mode and the scatters' reductions are the ones that compute: Resize takes
+ * float, float16 and double, the reductions float, float16, int32 and int64.
  *
  * prepare() does all the shape work once, following the CPU kernels of kernels/cpu/tensor.c
  * and kernels/cpu/resize.c, and checks that it arrives at the output shape the CPU's infer
@@ -35,6 +37,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <type_traits>
 
 #define TN_MAX_DIMS  (2 * OX_MAX_RANK) /* Tile's view: a repeat and a dim per axis */
 #define TN_TILE      32                /* transpose tile side */
@@ -994,6 +998,241 @@ ox_status ox_cu_tn_gather_elements(struct ox_cuda_ctx *c, const struct ox_node *
         });
     });
     return ox_cu_launched("GatherElements");
+}
+
+/* ---- ScatterElements, Scatter, ScatterND ----------------------------------------------- */
+
+/* The output starts as a copy of data (none where it is data's memory), then one thread an
+ * element of updates writes or reduces into it: ScatterElements at the element's coordinates
+ * (over the indices' dims) with the axis's replaced by its index, ScatterND at the slice its
+ * row of indices names. Reductions (opset 16: add, mul; 18: max, min) are atomic: float,
+ * float16, int32 and int64 (integers wrap, as on the CPU); without one, any element type by
+ * its size. Duplicate indices: with a reduction every update counts (in any order); without,
+ * one of them wins (the spec leaves it undefined; the CPU takes the last). An index out of
+ * range updates nothing (the CPU reports it as an error). These are the ops autograd emits
+ * for MaxPool's and Slice's gradients, so training steps stay on the GPU. */
+enum { SC_NONE, SC_ADD, SC_MUL, SC_MAX, SC_MIN };
+
+template <typename T> __device__ static inline T sc_apply(T a, T b, int red) {
+    switch (red) {
+    case SC_ADD: return a + b;
+    case SC_MUL: return a * b;
+    case SC_MAX: return a > b ? a : b;
+    default: return a < b ? a : b;
+    }
+}
+
+/* *p = red(*p, v), atomically: hardware atomics where they exist, else a compare-and-swap
+ * loop over the element's bits. */
+__device__ static inline void sc_atomic(float *p, float v, int red) {
+    if (red == SC_ADD) {
+        atomicAdd(p, v);
+        return;
+    }
+    unsigned *q = (unsigned *)p, old = *q, prev;
+    do {
+        prev = old;
+        old = atomicCAS(q, prev, __float_as_uint(sc_apply(__uint_as_float(prev), v, red)));
+    } while (old != prev);
+}
+
+__device__ static inline void sc_atomic(__half *p, __half v, int red) {
+    unsigned short *q = (unsigned short *)p, old = *q, prev;
+    do {
+        prev = old;
+        float a = __half2float(__ushort_as_half(prev)), b = __half2float(v);
+        unsigned short nw = __half_as_ushort(__float2half_rn(sc_apply(a, b, red)));
+        old = atomicCAS(q, prev, nw);
+    } while (old != prev);
+}
+
+__device__ static inline void sc_atomic(int32_t *p, int32_t v, int red) {
+    switch (red) {
+    case SC_ADD: atomicAdd(p, v); return;
+    case SC_MAX: atomicMax(p, v); return;
+    case SC_MIN: atomicMin(p, v); return;
+    default: break;
+    }
+    int old = *p, prev;
+    do {
+        prev = old;
+        old = atomicCAS(p, prev, (int)((uint32_t)prev * (uint32_t)v));
+    } while (old != prev);
+}
+
+__device__ static inline void sc_atomic(int64_t *p, int64_t v, int red) {
+    unsigned long long *q = (unsigned long long *)p;
+    switch (red) {
+    case SC_ADD: atomicAdd(q, (unsigned long long)v); return;
+    case SC_MAX: atomicMax((long long *)p, (long long)v); return;
+    case SC_MIN: atomicMin((long long *)p, (long long)v); return;
+    default: break;
+    }
+    unsigned long long old = *q, prev;
+    do {
+        prev = old;
+        old = atomicCAS(q, prev, prev * (unsigned long long)v);
+    } while (old != prev);
+}
+
+template <typename T> __device__ static inline void sc_put(T *p, T v, int red) {
+    if constexpr (std::is_same<T, float>::value || std::is_same<T, __half>::value ||
+                  std::is_same<T, int32_t>::value || std::is_same<T, int64_t>::value) {
+        if (red != SC_NONE) {
+            sc_atomic(p, v, red);
+            return;
+        }
+    }
+    *p = v;
+}
+
+struct sc_args {
+    int rank, axis, red;
+    tn_div idims[OX_MAX_RANK];
+    int64_t xs[OX_MAX_RANK], D;
+    /* ScatterND: k index columns over data's first k dims, S elements a slice */
+    int k;
+    int64_t xd[OX_MAX_RANK], S;
+};
+
+template <typename T, typename IX, typename I>
+__global__ static void scatter_elements_kernel(T *y, const T *__restrict__ u,
+                                               const IX *__restrict__ idx, sc_args a, I n) {
+    for (I e = first_item<I>(); e < n; e += grid_step<I>()) {
+        I q = e;
+        int64_t off = 0;
+        for (int d = a.rank - 1; d >= 0; d--) {
+            I c = div_step(q, a.idims[d]);
+            if (d != a.axis) off += (int64_t)c * a.xs[d];
+        }
+        int64_t k = (int64_t)idx[e];
+        if (k < 0) k += a.D;
+        if (k >= 0 && k < a.D) sc_put(y + off + k * a.xs[a.axis], u[e], a.red);
+    }
+}
+
+template <typename T, typename IX, typename I>
+__global__ static void scatter_nd_kernel(T *y, const T *__restrict__ u, const IX *__restrict__ idx,
+                                         sc_args a, I n) {
+    for (I e = first_item<I>(); e < n; e += grid_step<I>()) {
+        I i = e / (I)a.S, j = e - i * (I)a.S;
+        int64_t off = (int64_t)j;
+        bool in = true;
+        for (int t = 0; t < a.k; t++) {
+            int64_t v = (int64_t)idx[(int64_t)i * a.k + t];
+            if (v < 0) v += a.xd[t];
+            in = in && v >= 0 && v < a.xd[t];
+            off += v * a.xs[t];
+        }
+        if (in) sc_put(y + off, u[e], a.red);
+    }
+}
+
+struct tn_scatter {
+    bool nd;
+    ox_dtype dt;
+    size_t es;
+    struct sc_args a;
+};
+
+ox_status ox_cu_tn_prepare_scatter(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                   const ox_tensor *const *in, ox_tensor *const *out,
+                                   unsigned const_inputs, void **state, size_t *workspace) {
+    (void)c, (void)const_inputs, (void)workspace;
+    const ox_tensor *x = ox_in(n, in, 0), *idx = ox_in(n, in, 1), *u = ox_in(n, in, 2);
+    struct tn_scatter s;
+    memset(&s, 0, sizeof s);
+    if (!x || !idx || !u || !out[0]) return OX_E_UNSUPPORTED;
+    s.nd = strcmp(n->op_type, "ScatterND") == 0;
+    s.dt = x->dtype;
+    s.es = move_size(x->dtype);
+    const char *r = n->opset >= 16 ? ox_attr_str(n, "reduction", "none") : "none";
+    s.a.red = !strcmp(r, "none")                    ? SC_NONE
+              : !strcmp(r, "add")                   ? SC_ADD
+              : !strcmp(r, "mul")                   ? SC_MUL
+              : !strcmp(r, "max") && n->opset >= 18 ? SC_MAX
+              : !strcmp(r, "min") && n->opset >= 18 ? SC_MIN
+                                                    : -1;
+    bool arith = x->dtype == OX_FLOAT || x->dtype == OX_FLOAT16 || x->dtype == OX_INT32 ||
+                 x->dtype == OX_INT64;
+    if (!s.es || s.a.red < 0 || (s.a.red != SC_NONE && !arith) ||
+        (idx->dtype != OX_INT64 && idx->dtype != OX_INT32) || u->dtype != x->dtype ||
+        out[0]->dtype != x->dtype || !same_dims(out[0], x->rank, x->dims))
+        return OX_E_UNSUPPORTED;
+    tn_strides(x->rank, x->dims, s.a.xs);
+    if (!s.nd) {
+        if (x->rank != idx->rank || !same_dims(u, idx->rank, idx->dims) ||
+            !tn_axis(ox_attr_int(n, "axis", 0), x->rank, &s.a.axis))
+            return OX_E_UNSUPPORTED;
+        for (int d = 0; d < x->rank; d++)
+            if (d != s.a.axis && idx->dims[d] > x->dims[d]) return OX_E_UNSUPPORTED;
+        s.a.rank = x->rank;
+        for (int d = 0; d < x->rank; d++) s.a.idims[d] = div_make(idx->dims[d]);
+        s.a.D = x->dims[s.a.axis];
+    } else {
+        int q = idx->rank;
+        if (q < 1 || x->rank < 1 || idx->dims[q - 1] > x->rank) return OX_E_UNSUPPORTED;
+        s.a.k = (int)idx->dims[q - 1];
+        s.a.S = 1;
+        for (int d = s.a.k; d < x->rank; d++) s.a.S *= x->dims[d];
+        for (int d = 0; d < s.a.k; d++) s.a.xd[d] = x->dims[d];
+        bool ok = u->rank == q - 1 + x->rank - s.a.k;
+        for (int d = 0; ok && d < q - 1; d++) ok = u->dims[d] == idx->dims[d];
+        for (int d = s.a.k; ok && d < x->rank; d++) ok = u->dims[q - 1 + d - s.a.k] == x->dims[d];
+        if (!ok) return OX_E_UNSUPPORTED;
+    }
+    return keep_state(state, &s, sizeof s);
+}
+
+template <typename T>
+static void scatter_launch(cudaStream_t st, const struct tn_scatter *s, void *y, const void *u,
+                           const void *idx, bool i64, int64_t total) {
+    with_index(total, [&](auto ix) {
+        using I = decltype(ix);
+        unsigned blocks = ox_cu_blocks(total);
+        if (s->nd && i64)
+            scatter_nd_kernel<T, int64_t, I><<<blocks, TN_THREADS, 0, st>>>(
+                (T *)y, (const T *)u, (const int64_t *)idx, s->a, (I)total);
+        else if (s->nd)
+            scatter_nd_kernel<T, int32_t, I><<<blocks, TN_THREADS, 0, st>>>(
+                (T *)y, (const T *)u, (const int32_t *)idx, s->a, (I)total);
+        else if (i64)
+            scatter_elements_kernel<T, int64_t, I><<<blocks, TN_THREADS, 0, st>>>(
+                (T *)y, (const T *)u, (const int64_t *)idx, s->a, (I)total);
+        else
+            scatter_elements_kernel<T, int32_t, I><<<blocks, TN_THREADS, 0, st>>>(
+                (T *)y, (const T *)u, (const int32_t *)idx, s->a, (I)total);
+    });
+}
+
+ox_status ox_cu_tn_scatter(struct ox_cuda_ctx *c, const struct ox_node *n,
+                           const ox_tensor *const *in, ox_tensor *const *out) {
+    const struct tn_scatter *s = (const struct tn_scatter *)c->state;
+    size_t bytes = (size_t)ox_tensor_numel(in[0]) * s->es;
+    if (bytes && out[0]->data != in[0]->data) {
+        ox_status st = ox_cu_check(
+            cudaMemcpyAsync(out[0]->data, in[0]->data, bytes, cudaMemcpyDeviceToDevice, c->stream),
+            n->op_type);
+        if (st) return st;
+    }
+    int64_t total = ox_tensor_numel(in[2]);
+    if (total == 0 || bytes == 0) return OX_OK;
+    bool i64 = in[1]->dtype == OX_INT64;
+    const void *u = in[2]->data, *idx = in[1]->data;
+    void *y = out[0]->data;
+    if (s->a.red != SC_NONE) {
+        switch (s->dt) {
+        case OX_FLOAT: scatter_launch<float>(c->stream, s, y, u, idx, i64, total); break;
+        case OX_FLOAT16: scatter_launch<__half>(c->stream, s, y, u, idx, i64, total); break;
+        case OX_INT32: scatter_launch<int32_t>(c->stream, s, y, u, idx, i64, total); break;
+        default: scatter_launch<int64_t>(c->stream, s, y, u, idx, i64, total); break;
+        }
+    } else {
+        with_elem(s->es, [&](auto t) {
+            scatter_launch<decltype(t)>(c->stream, s, y, u, idx, i64, total);
+        });
+    }
+    return ox_cu_launched(n->op_type);
 }
 
 /* ---- Pad ------------------------------------------------------------------------------- */
