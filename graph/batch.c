@@ -214,6 +214,24 @@ static bool node_ok(struct bstate *s, int k) {
     } else if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax") || !strcmp(op, "Hardmax")) {
         if (r0 < 1 || norm_axis(attr_int(n, "axis", n->opset < 13 ? 1 : -1), r0) < 1) return false;
         out_rank = r0;
+    } else if (fused && !strcmp(op, "SkipLayerNormalization")) {
+        /* LayerNormalization of Add(input 0, input 1): the sum broadcast as the elementwise
+         * ops' inputs are, Scale and B not batched */
+        for (int i = 0; i < 2 && i < n->n_inputs; i++) {
+            int v = n->inputs[i];
+            int r = v < 0 ? -1 : s->batched[v] ? s->rank[v] : -2;
+            if (r == -1) return false;
+            if (r > out_rank) out_rank = r;
+        }
+        for (int i = 0; i < n->n_inputs; i++) {
+            int v = n->inputs[i];
+            if (v < 0) continue;
+            if (i >= 2          ? s->batched[v]
+                : s->batched[v] ? s->rank[v] != out_rank
+                                : !unbatched_fits(s, v, out_rank))
+                return false;
+        }
+        if (out_rank < 2 || norm_axis(attr_int(n, "axis", -1), out_rank) < 1) return false;
     } else if (!strcmp(op, "LayerNormalization") || !strcmp(op, "RMSNormalization")) {
         if (r0 < 2 || norm_axis(attr_int(n, "axis", -1), r0) < 1) return false;
         for (int i = 1; i < n->n_inputs; i++)

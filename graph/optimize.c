@@ -30,6 +30,9 @@
  *   inputs, when they provably hold one element. View ops go when nothing else reads them
  *   (or, read only by a Shape, when the plan folds that Shape). OX_FUSE_ATTENTION=0: not
  *   done.
+ * - A residual Add read only by a LayerNormalization (whose Mean and InvStdDev nothing reads)
+ *   becomes, with it, one ai.onnxexec SkipLayerNormalization node (kernels/cpu/norm.c), after
+ *   the epilogue fusions. OX_FUSE_SKIP_LAYERNORM=0: not done.
  * - Nodes whose outputs nothing reads (and that have no side effects: every op here) are
  *   removed; so are initializers that nothing reads any more.
  *
@@ -864,6 +867,45 @@ static ox_status fold_attention(struct opt *o, struct ox_node *sm) {
     return replace_chain(o, gone, n_gone, last, "FusedAttention", 0, ins, n_ins, attrs, n_attrs);
 }
 
+/* ---- residual Add into LayerNormalization ---------------------------------------------- */
+
+/* Add(a, b) -> LayerNormalization, the Add's output read by nothing else and the
+ * normalization's Mean and InvStdDev by nothing: one ai.onnxexec SkipLayerNormalization(a, b,
+ * Scale, B) (kernels/cpu/norm.c), the post-norm transformer's residual and norm in one pass
+ * (on the GPU: the sum is never written). OX_FUSE_SKIP_LAYERNORM=0: not done. */
+static ox_status fold_skip_layernorm(struct opt *o, struct ox_node *ln) {
+    struct ox_graph *g = o->g;
+    bool is_ln = strcmp(ln->op_type, "LayerNormalization") == 0 &&
+                 (ln->domain[0] == '\0' || strcmp(ln->domain, OX_DOMAIN_ONNXEXEC) == 0);
+    if (!is_ln || ln->n_inputs < 2 || ln->n_inputs > 3 || ln->inputs[0] < 0 || ln->inputs[1] < 0 ||
+        ln->n_outputs < 1 || ln->outputs[0] < 0)
+        return OX_OK;
+    for (int k = 1; k < ln->n_outputs; k++)
+        if (ln->outputs[k] >= 0 && o->uses[ln->outputs[k]] > 0) return OX_OK;
+    if (ox_attr_int(ln, "stash_type", OX_FLOAT) != OX_FLOAT) return OX_OK;
+    int v = ln->inputs[0], p = g->values[v].producer;
+    struct ox_node *add = p >= 0 && !o->dead[p] ? &g->nodes[p] : NULL;
+    if (!is_op(add, "Add") || add->n_inputs != 2 || add->inputs[0] < 0 || add->inputs[1] < 0 ||
+        add->n_outputs != 1 || only_reader(o, v) != ln)
+        return OX_OK;
+    int n_ins = ln->n_inputs > 2 && ln->inputs[2] >= 0 ? 4 : 3;
+    int *ins = ox_graph_alloc(g, sizeof(int) * 4);
+    struct ox_attr *attrs = ox_graph_alloc(g, sizeof *attrs * 2);
+    if (!ins || !attrs) return ox_err(OX_E_NOMEM, "out of memory fusing SkipLayerNormalization");
+    ins[0] = add->inputs[0], ins[1] = add->inputs[1], ins[2] = ln->inputs[1];
+    ins[3] = n_ins > 3 ? ln->inputs[2] : -1;
+    attrs[0] =
+        (struct ox_attr){.name = "axis", .type = OX_ATTR_INT, .i = ox_attr_int(ln, "axis", -1)};
+    attrs[1] = (struct ox_attr){
+        .name = "epsilon", .type = OX_ATTR_FLOAT, .f = ox_attr_float(ln, "epsilon", 1e-5f)};
+    for (int k = 1; k < ln->n_outputs; k++) /* unread Mean and InvStdDev go */
+        if (ln->outputs[k] >= 0) g->values[ln->outputs[k]].producer = -1;
+    ln->n_outputs = 1;
+    struct ox_node *chain[] = {add};
+    o->st->fused_skip_layernorm++;
+    return replace_chain(o, chain, 1, ln, "SkipLayerNormalization", 0, ins, n_ins, attrs, 2);
+}
+
 /* ---- dead code ------------------------------------------------------------------------- */
 
 static void remove_dead(struct opt *o) {
@@ -926,6 +968,10 @@ ox_status ox_graph_optimize(struct ox_graph *g, bool standard_only, struct ox_op
         if (!o.dead[i]) rc = fold_attention(&o, &g->nodes[i]);
     for (int i = 0; i < g->n_nodes && !rc && !standard_only; i++)
         if (!o.dead[i]) rc = fuse(&o, &g->nodes[i]);
+    /* after the epilogue fusions, which take a bias Add before a normalization first */
+    const char *fs = getenv("OX_FUSE_SKIP_LAYERNORM");
+    for (int i = 0; i < g->n_nodes && !rc && !standard_only && !(fs && !strcmp(fs, "0")); i++)
+        if (!o.dead[i]) rc = fold_skip_layernorm(&o, &g->nodes[i]);
     if (!rc) remove_dead(&o);
     free(o.uses);
     free(o.dead);

@@ -5,11 +5,12 @@
 #include "graph/ir.h"
 
 struct ox_opt_stats {
-    int folded_bn;         /* BatchNormalization nodes folded into Conv weights */
-    int fused_nodes;       /* nodes fused into others (Conv/Gemm/MatMul epilogues, chains) */
-    int fused_attention;   /* FusedAttention nodes made */
-    int removed_nodes;     /* nodes whose outputs nothing read */
-    int removed_constants; /* initializers nothing read any more */
+    int folded_bn;            /* BatchNormalization nodes folded into Conv weights */
+    int fused_nodes;          /* nodes fused into others (Conv/Gemm/MatMul epilogues, chains) */
+    int fused_attention;      /* FusedAttention nodes made */
+    int fused_skip_layernorm; /* SkipLayerNormalization nodes made (residual Add + norm) */
+    int removed_nodes;        /* nodes whose outputs nothing read */
+    int removed_constants;    /* initializers nothing read any more */
 };
 
 /* Optimize g's main graph in place; st (may be NULL) receives what was done. With

@@ -6,7 +6,8 @@
 Small PyTorch models exported by Debian's torch with a dynamic batch axis, run at batch 5
 (not a multiple of the 2 threads) with `--batch-split on`, `auto` and `off`:
 - models that keep items apart (convolutions, pooling, residual adds, a channel Concat,
-  Linear over [N, S, D], LayerNorm, Softmax over the last axis, an embedding lookup) must be
+  Linear over [N, S, D], a residual LayerNorm, Softmax over the last axis, an embedding
+  lookup) must be
   split (`bench --json` says how many items ran one at a time) and give PyTorch's outputs;
 - models that mix items (a mean over the batch, Softmax over axis 0, a Reshape whose shape is
   computed from Shape, a transpose that moves the batch axis) must not be split, and still
@@ -58,7 +59,7 @@ class Fire(nn.Module):
         return torch.sigmoid(torch.cat([self.e1(s), self.e3(s)], 1)) * 2.0
 
 
-class Seq(nn.Module):  # [N, S, D]: Linear, LayerNorm, Softmax over the last axis
+class Seq(nn.Module):  # [N, S, D]: Linear, a residual LayerNorm, Softmax over the last axis
     def __init__(self):
         super().__init__()
         self.emb = nn.Embedding(50, 16)
@@ -66,7 +67,8 @@ class Seq(nn.Module):  # [N, S, D]: Linear, LayerNorm, Softmax over the last axi
         self.ln = nn.LayerNorm(16)
 
     def forward(self, ids):
-        h = self.ln(torch.nn.functional.gelu(self.lin(self.emb(ids))))
+        e = self.emb(ids)  # the residual Add and the norm: one SkipLayerNormalization
+        h = self.ln(e + torch.nn.functional.gelu(self.lin(e)))
         return torch.softmax(h, -1)
 
 

@@ -641,6 +641,62 @@ def cases():
                     {"LayerNormalization": 0, "ReduceMean": 2, "Sqrt": 1},
                     {"Y": want, "D": -(X - X.mean(-1, keepdims=True))}, opset=14))
 
+    # 28. A residual Add read only by a LayerNormalization -> SkipLayerNormalization: inputs
+    # of the same shape, a broadcast one, float16 (the sum rounded first, as Add does), no
+    # bias, after a MatMul + bias (fused first), after the exported LN pattern; not when the
+    # sum or the Mean is also read
+    SKIP = "ai.onnxexec.SkipLayerNormalization"
+    Xs, Rs = rnd(rng, (2, 5, 16), scale=2.0), rnd(rng, (2, 5, 16), scale=2.0)
+    gs, bs = rnd(rng, 16), rnd(rng, 16)
+    lnodes = [helper.make_node("Add", ["X", "R"], ["s"]),
+              helper.make_node("LayerNormalization", ["s", "g", "b"], ["Y"], epsilon=1e-3)]
+    sref = Xs.astype(np.float64) + Rs
+    out.append(Case("28a_skip_layernorm", lnodes, {"X": Xs, "R": Rs}, ["Y"], {"g": gs, "b": bs},
+                    {SKIP: 1, "Add": 0, "LayerNormalization": 0},
+                    {"Y": ln_ref(sref, gs, bs, 1e-3)}, opset=17))
+    Rb = rnd(rng, (5, 16), scale=2.0)
+    out.append(Case("28b_skip_layernorm_broadcast_skip",
+                    [helper.make_node("Add", ["R", "X"], ["s"]),
+                     helper.make_node("LayerNormalization", ["s", "g"], ["Y"], axis=-1)],
+                    {"X": Xs, "R": Rb}, ["Y"], {"g": gs},
+                    {SKIP: 1, "Add": 0, "LayerNormalization": 0},
+                    {"Y": ln_ref(Xs.astype(np.float64) + Rb, gs, 0.0, 1e-5)}, opset=17))
+    Xh, Rh, gh, bh = (a.astype(np.float16) for a in (Xs, Rs, gs, bs))
+    sh = (Xh + Rh).astype(np.float64)  # rounded to float16 by the sum, as Add rounds it
+    out.append(Case("28c_skip_layernorm_float16", lnodes, {"X": Xh, "R": Rh}, ["Y"],
+                    {"g": gh, "b": bh}, {SKIP: 1, "Add": 0, "LayerNormalization": 0},
+                    {"Y": ln_ref(sh, gh.astype(np.float64), bh.astype(np.float64), 1e-3)},
+                    opset=17, dtype=F16))
+    out.append(Case("28d_skip_layernorm_sum_also_output_no_fusion", lnodes,
+                    {"X": Xs, "R": Rs}, ["Y", "s"], {"g": gs, "b": bs},
+                    {SKIP: 0, "Add": 1, "LayerNormalization": 1},
+                    {"Y": ln_ref(sref, gs, bs, 1e-3), "s": sref}, opset=17))
+    mean_out = sref.mean(-1, keepdims=True)
+    out.append(Case("28e_skip_layernorm_mean_read_no_fusion",
+                    [lnodes[0], helper.make_node("LayerNormalization", ["s", "g", "b"],
+                                                 ["Y", "M"], epsilon=1e-3)],
+                    {"X": Xs, "R": Rs}, ["Y", "M"], {"g": gs, "b": bs},
+                    {SKIP: 0, "Add": 1, "LayerNormalization": 1},
+                    {"Y": ln_ref(sref, gs, bs, 1e-3), "M": mean_out}, opset=17))
+    Wm, bm = weights(rng, (16, 16)), rnd(rng, 16)
+    mref = mm(Xs, Wm) + bm + Rs
+    out.append(Case("28f_matmul_bias_residual_layernorm",
+                    [helper.make_node("MatMul", ["X", "W"], ["p"]),
+                     helper.make_node("Add", ["p", "bm"], ["q"]),
+                     helper.make_node("Add", ["R", "q"], ["s"]),
+                     helper.make_node("LayerNormalization", ["s", "g", "b"], ["Y"])],
+                    {"X": Xs, "R": Rs}, ["Y"], {"W": Wm, "bm": bm, "g": gs, "b": bs},
+                    {FUSED_MM: 1, SKIP: 1, "Add": 0, "MatMul": 0, "LayerNormalization": 0},
+                    {"Y": ln_ref(mref, gs, bs, 1e-5)}, opset=17))
+    pn = ln_nodes("pow")
+    pn[0].input[0] = pn[1].input[0] = "xr"
+    out.append(Case("28g_residual_then_layernorm_pattern",
+                    [helper.make_node("Add", ["X", "R"], ["xr"])] + pn, {"X": Xs, "R": Rs}, ["Y"],
+                    {"gamma": gs, "beta": bs, "two": np.array(2.0, np.float32),
+                     "eps": np.array(1e-5, np.float32)},
+                    {SKIP: 1, "ai.onnxexec.LayerNormalization": 0, "ReduceMean": 0, "Add": 0},
+                    {"Y": ln_ref(sref, gs, bs, 1e-5)}, opset=14))
+
     # 24. GELU as torch exports nn.GELU (and with the 0.5 applied to x first) -> Gelu
     import math
     Xg = rnd(rng, (3, 40), scale=3.0)

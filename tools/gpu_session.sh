@@ -150,6 +150,7 @@ resnet18 1 fp16 OX_CUDA_CONV=-graph;resnet50 1 fp16 OX_CUDA_CONV=-graph;\
 mobilenet_v2 32 fp16 OX_CUDA_CONV=-graph;resnet18 32 fp32 OX_CUDA_CONV=-graph;\
 resnet18 32 fp32 OX_CUDA_VEC=0;bert_base 1 fp32 OX_CUDA_ATTENTION=gemm;\
 bert_base 1 fp32 OX_CUDA_LT=first;bert_base 32 fp16 OX_CUDA_LT=first;\
+bert_base 32 fp16 OX_FUSE_SKIP_LAYERNORM=0;bert_base 1 fp32 OX_FUSE_SKIP_LAYERNORM=0;\
 bert_base 1 fp16 OX_CUDA_ATTENTION=gemm;bert_base 8 fp16 OX_CUDA_ATTENTION=small;\
 bert_base 32 fp16 OX_CUDA_ATTENTION=small"}
     IFS=';' read -ra spec_list <<<"$specs"

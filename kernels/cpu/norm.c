@@ -265,6 +265,61 @@ ox_status ox_nn_cpu_layernorm(struct ox_kernel_ctx *ctx, const struct ox_node *n
     return OX_OK;
 }
 
+/* ---- SkipLayerNormalization (ai.onnxexec) ---------------------------------------------- */
+
+/* Inputs X, Skip, Scale, B (optional); attributes axis, epsilon as LayerNormalization's.
+ * Y = LayerNormalization(Add(X, Skip), Scale, B): the sum broadcast and rounded to the element
+ * type as Add does, then normalized (graph/optimize.c makes it from a residual Add that only
+ * the LayerNormalization reads). Through the two ops' own rows, the sum in Y's memory. */
+
+/* The Add and the LayerNormalization that n stands for (ln_ins: {0, 1, 2} or {0, 1, -1}). */
+static void skip_ln_nodes(const struct ox_node *n, struct ox_node *add, struct ox_node *ln,
+                          int *ln_ins) {
+    memset(add, 0, sizeof *add);
+    add->name = n->name;
+    add->domain = "";
+    add->op_type = "Add";
+    add->opset = 14;
+    add->n_inputs = 2;
+    add->inputs = ln_ins; /* only counted */
+    add->n_outputs = 1;
+    *ln = *n;
+    ln->op_type = "LayerNormalization";
+    ln->n_inputs = n->n_inputs > 3 ? 3 : 2;
+    ln->inputs = ln_ins;
+    ln->n_outputs = 1;
+    ln_ins[0] = 0, ln_ins[1] = 1, ln_ins[2] = ln->n_inputs > 2 && n->inputs[3] >= 0 ? 2 : -1;
+}
+
+static ox_status skip_ln(struct ox_infer_ctx *ictx, struct ox_kernel_ctx *kctx,
+                         const struct ox_node *n, const ox_tensor *const *in,
+                         ox_tensor *const *out) {
+    const ox_tensor *x = ox_in(n, in, 0), *skip = ox_in(n, in, 1);
+    if (!x || !skip || n->n_inputs < 3 || !in[2])
+        return ox_node_err(n, OX_E_INVALID, "inputs X, Skip and Scale are required");
+    if (n->n_outputs != 1 || !out[0])
+        return ox_node_err(n, OX_E_INVALID, "one output, Y, expected");
+    struct ox_node add, ln;
+    int ins[3];
+    skip_ln_nodes(n, &add, &ln, ins);
+    const struct ox_op *a = ox_op_find("", "Add", 14);
+    const ox_tensor *ain[2] = {x, skip}, *lin[3] = {out[0], in[2], ox_in(n, in, 3)};
+    ox_status st = ictx ? a->infer(ictx, &add, ain, out) : a->cpu(kctx, &add, ain, out);
+    if (st) return st;
+    return ictx ? ox_nn_infer_layernorm(ictx, &ln, lin, out)
+                : ox_nn_cpu_layernorm(kctx, &ln, lin, out);
+}
+
+ox_status ox_nn_infer_skip_layernorm(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                     const ox_tensor *const *in, ox_tensor *const *out) {
+    return skip_ln(ctx, NULL, n, in, out);
+}
+
+ox_status ox_nn_cpu_skip_layernorm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                   const ox_tensor *const *in, ox_tensor *const *out) {
+    return skip_ln(NULL, ctx, n, in, out);
+}
+
 /* ---- LRN ------------------------------------------------------------------------------- */
 
 ox_status ox_nn_infer_lrn(struct ox_infer_ctx *ctx, const struct ox_node *n,

@@ -1418,24 +1418,29 @@ template <typename T, int V> struct alignas(sizeof(T) * V) red_vec { T e[V]; };
  * arithmetic as k_norm_rows, summed in another order. */
 template <typename T, int VW, int NV>
 __global__ void __launch_bounds__(256)
-    k_layernorm_regs(const T *x, T *y, const T *scale, const T *bias, int64_t rows, int len,
-                     bool scale_row, bool bias_row, float eps, void *mean_out, void *inv_out,
-                     ox_dtype stat_dtype) {
+    k_layernorm_regs(const T *x, const T *skip, T *y, const T *scale, const T *bias, int64_t rows,
+                     int len, bool scale_row, bool bias_row, float eps, void *mean_out,
+                     void *inv_out, ox_dtype stat_dtype) {
     using V = red_vec<T, VW>;
     const int lane = threadIdx.x & 31, nvec = len / VW;
     for (int64_t r = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows;
          r += (int64_t)gridDim.x * (blockDim.x >> 5)) {
         const V *p = (const V *)(x + r * len);
+        const V *ps = skip ? (const V *)(skip + r * len) : NULL;
         float v[NV][VW];
         float s = 0.0f;
 #pragma unroll
         for (int k = 0; k < NV; k++) {
             int vi = lane + 32 * k;
-            V a;
+            V a, b;
             if (vi < nvec) a = p[vi];
+            if (ps && vi < nvec) b = ps[vi];
 #pragma unroll
             for (int e = 0; e < VW; e++) {
-                v[k][e] = vi < nvec ? to_f(a.e[e]) : 0.0f;
+                float t = vi < nvec ? to_f(a.e[e]) : 0.0f;
+                /* SkipLayerNormalization: the sum rounded as Add stores it */
+                if (ps && vi < nvec) t = to_f(from_f<T>(t + to_f(b.e[e])));
+                v[k][e] = t;
                 s += v[k][e];
             }
         }
@@ -1483,19 +1488,29 @@ struct norm_state {
     norm_index ix;
     float eps;
     bool layernorm; /* scale and bias along the row or one value: k_layernorm_regs may run */
+    bool skip;      /* SkipLayerNormalization: input 1 (of X's shape) added to X first */
 };
+
+/* y = x + skip over n elements, rounded to T (SkipLayerNormalization's sum where the
+ * register kernel cannot take the rows: normalized in place after). */
+template <typename T> __global__ void k_add_rounded(const T *x, const T *skip, T *y, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = from_f<T>(to_f(x[i]) + to_f(skip[i]));
+}
 
 /* k_layernorm_regs for rows of len, NV vectors of VW a lane: false when the row is too long. */
 template <typename T, int VW>
-static bool launch_layernorm_regs(const norm_state *s, cudaStream_t st, const T *x, T *y,
-                                  const T *scale, const T *bias, void *mean_out, void *inv_out) {
+static bool launch_layernorm_regs(const norm_state *s, cudaStream_t st, const T *x, const T *skip,
+                                  T *y, const T *scale, const T *bias, void *mean_out,
+                                  void *inv_out) {
     int64_t per_lane = (s->len / VW + 31) / 32;
     unsigned grid = grid_of((s->rows + 7) / 8);
     bool srow = s->ix.jmul_scale != 0, brow = s->ix.jmul_bias != 0;
 #define LN_REGS(NV)                                                                                \
-    k_layernorm_regs<T, VW, NV><<<grid, 256, 0, st>>>(x, y, scale, bias, s->rows, (int)s->len,     \
-                                                      srow, brow, s->eps, mean_out, inv_out,       \
-                                                      s->stat_dtype)
+    k_layernorm_regs<T, VW, NV><<<grid, 256, 0, st>>>(x, skip, y, scale, bias, s->rows,            \
+                                                      (int)s->len, srow, brow, s->eps, mean_out,   \
+                                                      inv_out, s->stat_dtype)
     if (per_lane <= 1)
         LN_REGS(1);
     else if (per_lane <= 2)
@@ -1512,18 +1527,26 @@ static bool launch_layernorm_regs(const norm_state *s, cudaStream_t st, const T 
 
 template <typename T>
 static void launch_norm(const norm_state *s, int n_sms, cudaStream_t st, const void *x, void *y,
-                        const void *scale, const void *bias, void *mean_out, void *inv_out) {
+                        const void *scale, const void *bias, void *mean_out, void *inv_out,
+                        const void *skip = NULL) {
     const T *xp = (const T *)x, *sp = (const T *)scale, *bp = (const T *)bias;
+    const T *kp = (const T *)skip;
     T *yp = (T *)y;
     if (s->layernorm && s->len > 0 && ox_cu_vec_on()) {
         constexpr int VW = 16 / sizeof(T);
         const size_t vb = sizeof(T) * VW;
         bool vec = s->len % VW == 0 && ox_cu_aligned(xp, vb) && ox_cu_aligned(yp, vb) &&
+                   (!kp || ox_cu_aligned(kp, vb)) &&
                    (s->ix.jmul_scale == 0 || ox_cu_aligned(sp, vb)) &&
                    (!bp || s->ix.jmul_bias == 0 || ox_cu_aligned(bp, vb));
-        if (vec ? launch_layernorm_regs<T, VW>(s, st, xp, yp, sp, bp, mean_out, inv_out)
-                : launch_layernorm_regs<T, 1>(s, st, xp, yp, sp, bp, mean_out, inv_out))
+        if (vec ? launch_layernorm_regs<T, VW>(s, st, xp, kp, yp, sp, bp, mean_out, inv_out)
+                : launch_layernorm_regs<T, 1>(s, st, xp, kp, yp, sp, bp, mean_out, inv_out))
             return;
+    }
+    if (kp) { /* the sum into y, normalized there */
+        int64_t n = s->rows * s->len;
+        k_add_rounded<T><<<grid_of((n + 255) / 256), 256, 0, st>>>(xp, kp, yp, n);
+        xp = yp;
     }
     if (s->len <= WARP_ROW_MAX)
         k_norm_rows<true, T><<<grid_of((s->rows + 7) / 8), 256, 0, st>>>(
@@ -1586,6 +1609,43 @@ ox_status ox_cu_red_prepare_layernorm(struct ox_cuda_ctx *c, const struct ox_nod
     s->ix.jmul_bias = nb == inner ? 1 : 0;
     s->layernorm = inner <= INT_MAX;
     return OX_OK;
+}
+
+/* SkipLayerNormalization (ai.onnxexec; kernels/cpu/norm.c): LayerNormalization of X + Skip,
+ * taken where Skip has X's shape (the one-kernel sum); a broadcast Skip goes to the CPU. */
+ox_status ox_cu_red_prepare_skip_layernorm(struct ox_cuda_ctx *c, const struct ox_node *n,
+                                           const ox_tensor *const *in, ox_tensor *const *out,
+                                           unsigned const_inputs, void **state, size_t *workspace) {
+    const ox_tensor *x = ox_in(n, in, 0), *skip = ox_in(n, in, 1);
+    if (!x || !skip || skip->dtype != x->dtype || !ox_same_shape(x, skip) || n->n_outputs != 1 ||
+        n->n_inputs < 3)
+        return OX_E_UNSUPPORTED;
+    /* LayerNormalization's checks and state, on (X, Scale, B) */
+    struct ox_node ln = *n;
+    int ins[3] = {n->inputs[0], n->inputs[2], n->n_inputs > 3 ? n->inputs[3] : -1};
+    ln.n_inputs = n->n_inputs > 3 ? 3 : 2;
+    ln.inputs = ins;
+    const ox_tensor *lin[3] = {x, in[2], ox_in(n, in, 3)};
+    ox_status st = ox_cu_red_prepare_layernorm(c, &ln, lin, out, const_inputs, state, workspace);
+    if (st) return st;
+    ((norm_state *)*state)->skip = true;
+    return OX_OK;
+}
+
+ox_status ox_cu_red_skip_norm(struct ox_cuda_ctx *c, const struct ox_node *n,
+                              const ox_tensor *const *in, ox_tensor *const *out) {
+    const norm_state *s = (const norm_state *)c->state;
+    if (s->rows == 0) return OX_OK;
+    const ox_tensor *bias = ox_in(n, in, 3);
+    const void *b = bias ? bias->data : NULL;
+    int sms = sms_of(c);
+    if (s->dtype == OX_FLOAT)
+        launch_norm<float>(s, sms, c->stream, in[0]->data, out[0]->data, in[2]->data, b, NULL, NULL,
+                           in[1]->data);
+    else
+        launch_norm<__half>(s, sms, c->stream, in[0]->data, out[0]->data, in[2]->data, b, NULL,
+                            NULL, in[1]->data);
+    return ox_cu_launched(n->op_type);
 }
 
 ox_status ox_cu_red_prepare_instancenorm(struct ox_cuda_ctx *c, const struct ox_node *n,
