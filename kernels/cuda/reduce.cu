@@ -424,6 +424,22 @@ static int sms_of(const struct ox_cuda_ctx *c) {
     return c->n_sms > 0 ? c->n_sms : 132;
 }
 
+/* f(std::integral_constant<int, NV>()) for the least NV of 1, 2, 4, 8, 16 (up to MAX) that is
+ * at least per_lane: the register-row kernels' instantiations. false when none is. */
+template <int MAX, typename F> static bool with_per_lane(int64_t per_lane, F f) {
+    using std::integral_constant;
+    if (per_lane <= 1) return f(integral_constant<int, 1>()), true;
+    if constexpr (MAX >= 2)
+        if (per_lane <= 2) return f(integral_constant<int, 2>()), true;
+    if constexpr (MAX >= 4)
+        if (per_lane <= 4) return f(integral_constant<int, 4>()), true;
+    if constexpr (MAX >= 8)
+        if (per_lane <= 8) return f(integral_constant<int, 8>()), true;
+    if constexpr (MAX >= 16)
+        if (per_lane <= 16) return f(integral_constant<int, 16>()), true;
+    return false;
+}
+
 /* Rows of up to this many elements go a warp each. */
 #define WARP_ROW_MAX warp_row_max()
 
@@ -1262,23 +1278,12 @@ static void launch_fattn_softmax(const fattn_state *s, int n_sms, cudaStream_t s
                                  const void *mask, const int64_t *moff, int64_t rows) {
     T *x = (T *)scores;
     const T *m = (const T *)mask;
-    if (s->T <= 512 && ox_cu_vec_on()) {
-        unsigned grid = grid_of((rows + 7) / 8);
-        int per_lane = (int)((s->T + 31) / 32);
-#define SM_REGS(NV)                                                                                \
-    k_fattn_softmax_regs<T, NV>                                                                    \
-        <<<grid, 256, 0, st>>>(x, rows, s->S, (int)s->T, m, moff, s->mrs, s->mcs)
-        if (per_lane <= 2)
-            SM_REGS(2);
-        else if (per_lane <= 4)
-            SM_REGS(4);
-        else if (per_lane <= 8)
-            SM_REGS(8);
-        else
-            SM_REGS(16);
-#undef SM_REGS
+    unsigned grid = grid_of((rows + 7) / 8);
+    if (ox_cu_vec_on() && with_per_lane<16>((s->T + 31) / 32, [&](auto nv) {
+            k_fattn_softmax_regs<T, decltype(nv)::value>
+                <<<grid, 256, 0, st>>>(x, rows, s->S, (int)s->T, m, moff, s->mrs, s->mcs);
+        }))
         return;
-    }
     if (s->T <= WARP_ROW_MAX)
         k_fattn_softmax<true, T>
             <<<grid_of((rows + 7) / 8), 256, 0, st>>>(x, rows, s->S, s->T, m, moff, s->mrs, s->mcs);
@@ -1504,25 +1509,13 @@ template <typename T, int VW>
 static bool launch_layernorm_regs(const norm_state *s, cudaStream_t st, const T *x, const T *skip,
                                   T *y, const T *scale, const T *bias, void *mean_out,
                                   void *inv_out) {
-    int64_t per_lane = (s->len / VW + 31) / 32;
     unsigned grid = grid_of((s->rows + 7) / 8);
     bool srow = s->ix.jmul_scale != 0, brow = s->ix.jmul_bias != 0;
-#define LN_REGS(NV)                                                                                \
-    k_layernorm_regs<T, VW, NV><<<grid, 256, 0, st>>>(x, skip, y, scale, bias, s->rows,            \
-                                                      (int)s->len, srow, brow, s->eps, mean_out,   \
-                                                      inv_out, s->stat_dtype)
-    if (per_lane <= 1)
-        LN_REGS(1);
-    else if (per_lane <= 2)
-        LN_REGS(2);
-    else if (per_lane <= 4)
-        LN_REGS(4);
-    else if (per_lane <= 8)
-        LN_REGS(8);
-    else
-        return false;
-#undef LN_REGS
-    return true;
+    return with_per_lane<8>((s->len / VW + 31) / 32, [&](auto nv) {
+        k_layernorm_regs<T, VW, decltype(nv)::value>
+            <<<grid, 256, 0, st>>>(x, skip, y, scale, bias, s->rows, (int)s->len, srow, brow,
+                                   s->eps, mean_out, inv_out, s->stat_dtype);
+    });
 }
 
 template <typename T>

@@ -933,19 +933,27 @@ struct ge_args {
     int64_t xs[OX_MAX_RANK], D;
 };
 
+/* The offset into x of element e's position (GatherElements reads there, ScatterElements
+ * writes there), or -1 when its index is out of range. */
+template <typename IX, typename I>
+__device__ static inline int64_t elements_at(const ge_args &a, const IX *__restrict__ idx, I e) {
+    I q = e;
+    int64_t off = 0;
+    for (int d = a.rank - 1; d >= 0; d--) {
+        I c = div_step(q, a.idims[d]);
+        if (d != a.axis) off += (int64_t)c * a.xs[d];
+    }
+    int64_t k = (int64_t)idx[e];
+    if (k < 0) k += a.D;
+    return k >= 0 && k < a.D ? off + k * a.xs[a.axis] : -1;
+}
+
 template <typename T, typename IX, typename I>
 __global__ static void gather_elements_kernel(T *__restrict__ y, const T *__restrict__ x,
                                               const IX *__restrict__ idx, ge_args a, I n) {
     for (I e = first_item<I>(); e < n; e += grid_step<I>()) {
-        I q = e;
-        int64_t off = 0;
-        for (int d = a.rank - 1; d >= 0; d--) {
-            I c = div_step(q, a.idims[d]);
-            if (d != a.axis) off += (int64_t)c * a.xs[d];
-        }
-        int64_t k = (int64_t)idx[e];
-        if (k < 0) k += a.D;
-        y[e] = k >= 0 && k < a.D ? x[off + k * a.xs[a.axis]] : T();
+        int64_t o = elements_at(a, idx, e);
+        y[e] = o >= 0 ? x[o] : T();
     }
 }
 
@@ -953,6 +961,21 @@ struct tn_gather_elements {
     size_t es;
     struct ge_args a;
 };
+
+/* a for indices idx over data x along n's axis (GatherElements, ScatterElements); false when
+ * the ranks differ, the axis is out of range or an index dim exceeds x's off the axis. */
+static bool elements_geom(const struct ox_node *n, const ox_tensor *x, const ox_tensor *idx,
+                          struct ge_args *a) {
+    if (x->rank != idx->rank || !tn_axis(ox_attr_int(n, "axis", 0), x->rank, &a->axis))
+        return false;
+    for (int d = 0; d < x->rank; d++)
+        if (d != a->axis && idx->dims[d] > x->dims[d]) return false;
+    a->rank = x->rank;
+    for (int d = 0; d < x->rank; d++) a->idims[d] = div_make(idx->dims[d]);
+    tn_strides(x->rank, x->dims, a->xs);
+    a->D = x->dims[a->axis];
+    return true;
+}
 
 ox_status ox_cu_tn_prepare_gather_elements(struct ox_cuda_ctx *c, const struct ox_node *n,
                                            const ox_tensor *const *in, ox_tensor *const *out,
@@ -963,15 +986,8 @@ ox_status ox_cu_tn_prepare_gather_elements(struct ox_cuda_ctx *c, const struct o
     memset(&s, 0, sizeof s);
     s.es = move_size(x->dtype);
     if (!s.es || (idx->dtype != OX_INT64 && idx->dtype != OX_INT32) || out[0]->dtype != x->dtype ||
-        x->rank != idx->rank || !tn_axis(ox_attr_int(n, "axis", 0), x->rank, &s.a.axis) ||
-        !same_dims(out[0], idx->rank, idx->dims))
+        !same_dims(out[0], idx->rank, idx->dims) || !elements_geom(n, x, idx, &s.a))
         return OX_E_UNSUPPORTED;
-    for (int d = 0; d < x->rank; d++)
-        if (d != s.a.axis && idx->dims[d] > x->dims[d]) return OX_E_UNSUPPORTED;
-    s.a.rank = x->rank;
-    for (int d = 0; d < x->rank; d++) s.a.idims[d] = div_make(idx->dims[d]);
-    tn_strides(x->rank, x->dims, s.a.xs);
-    s.a.D = x->dims[s.a.axis];
     return keep_state(state, &s, sizeof s);
 }
 
@@ -1087,9 +1103,8 @@ template <typename T> __device__ static inline void sc_put(T *p, T v, int red) {
 }
 
 struct sc_args {
-    int rank, axis, red;
-    tn_div idims[OX_MAX_RANK];
-    int64_t xs[OX_MAX_RANK], D;
+    struct ge_args el; /* ScatterElements: GatherElements' geometry (xs: data's strides) */
+    int red;
     /* ScatterND: k index columns over data's first k dims, S elements a slice */
     int k;
     int64_t xd[OX_MAX_RANK], S;
@@ -1099,15 +1114,8 @@ template <typename T, typename IX, typename I>
 __global__ static void scatter_elements_kernel(T *y, const T *__restrict__ u,
                                                const IX *__restrict__ idx, sc_args a, I n) {
     for (I e = first_item<I>(); e < n; e += grid_step<I>()) {
-        I q = e;
-        int64_t off = 0;
-        for (int d = a.rank - 1; d >= 0; d--) {
-            I c = div_step(q, a.idims[d]);
-            if (d != a.axis) off += (int64_t)c * a.xs[d];
-        }
-        int64_t k = (int64_t)idx[e];
-        if (k < 0) k += a.D;
-        if (k >= 0 && k < a.D) sc_put(y + off + k * a.xs[a.axis], u[e], a.red);
+        int64_t o = elements_at(a.el, idx, e);
+        if (o >= 0) sc_put(y + o, u[e], a.red);
     }
 }
 
@@ -1122,7 +1130,7 @@ __global__ static void scatter_nd_kernel(T *y, const T *__restrict__ u, const IX
             int64_t v = (int64_t)idx[(int64_t)i * a.k + t];
             if (v < 0) v += a.xd[t];
             in = in && v >= 0 && v < a.xd[t];
-            off += v * a.xs[t];
+            off += v * a.el.xs[t];
         }
         if (in) sc_put(y + off, u[e], a.red);
     }
@@ -1159,17 +1167,11 @@ ox_status ox_cu_tn_prepare_scatter(struct ox_cuda_ctx *c, const struct ox_node *
         (idx->dtype != OX_INT64 && idx->dtype != OX_INT32) || u->dtype != x->dtype ||
         out[0]->dtype != x->dtype || !same_dims(out[0], x->rank, x->dims))
         return OX_E_UNSUPPORTED;
-    tn_strides(x->rank, x->dims, s.a.xs);
     if (!s.nd) {
-        if (x->rank != idx->rank || !same_dims(u, idx->rank, idx->dims) ||
-            !tn_axis(ox_attr_int(n, "axis", 0), x->rank, &s.a.axis))
+        if (!same_dims(u, idx->rank, idx->dims) || !elements_geom(n, x, idx, &s.a.el))
             return OX_E_UNSUPPORTED;
-        for (int d = 0; d < x->rank; d++)
-            if (d != s.a.axis && idx->dims[d] > x->dims[d]) return OX_E_UNSUPPORTED;
-        s.a.rank = x->rank;
-        for (int d = 0; d < x->rank; d++) s.a.idims[d] = div_make(idx->dims[d]);
-        s.a.D = x->dims[s.a.axis];
     } else {
+        tn_strides(x->rank, x->dims, s.a.el.xs);
         int q = idx->rank;
         if (q < 1 || x->rank < 1 || idx->dims[q - 1] > x->rank) return OX_E_UNSUPPORTED;
         s.a.k = (int)idx->dims[q - 1];
