@@ -758,11 +758,14 @@ static bool graph_build(struct ox_cuda_ctx *c, struct conv_state *s, cudnnDataTy
     return true;
 }
 
-/* Whether an engine configuration's numerical notes suit the plan (see CONV_GRAPH). */
-static bool graph_cfg_ok(const struct ox_cuda_ctx *c, ox_dtype dt, cudnnBackendDescriptor_t cfg) {
+/* Whether an engine configuration's numerical notes suit the plan (see CONV_GRAPH); *compiles:
+ * whether finalizing it compiles kernels (cuDNN's runtime-compiled engines). */
+static bool graph_cfg_ok(const struct ox_cuda_ctx *c, ox_dtype dt, cudnnBackendDescriptor_t cfg,
+                         bool *compiles) {
     cudnnBackendDescriptor_t eng = NULL;
     cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-    int64_t n = 0, k = 0;
+    cudnnBackendBehaviorNote_t behavior[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+    int64_t n = 0, k = 0, kb = 0;
     bool ok =
         cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) ==
             CUDNN_STATUS_SUCCESS &&
@@ -771,6 +774,14 @@ static bool graph_cfg_ok(const struct ox_cuda_ctx *c, ox_dtype dt, cudnnBackendD
         cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                  CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &k,
                                  notes) == CUDNN_STATUS_SUCCESS;
+    *compiles = true; /* unknown: as if it did */
+    if (ok && cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE,
+                                       CUDNN_TYPE_BEHAVIOR_NOTE, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT,
+                                       &kb, behavior) == CUDNN_STATUS_SUCCESS) {
+        *compiles = false;
+        for (int64_t i = 0; i < kb && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
+            if (behavior[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) *compiles = true;
+    }
     for (int64_t i = 0; ok && i < k && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++) {
         switch (notes[i]) {
         case CUDNN_NUMERICAL_NOTE_TENSOR_CORE: ok = dt == OX_FLOAT16 || c->tf32; break;
@@ -982,6 +993,34 @@ static double now_s(void) {
 /* Milliseconds this process has spent in graph_pick, on all its GPUs. */
 static std::atomic<long long> graph_search_ms{0};
 
+/* A plan of cfg, finalized, timed and tried under a capture: kept in s (its workspace in
+ * s->gws) when it runs faster than *best microseconds (or *best < 0). */
+static void graph_try(struct ox_cuda_ctx *c, struct conv_state *s, cudnnBackendDescriptor_t cfg,
+                      const void *x, const void *w, void *y, void *ws, size_t cap, float *best) {
+    cudnnBackendDescriptor_t plan = NULL;
+    int64_t wsz = -1, n = 0;
+    bool made =
+        cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) ==
+            CUDNN_STATUS_SUCCESS &&
+        cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
+                                 &c->dnn) == CUDNN_STATUS_SUCCESS &&
+        cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg) == CUDNN_STATUS_SUCCESS &&
+        cudnnBackendFinalize(plan) == CUDNN_STATUS_SUCCESS &&
+        cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+                                 1, &n, &wsz) == CUDNN_STATUS_SUCCESS &&
+        wsz >= 0 && (size_t)wsz <= cap;
+    float t = made ? time_us(c, [&] { return graph_exec(c, plan, x, w, y, ws); }) : -1;
+    if (t >= 0 && (*best < 0 || t < *best) && graph_capturable(c, plan, x, w, y, ws)) {
+        bk_destroy(&s->gd[GD_PLAN]);
+        s->gd[GD_PLAN] = plan;
+        s->gws = (size_t)wsz;
+        *best = t;
+    } else {
+        bk_destroy(&plan);
+    }
+}
+
 /* CONV_GRAPH's plan: of the heuristics' first GRAPH_CFGS engine configurations whose notes
  * suit the plan, whose workspace fits cap and whose run can be captured, the fastest on the
  * trial buffers (kept in s->gd[GD_PLAN], its workspace in s->gws). false: none. */
@@ -1007,34 +1046,18 @@ static bool graph_pick(struct ox_cuda_ctx *c, struct conv_state *s, const void *
                                       cfg) == CUDNN_STATUS_SUCCESS;
     float best = -1;
     double t0 = now_s();
-    for (int64_t i = 0; ok && i < got && i < GRAPH_CFGS; i++) {
-        /* finalizing a plan may compile kernels: a second a convolution, a minute a process */
-        if (now_s() - t0 > 1.0 || graph_search_ms.load() > 60000) break;
-        if (!graph_cfg_ok(c, s->dt, cfg[i])) continue;
-        cudnnBackendDescriptor_t plan = NULL;
-        int64_t wsz = -1, n = 0;
-        bool made =
-            cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) ==
-                CUDNN_STATUS_SUCCESS &&
-            cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
-                                     &c->dnn) == CUDNN_STATUS_SUCCESS &&
-            cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                     &cfg[i]) == CUDNN_STATUS_SUCCESS &&
-            cudnnBackendFinalize(plan) == CUDNN_STATUS_SUCCESS &&
-            cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                     CUDNN_TYPE_INT64, 1, &n, &wsz) == CUDNN_STATUS_SUCCESS &&
-            wsz >= 0 && (size_t)wsz <= cap;
-        float t = made ? time_us(c, [&] { return graph_exec(c, plan, x, w, y, ws); }) : -1;
-        if (t >= 0 && (best < 0 || t < best) && graph_capturable(c, plan, x, w, y, ws)) {
-            bk_destroy(&s->gd[GD_PLAN]);
-            s->gd[GD_PLAN] = plan;
-            s->gws = (size_t)wsz;
-            best = t;
-        } else {
-            bk_destroy(&plan);
+    /* engines whose kernels are built in first; those that compile theirs when finalized
+     * (tenths of a second each) while the search has time left: half a second a
+     * convolution, fifteen seconds a process */
+    bool compiles[GRAPH_CFGS] = {false}, usable[GRAPH_CFGS] = {false};
+    for (int64_t i = 0; ok && i < got && i < GRAPH_CFGS; i++)
+        usable[i] = graph_cfg_ok(c, s->dt, cfg[i], &compiles[i]);
+    for (int pass = 0; ok && pass < 2; pass++)
+        for (int64_t i = 0; i < got && i < GRAPH_CFGS; i++) {
+            if (!usable[i] || compiles[i] != (pass == 1)) continue;
+            if (pass == 1 && (now_s() - t0 > 0.5 || graph_search_ms.load() > 15000)) break;
+            graph_try(c, s, cfg[i], x, w, y, ws, cap, &best);
         }
-    }
     for (int i = 0; i < GRAPH_CFGS; i++) bk_destroy(&cfg[i]);
     bk_destroy(&heur);
     graph_search_ms += (long long)(1000 * (now_s() - t0));
