@@ -1701,15 +1701,16 @@ __global__ void pool2d_kernel(const T *x, T *y, int total, struct pool_args pa) 
                 }
             }
         if (KIND == POOL_AVG) {
-            int count;
+            int div; /* as pool_kernel divides, to the letter */
             if (pa.include_pad) {
                 int ph = (h0 + KH < LH ? h0 + KH : LH) - h0,
                     pw = (w0 + KW < LW ? w0 + KW : LW) - w0;
-                count = ph * pw;
+                div = ph * pw;
             } else {
-                count = (he > hs ? he - hs : 0) * (we > ws ? we - ws : 0);
+                int count = (he > hs ? he - hs : 0) * (we > ws ? we - ws : 0);
+                div = count ? count : 1;
             }
-            acc /= (float)(count ? count : 1);
+            acc /= (float)div;
         }
         y[i] = from_f<T>(acc); /* max over no taps: 0 */
     }
