@@ -129,7 +129,8 @@ def parity(onnxexec, models, work):
         outs = {}
         for side, args in (("cpu", []), ("fp32", ["--device", "cuda"]),
                            ("fp16", ["--device", "cuda", "--precision", "fp16"])):
-            d = os.path.join(work, os.path.basename(path) + "." + side)
+            tag = os.path.basename(path) + ("." + shape.replace("=", "") if shape else "")
+            d = os.path.join(work, tag + "." + side)
             os.makedirs(d, exist_ok=True)
             p = subprocess.run([onnxexec, "run", path, "-o", d] + extra + args,
                                capture_output=True, text=True)

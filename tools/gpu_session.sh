@@ -77,6 +77,8 @@ PY
         for m in resnet18 resnet50 mobilenet_v2 bert_base; do
             [ -f $work/$m.onnx ] && models+=(--model $work/$m.onnx:N=2)
         done
+        # batch 8: bert_base's attention past the one-kernel size (fp16: tensor cores)
+        [ -f $work/bert_base.onnx ] && models+=(--model $work/bert_base.onnx:N=8)
     fi
     nodes=()
     [ -n "$node" ] && nodes=(--node "$node")
@@ -108,8 +110,9 @@ PY
     # FusedAttention on the GPU: tests/optimize.py's attention cases (every exported form,
     # masks, broadcasting, float16; views cuBLAS cannot address go to the CPU) run optimized
     # on the GPU, against the CPU unoptimized and numpy; by the way each size picks (the
-    # cases are small: the one-kernel way) and with the cuBLAS way forced
-    for way in auto gemm; do
+    # cases are small: the one-kernel way), with the cuBLAS way forced, and with the tensor-core
+    # kernel forced (it takes the float16 cases)
+    for way in auto gemm tc; do
         (cd / && OX_CUDA_ATTENTION=$way timeout 120 python3 "$OLDPWD/tests/optimize.py" \
             --onnxexec "$OLDPWD/$bin" --device cuda -k 27_attention) >"$out/attention_check.txt" 2>&1
         echo "attention cases on the GPU ($way): exit $? ($(tail -1 "$out/attention_check.txt"))" |
@@ -151,8 +154,8 @@ mobilenet_v2 32 fp16 OX_CUDA_CONV=-graph;resnet18 32 fp32 OX_CUDA_CONV=-graph;\
 resnet18 32 fp32 OX_CUDA_VEC=0;bert_base 1 fp32 OX_CUDA_ATTENTION=gemm;\
 bert_base 1 fp32 OX_CUDA_LT=first;bert_base 32 fp16 OX_CUDA_LT=first;\
 bert_base 32 fp16 OX_FUSE_SKIP_LAYERNORM=0;bert_base 1 fp32 OX_FUSE_SKIP_LAYERNORM=0;\
-bert_base 1 fp16 OX_CUDA_ATTENTION=gemm;bert_base 8 fp16 OX_CUDA_ATTENTION=small;\
-bert_base 32 fp16 OX_CUDA_ATTENTION=small"}
+bert_base 1 fp16 OX_CUDA_ATTENTION=gemm;bert_base 8 fp16 OX_CUDA_ATTENTION=gemm;\
+bert_base 32 fp16 OX_CUDA_ATTENTION=gemm"}
     IFS=';' read -ra spec_list <<<"$specs"
     for spec in "${spec_list[@]}"; do
         set -- $spec

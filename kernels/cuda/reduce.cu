@@ -33,6 +33,8 @@
 #include <string.h>
 #include <type_traits>
 
+#include <mma.h>
+
 #define OX_CUDA_OP(domain, type, prepare, run, release)                                            \
     ox_status prepare(struct ox_cuda_ctx *, const struct ox_node *, const ox_tensor *const *,      \
                       ox_tensor *const *, unsigned, void **, size_t *);                            \
@@ -951,7 +953,7 @@ ox_status ox_cu_red_softmax(struct ox_cuda_ctx *c, const struct ox_node *n,
  * FA_DKMAX: BERT-base at batch 1, where the four launches and cuBLAS's batched set-up cost
  * more than the work) run instead as one kernel, k_fattn_small: a block per FA_ROWS query
  * rows of an item, the rows of Q and their scores in shared memory, the same roundings to the
- * element type as the three steps. OX_CUDA_ATTENTION=gemm|small forces one way (A/B). */
+ * element type as the three steps. OX_CUDA_ATTENTION=gemm|small|tc forces one way (A/B). */
 #define FA_ROWS       8
 #define FA_TMAX       512
 #define FA_DKMAX      256
@@ -965,6 +967,42 @@ struct fa_geom {
     float alpha;
 };
 
+/* float16 products too large for k_fattn_small (keys up to TC_TMAX, Dk and Dv up to TC_DMAX:
+ * BERT-base at batch 8 and more) run as k_fattn_tc: a block per TC_QROWS query rows of an
+ * item, its Q rows, K and V in shared memory (zero-padded to multiples of 16), both products
+ * on tensor cores (WMMA 16x16x16, float accumulation), the scores and then P (float16, over
+ * the same rows) in shared memory: one kernel instead of a pointer kernel, two pointer-array
+ * GEMMs and a softmax pass, with the same roundings. */
+#define TC_QROWS 64 /* 4 warps of 16 rows */
+#define TC_TMAX  256
+#define TC_DMAX  128
+#define TC_SMEM  (200 << 10)
+
+/* Shared memory of k_fattn_tc (byte offsets; every WMMA tile starts 32-byte aligned): Q
+ * [TC_QROWS][ldq], K [Tp][ldk] (KT's columns as rows), V [Tp][ldv] in float16, the scores
+ * [TC_QROWS][lds] in float (P in float16 over each row's first bytes), a 16x16 float staging
+ * tile per warp. */
+struct tc_layout {
+    int Tp, Dkp, Dvp, ldq, ldk, ldv, lds;
+    size_t q, k, v, s, o, bytes;
+};
+
+static tc_layout tc_layout_of(int64_t T, int64_t Dk, int64_t Dv) {
+    tc_layout l;
+    l.Tp = (int)((T + 15) / 16 * 16), l.Dkp = (int)((Dk + 15) / 16 * 16);
+    l.Dvp = (int)((Dv + 15) / 16 * 16);
+    l.ldq = l.ldk = l.Dkp + 8, l.ldv = l.Dvp + 8, l.lds = l.Tp + 4;
+    size_t off = 0;
+    l.q = off, off += (size_t)TC_QROWS * l.ldq * 2;
+    l.k = off, off += (size_t)l.Tp * l.ldk * 2;
+    l.v = off, off += (size_t)l.Tp * l.ldv * 2;
+    off = (off + 127) / 128 * 128;
+    l.s = off, off += (size_t)TC_QROWS * l.lds * 4;
+    l.o = off, off += (size_t)(TC_QROWS / 16) * 256 * 4;
+    l.bytes = off;
+    return l;
+}
+
 struct fattn_state {
     ox_dtype dtype;
     int64_t S, T, batch;
@@ -975,8 +1013,34 @@ struct fattn_state {
     int64_t *offs;       /* device: OX_FATTN_N arrays of `batch` element offsets */
     size_t scores_bytes; /* workspace: the scores, then 6 arrays of `batch` pointers */
     bool small;          /* k_fattn_small (no workspace used) */
-    fa_geom fg;
+    bool tc;             /* k_fattn_tc (no workspace used) */
+    fa_geom fg;          /* small, tc */
+    tc_layout tl;        /* tc */
 };
+
+/* Query tile blk of the one-kernel ways (rows query rows of an item, tiles of them an
+ * item): its operands (rows of Q, Y and the mask from the tile's first), and its row count. */
+template <typename T> struct fa_tile {
+    const T *q, *k, *v, *m;
+    T *y;
+    int nr;
+};
+
+template <typename T>
+static __device__ __forceinline__ fa_tile<T>
+fa_tile_of(const fa_geom &g, const int64_t *offs, int64_t blk, int tiles, int rows, const T *q,
+           const T *k, const T *v, const T *mask, T *y) {
+    const int64_t item = blk / tiles;
+    const int r0 = (int)(blk - item * tiles) * rows;
+    fa_tile<T> t;
+    t.nr = g.S - r0 < rows ? g.S - r0 : rows;
+    t.q = q + offs[OX_FATTN_Q * g.batch + item] + (int64_t)r0 * g.qrs;
+    t.k = k + offs[OX_FATTN_K * g.batch + item];
+    t.v = v + offs[OX_FATTN_V * g.batch + item];
+    t.y = y + offs[OX_FATTN_Y * g.batch + item] + (int64_t)r0 * g.yrs;
+    t.m = mask ? mask + offs[OX_FATTN_MASK * g.batch + item] + (int64_t)r0 * g.mrs : NULL;
+    return t;
+}
 
 /* v rounded to T's precision (as a value stored in a T tensor and read back). */
 template <typename T> static __device__ __forceinline__ float fa_round(float v) {
@@ -995,15 +1059,10 @@ __global__ void __launch_bounds__(256)
     const int tiles = (g.S + FA_ROWS - 1) / FA_ROWS;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     for (int64_t blk = blockIdx.x; blk < g.batch * tiles; blk += gridDim.x) {
-        const int64_t item = blk / tiles;
-        const int r0 = (int)(blk - item * tiles) * FA_ROWS;
-        const int nr = g.S - r0 < FA_ROWS ? g.S - r0 : FA_ROWS;
-        const T *qp = q + offs[OX_FATTN_Q * g.batch + item] + (int64_t)r0 * g.qrs;
-        const T *kp = k + offs[OX_FATTN_K * g.batch + item];
-        const T *vp = v + offs[OX_FATTN_V * g.batch + item];
-        T *yp = y + offs[OX_FATTN_Y * g.batch + item] + (int64_t)r0 * g.yrs;
-        const T *mp =
-            mask ? mask + offs[OX_FATTN_MASK * g.batch + item] + (int64_t)r0 * g.mrs : NULL;
+        const fa_tile<T> t = fa_tile_of(g, offs, blk, tiles, FA_ROWS, q, k, v, mask, y);
+        const T *qp = t.q, *kp = t.k, *vp = t.v, *mp = t.m;
+        T *yp = t.y;
+        const int nr = t.nr;
         __syncthreads(); /* the previous tile's reads of qs and ps are done */
         for (int i = threadIdx.x; i < FA_ROWS * g.Dk; i += blockDim.x) {
             int r = i / g.Dk, d = i - r * g.Dk;
@@ -1053,6 +1112,115 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
             for (int r = 0; r < 4; r++)
                 if (rg + r < nr) yp[(rg + r) * g.yrs + c * g.ycs] = from_f<T>(acc[r]);
+        }
+    }
+}
+
+typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> tc_frag;
+
+/* acc = A . B over k steps of 16: A's 16 rows row-major at a (lda; step k at a + 16k), B's
+ * 16x16 tiles of layout BL at b + k * bstep (ldb); float16 in, float sums (tensor cores). */
+template <typename BL>
+static __device__ __forceinline__ void tc_dot(tc_frag &acc, const __half *a, int lda,
+                                              const __half *b, int ldb, int bstep, int steps) {
+    using namespace nvcuda;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int kk = 0; kk < steps; kk++) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, BL> fb;
+        wmma::load_matrix_sync(fa, a + kk * 16, lda);
+        wmma::load_matrix_sync(fb, b + kk * bstep, ldb);
+        wmma::mma_sync(acc, fa, fb, acc);
+    }
+}
+
+__global__ void __launch_bounds__(128)
+    k_fattn_tc(const __half *q, const __half *k, const __half *v, const __half *mask, __half *y,
+               const int64_t *offs, fa_geom g, tc_layout l) {
+    using namespace nvcuda;
+    extern __shared__ __align__(128) unsigned char smem[];
+    __half *Qs = (__half *)(smem + l.q), *Ks = (__half *)(smem + l.k), *Vs = (__half *)(smem + l.v);
+    float *Sf = (float *)(smem + l.s), *Os = (float *)(smem + l.o) + (threadIdx.x >> 5) * 256;
+    __half *Ph = (__half *)Sf;
+    const int ldp = 2 * l.lds; /* P's row stride in halves: row r within scores row r */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int tiles = (g.S + TC_QROWS - 1) / TC_QROWS;
+    const __half zero = __float2half(0.0f);
+    for (int64_t blk = blockIdx.x; blk < g.batch * tiles; blk += gridDim.x) {
+        const fa_tile<__half> t = fa_tile_of(g, offs, blk, tiles, TC_QROWS, q, k, v, mask, y);
+        const __half *qp = t.q, *kp = t.k, *vp = t.v, *mp = t.m;
+        __half *yp = t.y;
+        const int nr = t.nr;
+        __syncthreads(); /* the previous tile is done with the shared memory */
+        for (int i = tid; i < TC_QROWS * l.Dkp; i += blockDim.x) {
+            int r = i / l.Dkp, d = i - r * l.Dkp;
+            Qs[r * l.ldq + d] = r < nr && d < g.Dk ? qp[r * g.qrs + d * g.qcs] : zero;
+        }
+        for (int i = tid; i < l.Tp * l.Dkp; i += blockDim.x) {
+            int j = i / l.Dkp, d = i - j * l.Dkp;
+            Ks[j * l.ldk + d] = j < g.T && d < g.Dk ? kp[d * g.krs + j * g.kcs] : zero;
+        }
+        for (int i = tid; i < l.Tp * l.Dvp; i += blockDim.x) {
+            int j = i / l.Dvp, c = i - j * l.Dvp;
+            Vs[j * l.ldv + c] = j < g.T && c < g.Dv ? vp[j * g.vrs + c * g.vcs] : zero;
+        }
+        __syncthreads();
+        /* this warp's 16 rows of Q . KT */
+        for (int jt = 0; jt < l.Tp / 16; jt++) {
+            tc_frag acc;
+            tc_dot<wmma::col_major>(acc, Qs + warp * 16 * l.ldq, l.ldq, Ks + jt * 16 * l.ldk, l.ldk,
+                                    16, l.Dkp / 16);
+            wmma::store_matrix_sync(Sf + warp * 16 * l.lds + jt * 16, acc, l.lds,
+                                    wmma::mem_row_major);
+        }
+        __syncwarp();
+        /* per row: round(alpha s) (+ mask, rounded), softmax, P rounded, over the row */
+        for (int rr = 0; rr < 16; rr++) {
+            const int row = warp * 16 + rr;
+            float vals[TC_TMAX / 32];
+            float m = -INFINITY;
+#pragma unroll
+            for (int t = 0; t < TC_TMAX / 32; t++) {
+                int j = lane + 32 * t;
+                vals[t] = -INFINITY;
+                if (j < g.T) {
+                    float sv = fa_round<__half>(g.alpha * Sf[row * l.lds + j]);
+                    if (mp && row < nr)
+                        sv = fa_round<__half>(sv + to_f(mp[row * g.mrs + j * g.mcs]));
+                    vals[t] = sv;
+                    m = fmaxf(m, sv);
+                }
+            }
+            m = warp_allreduce(m, max_f());
+            float sum = 0.0f;
+#pragma unroll
+            for (int t = 0; t < TC_TMAX / 32; t++)
+                if (lane + 32 * t < g.T) {
+                    vals[t] = expf(vals[t] - m);
+                    sum += vals[t];
+                }
+            sum = warp_allreduce(sum, sum_f());
+            float inv = 1.0f / sum;
+            __syncwarp(); /* the row's scores are all read before P overwrites them */
+#pragma unroll
+            for (int t = 0; t < TC_TMAX / 32; t++) {
+                int j = lane + 32 * t;
+                if (j < l.Tp) Ph[row * ldp + j] = j < g.T ? from_f<__half>(vals[t] * inv) : zero;
+            }
+            __syncwarp();
+        }
+        /* this warp's 16 rows of P . V, a 16-column tile at a time through the staging tile */
+        for (int ct = 0; ct < l.Dvp / 16; ct++) {
+            tc_frag acc;
+            tc_dot<wmma::row_major>(acc, Ph + warp * 16 * ldp, ldp, Vs + ct * 16, l.ldv, 16 * l.ldv,
+                                    l.Tp / 16);
+            wmma::store_matrix_sync(Os, acc, 16, wmma::mem_row_major);
+            __syncwarp();
+            for (int e = lane; e < 256; e += 32) {
+                int row = warp * 16 + e / 16, col = ct * 16 + (e & 15);
+                if (row < nr && col < g.Dv) yp[row * g.yrs + col * g.ycs] = from_f<__half>(Os[e]);
+            }
+            __syncwarp();
         }
     }
 }
@@ -1158,7 +1326,11 @@ ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n
     (void)c;
     const char *env = getenv("OX_CUDA_ATTENTION");
     if (env && !strcmp(env, "0")) return OX_E_UNSUPPORTED;
-    int force = env && !strcmp(env, "gemm") ? 1 : env && !strcmp(env, "small") ? 2 : 0;
+    int force = !env                    ? 0
+                : !strcmp(env, "gemm")  ? 1
+                : !strcmp(env, "small") ? 2
+                : !strcmp(env, "tc")    ? 3
+                                        : 0;
     /* the views' int tensors (Reshape shapes, Slice parameters: constant for the plan's
      * life) read on the host, where the parse reads them */
     if (n->n_inputs > 32) return OX_E_UNSUPPORTED;
@@ -1253,15 +1425,26 @@ ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n
     const struct ox_mat *m = a.m;
     double macs = (double)a.batch * (double)a.S * (double)a.T * (double)(a.Dk + a.Dv);
     bool small_fits = a.T <= FA_TMAX && a.Dk <= FA_DKMAX && a.S <= INT_MAX && a.Dv <= INT_MAX;
-    s->small = small_fits && force != 1 && (force == 2 || macs <= (double)FA_SMALL_MACS);
-    if (s->small) {
+    s->small =
+        small_fits && force != 1 && force != 3 && (force == 2 || macs <= (double)FA_SMALL_MACS);
+    /* float16 products beyond that: on tensor cores where the shared memory holds them */
+    tc_layout tl = tc_layout_of(a.T, a.Dk, a.Dv);
+    s->tc = !s->small && force != 1 && force != 2 && a.dtype == OX_FLOAT16 && a.T <= TC_TMAX &&
+            a.Dk <= TC_DMAX && a.Dv <= TC_DMAX && a.S <= INT_MAX && tl.bytes <= TC_SMEM;
+    if (s->tc && cudaFuncSetAttribute(k_fattn_tc, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)tl.bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        s->tc = false;
+    }
+    s->tl = tl;
+    if (s->small || s->tc) {
         fa_geom fg = {(int)a.S,         (int)a.T,         (int)a.Dk,        (int)a.Dv,
                       m[OX_FATTN_Q].rs, m[OX_FATTN_Q].cs, m[OX_FATTN_K].rs, m[OX_FATTN_K].cs,
                       m[OX_FATTN_V].rs, m[OX_FATTN_V].cs, m[OX_FATTN_Y].rs, m[OX_FATTN_Y].cs,
                       s->mrs,           s->mcs,           a.batch,          s->alpha};
         s->fg = fg;
     }
-    *workspace = s->small ? 0 : s->scores_bytes + ptrs;
+    *workspace = s->small || s->tc ? 0 : s->scores_bytes + ptrs;
     *state = s;
     return OX_OK;
 }
@@ -1316,6 +1499,14 @@ ox_status ox_cu_red_fattn(struct ox_cuda_ctx *c, const struct ox_node *n,
                 (const __half *)in[2]->data, (const __half *)mask, (__half *)out[0]->data, s->offs,
                 s->fg);
         return ox_cu_launched("FusedAttention");
+    }
+    if (s->tc) {
+        const __half *mask = s->has_mask ? (const __half *)in[3]->data : NULL;
+        unsigned grid = grid_of(B * ((s->S + TC_QROWS - 1) / TC_QROWS));
+        k_fattn_tc<<<grid, 128, s->tl.bytes, c->stream>>>(
+            (const __half *)in[0]->data, (const __half *)in[1]->data, (const __half *)in[2]->data,
+            mask, (__half *)out[0]->data, s->offs, s->fg, s->tl);
+        return ox_cu_launched("FusedAttention (tensor cores)");
     }
     char *scores = (char *)c->workspace;
     void **ptr = (void **)(scores + s->scores_bytes);
