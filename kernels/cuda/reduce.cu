@@ -1059,10 +1059,10 @@ __global__ void __launch_bounds__(256)
     const int tiles = (g.S + FA_ROWS - 1) / FA_ROWS;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     for (int64_t blk = blockIdx.x; blk < g.batch * tiles; blk += gridDim.x) {
-        const fa_tile<T> t = fa_tile_of(g, offs, blk, tiles, FA_ROWS, q, k, v, mask, y);
-        const T *qp = t.q, *kp = t.k, *vp = t.v, *mp = t.m;
-        T *yp = t.y;
-        const int nr = t.nr;
+        const fa_tile<T> tile = fa_tile_of(g, offs, blk, tiles, FA_ROWS, q, k, v, mask, y);
+        const T *qp = tile.q, *kp = tile.k, *vp = tile.v, *mp = tile.m;
+        T *yp = tile.y;
+        const int nr = tile.nr;
         __syncthreads(); /* the previous tile's reads of qs and ps are done */
         for (int i = threadIdx.x; i < FA_ROWS * g.Dk; i += blockDim.x) {
             int r = i / g.Dk, d = i - r * g.Dk;
@@ -1147,10 +1147,10 @@ __global__ void __launch_bounds__(128)
     const int tiles = (g.S + TC_QROWS - 1) / TC_QROWS;
     const __half zero = __float2half(0.0f);
     for (int64_t blk = blockIdx.x; blk < g.batch * tiles; blk += gridDim.x) {
-        const fa_tile<__half> t = fa_tile_of(g, offs, blk, tiles, TC_QROWS, q, k, v, mask, y);
-        const __half *qp = t.q, *kp = t.k, *vp = t.v, *mp = t.m;
-        __half *yp = t.y;
-        const int nr = t.nr;
+        const fa_tile<__half> tile = fa_tile_of(g, offs, blk, tiles, TC_QROWS, q, k, v, mask, y);
+        const __half *qp = tile.q, *kp = tile.k, *vp = tile.v, *mp = tile.m;
+        __half *yp = tile.y;
+        const int nr = tile.nr;
         __syncthreads(); /* the previous tile is done with the shared memory */
         for (int i = tid; i < TC_QROWS * l.Dkp; i += blockDim.x) {
             int r = i / l.Dkp, d = i - r * l.Dkp;
