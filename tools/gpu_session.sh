@@ -89,8 +89,9 @@ PY
     timeout ${CHECK_TIMEOUT:-200} python3 tests/gpu_check.py --onnxexec $bin "${nodes[@]}" "${models[@]}" \
         --work $build/gpu_check --timeout 20 --json-out "$out/gpu_check.json" >"$out/gpu_check.txt" 2>&1
     echo "gpu_check exit $?"
-    # the im2col convolutions, then the cuDNN graph-API ones, forced wherever they apply
-    # (else taken only where faster): every convolution case and two models against the CPU
+    # the im2col convolutions, the cuDNN graph-API ones and the small-K pointwise kernel,
+    # each forced wherever it applies (else taken only where faster): every convolution case
+    # and two models against the CPU
     if [ -n "$node" ]; then
         mkdir -p $build/conv_cases
         for c in "$node"/test_conv*; do ln -sfn "$(cd "$c" && pwd)" $build/conv_cases/; done
@@ -98,7 +99,7 @@ PY
         for m in resnet18 mobilenet_v2; do
             [ -f $work/$m.onnx ] && [ "${PARITY:-1}" = 1 ] && cm+=(--model $work/$m.onnx:N=2)
         done
-        for mode in col graph; do
+        for mode in col graph pwk; do
             OX_CUDA_CONV=$mode timeout 120 python3 tests/gpu_check.py --onnxexec $bin \
                 --node $build/conv_cases "${cm[@]}" --work $build/gpu_check_$mode --timeout 20 \
                 >"$out/gpu_check_$mode.txt" 2>&1
@@ -151,6 +152,7 @@ if [[ " $steps " == *" ab "* ]]; then
     specs=${AB_SPECS:-"resnet18 32 fp16 OX_CUDA_CONV=-graph;resnet50 32 fp16 OX_CUDA_CONV=-graph;\
 resnet18 1 fp16 OX_CUDA_CONV=-graph;resnet50 1 fp16 OX_CUDA_CONV=-graph;\
 mobilenet_v2 32 fp16 OX_CUDA_CONV=-graph;resnet18 32 fp32 OX_CUDA_CONV=-graph;\
+mobilenet_v2 32 fp16 OX_CUDA_CONV=-pwk;mobilenet_v2 32 fp32 OX_CUDA_CONV=-pwk;\
 resnet18 32 fp32 OX_CUDA_VEC=0;bert_base 1 fp32 OX_CUDA_ATTENTION=gemm;\
 bert_base 1 fp32 OX_CUDA_LT=first;bert_base 32 fp16 OX_CUDA_LT=first;\
 bert_base 32 fp16 OX_FUSE_SKIP_LAYERNORM=0;bert_base 1 fp32 OX_FUSE_SKIP_LAYERNORM=0;\

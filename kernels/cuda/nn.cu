@@ -615,8 +615,12 @@ static void lt_setup(struct ox_cuda_ctx *c, struct lt_gemm *l, ox_dtype dt,
  *   PyTorch reaches cuDNN: engines the legacy calls above do not all reach, float16 ones
  *   above all), the fastest of the heuristics' first engine configurations, then our
  *   epilogue. Engines that convert inputs down, reduce in less than float, use tensor cores
- *   on float32 without TF32, or (precise plans) FFT or Winograd are left out. */
-enum { CONV_DNN, CONV_FUSED, CONV_GEMM, CONV_DW, CONV_COL, CONV_GRAPH, CONV_MODES };
+ *   on float32 without TF32, or (precise plans) FFT or Winograd are left out;
+ * - CONV_PWK: a pointwise convolution with few input channels (K <= PWK_KMAX: MobileNet's
+ *   expansions, where a GEMM of K 24 runs at a fraction of the memory's speed) in a kernel of
+ *   ours: the weights in shared memory, a thread per pixel holding its K inputs in registers
+ *   and writing all M outputs with the epilogue in it. */
+enum { CONV_DNN, CONV_FUSED, CONV_GEMM, CONV_DW, CONV_COL, CONV_GRAPH, CONV_PWK, CONV_MODES };
 
 /* The descriptors of a CONV_GRAPH convolution, kept for the plan's life. */
 enum { GD_X, GD_W, GD_Y, GD_CONV, GD_OP, GD_GRAPH, GD_PLAN, GD_COUNT };
@@ -869,6 +873,66 @@ static void depthwise_launch(cudaStream_t st, const struct dw_geom *g, int64_t t
             <<<ox_cu_blocks(total), 256, 0, st>>>(xt, wt, bt, zt, (T *)y, total, *g, a);
 }
 
+#define PWK_KMAX  64
+#define PWK_WSMEM 12288 /* weights (M x K rounded up to 4) held in shared memory, floats */
+
+/* y[n][m][p] = act(round(sum_k w[m][k] x[n][k][p] + bias[m]) + z[n][m][p]) for a pointwise
+ * convolution of K <= KMAX input channels: w (K padded to Kp, a multiple of 4, with zeros) in
+ * shared memory read four at a time, a thread per pixel with its K inputs in registers. */
+template <typename T, int KMAX>
+__global__ void __launch_bounds__(256)
+    pw_small_k(const T *x, const T *w, const T *bias, const T *z, T *y, int64_t N, int M, int K,
+               int64_t P, struct act a) {
+    extern __shared__ float4 wsm4[];
+    float *wsm = (float *)wsm4;
+    const int Kp = (K + 3) & ~3;
+    for (int i = threadIdx.x; i < M * Kp; i += blockDim.x) {
+        int m = i / Kp, k = i - m * Kp;
+        wsm[i] = k < K ? to_f<T>(w[m * K + k]) : 0.0f;
+    }
+    __syncthreads();
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < N * P;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        int64_t n = idx / P, p = idx - n * P;
+        const T *xp = x + n * K * P + p;
+        float xv[KMAX];
+#pragma unroll
+        for (int k = 0; k < KMAX; k++) xv[k] = k < K ? to_f<T>(xp[k * P]) : 0.0f;
+        T *yp = y + n * M * P + p;
+        const T *zp = z ? z + n * M * P + p : NULL;
+        for (int m = 0; m < M; m++) {
+            const float4 *wr = wsm4 + m * (Kp / 4);
+            float acc = 0.0f;
+#pragma unroll
+            for (int k4 = 0; k4 < KMAX / 4; k4++) {
+                if (4 * k4 >= Kp) break;
+                float4 wv = wr[k4];
+                acc += wv.x * xv[4 * k4] + wv.y * xv[4 * k4 + 1] + wv.z * xv[4 * k4 + 2] +
+                       wv.w * xv[4 * k4 + 3];
+            }
+            if (bias) acc += to_f<T>(bias[m]);
+            float v = round_to<T>(acc); /* the convolution's output, as stored */
+            if (zp) v = round_to<T>(v + to_f<T>(zp[m * P]));
+            yp[m * P] = from_f<T>(apply_act(v, a));
+        }
+    }
+}
+
+/* pw_small_k for s's pointwise geometry (N images of P pixels, K inputs, M outputs). */
+template <typename T>
+static void pwk_launch(cudaStream_t st, int64_t N, int M, int K, int64_t P, const void *x,
+                       const void *w, const void *b, const void *z, void *y, struct act a) {
+    size_t smem = (size_t)M * (size_t)((K + 3) & ~3) * sizeof(float);
+    unsigned blocks = ox_cu_blocks(N * P);
+    const T *xt = (const T *)x, *wt = (const T *)w, *bt = (const T *)b, *zt = (const T *)z;
+    if (K <= 16)
+        pw_small_k<T, 16><<<blocks, 256, smem, st>>>(xt, wt, bt, zt, (T *)y, N, M, K, P, a);
+    else if (K <= 32)
+        pw_small_k<T, 32><<<blocks, 256, smem, st>>>(xt, wt, bt, zt, (T *)y, N, M, K, P, a);
+    else
+        pw_small_k<T, PWK_KMAX><<<blocks, 256, smem, st>>>(xt, wt, bt, zt, (T *)y, N, M, K, P, a);
+}
+
 /* col[n][k][p] = x[n][c][ih][iw] for k = (c, kh, kw) and p = (oh, ow), ih = oh * SH - PT +
  * kh * DH (likewise iw), 0 where that falls in the padding; consecutive threads write
  * consecutive pixels. I the index type. */
@@ -915,6 +979,14 @@ static ox_status conv_launch(struct ox_cuda_ctx *c, const struct conv_state *s, 
                                                   ws, s->ws, &alpha2, s->yd, z ? z : y, s->bd,
                                                   b ? b : s->zero_bias, s->ad, s->yd, y),
             "cudnnConvolutionBiasActivationForward");
+    }
+    if (mode == CONV_PWK) {
+        int K = s->pw.k, M = (int)s->M;
+        if (s->dt == OX_FLOAT)
+            pwk_launch<float>(c->stream, s->base_dims[0], M, K, s->inner, x, w, b, z, y, s->a);
+        else
+            pwk_launch<__half>(c->stream, s->base_dims[0], M, K, s->inner, x, w, b, z, y, s->a);
+        return ox_cu_launched("pointwise convolution");
     }
     if (mode == CONV_DW) {
         if (s->dt == OX_FLOAT)
@@ -1123,7 +1195,7 @@ static bool agrees(cudaStream_t st, ox_dtype dt, const void *y, const void *yr, 
  * default where no such run can be made). */
 static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t xb, size_t wb,
                              size_t yb, bool has_b, bool has_z, bool want_fused, bool can_gemm,
-                             bool can_dw, bool can_col, bool can_graph) {
+                             bool can_dw, bool can_col, bool can_graph, bool can_pwk) {
     struct scratch sc = {{NULL}, 0};
     size_t esz = s->dt == OX_FLOAT ? 4 : 2, cap = 0;
     void *x = scratch_get(&sc, xb), *w = scratch_get(&sc, wb), *y = scratch_get(&sc, yb);
@@ -1156,10 +1228,11 @@ static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t
                                        c->dnn, s->xd, s->wd, s->cd, s->yd, s->algo, &s->ws),
                                    "cudnnGetConvolutionForwardWorkspaceSize");
     s->mode = CONV_DNN; /* without a timed run */
-    /* OX_CUDA_CONV=dnn|fused|gemm|dw|col|graph (tests, diagnosis): that mode where it applies;
+    /* OX_CUDA_CONV=dnn|fused|gemm|dw|col|graph|pwk (tests, diagnosis): that mode where it applies;
      * -MODE: any but that one (measurements) */
     const char *force = getenv("OX_CUDA_CONV");
-    static const char *const names[CONV_MODES] = {"dnn", "fused", "gemm", "dw", "col", "graph"};
+    static const char *const names[CONV_MODES] = {"dnn", "fused", "gemm", "dw",
+                                                  "col", "graph", "pwk"};
     int forced = -1, banned = -1;
     for (int i = 0; force && i < CONV_MODES; i++) {
         if (strcmp(force, names[i]) == 0) forced = i;
@@ -1180,8 +1253,8 @@ static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t
         for (int mode = CONV_DNN; mode < CONV_MODES && have_ref; mode++) {
             if ((mode == CONV_FUSED && !want_fused) || (mode == CONV_GEMM && !can_gemm) ||
                 (mode == CONV_DW && !can_dw) || (mode == CONV_COL && (!can_col || s->col > cap)) ||
-                (mode == CONV_GRAPH && !can_graph) || (forced >= 0 && mode != forced) ||
-                (mode != CONV_DNN && mode == banned))
+                (mode == CONV_GRAPH && !can_graph) || (mode == CONV_PWK && !can_pwk) ||
+                (forced >= 0 && mode != forced) || (mode != CONV_DNN && mode == banned))
                 continue;
             if (mode == CONV_GRAPH && !graph_pick(c, s, x, w, y, ws, cap)) continue;
             if (mode == CONV_FUSED) s->zero_bias = bias; /* borrowed for the trial */
@@ -1280,6 +1353,7 @@ static ox_status conv_setup(struct ox_cuda_ctx *c, struct conv_state *s, const o
     for (int i = 0; i < g->nsp; i++)
         can_gemm = can_gemm && g->k[i] == 1 && g->s[i] == 1 && g->pb[i] == 0 && g->pe[i] == 0;
     if (can_gemm) s->pw = weights_times(s->M, C, HW, N); /* B = X_n */
+    bool can_pwk = can_gemm && C <= PWK_KMAX && s->M * ((C + 3) & ~3) <= PWK_WSMEM;
     /* 2-D geometry in ints: depthwise (one input and one output channel per group), and
      * im2col for one group where the convolution is not pointwise */
     size_t esz = s->dt == OX_FLOAT ? 4 : 2,
@@ -1314,7 +1388,7 @@ static ox_status conv_setup(struct ox_cuda_ctx *c, struct conv_state *s, const o
     }
     st = conv_choose(c, s, (size_t)ox_tensor_numel(x) * esz, (size_t)ox_tensor_numel(w) * esz,
                      ybytes, b != NULL, z != NULL && z_ok, want_fused, can_gemm, can_dw, can_col,
-                     can_graph);
+                     can_graph, can_pwk);
     if (st) return st;
     if (s->mode == CONV_FUSED && !b) {
         if ((st = ox_cu_check(cudaMalloc(&s->zero_bias, (size_t)s->M * esz), "cudaMalloc")) ||
