@@ -150,14 +150,10 @@ if [[ " $steps " == *" ab "* ]]; then
     median() { python3 -c "import json,sys; print(json.load(sys.stdin)['median_ms'])" 2>/dev/null; }
     # AB_SPECS: "model batch precision VAR=value" entries separated by ';' (default: below)
     specs=${AB_SPECS:-"resnet18 32 fp16 OX_CUDA_CONV=-graph;resnet50 32 fp16 OX_CUDA_CONV=-graph;\
-resnet18 1 fp16 OX_CUDA_CONV=-graph;resnet50 1 fp16 OX_CUDA_CONV=-graph;\
-mobilenet_v2 32 fp16 OX_CUDA_CONV=-graph;resnet18 32 fp32 OX_CUDA_CONV=-graph;\
-mobilenet_v2 32 fp16 OX_CUDA_CONV=-pwk;mobilenet_v2 32 fp32 OX_CUDA_CONV=-pwk;\
-resnet18 32 fp32 OX_CUDA_VEC=0;bert_base 1 fp32 OX_CUDA_ATTENTION=gemm;\
-bert_base 1 fp32 OX_CUDA_LT=first;bert_base 32 fp16 OX_CUDA_LT=first;\
-bert_base 32 fp16 OX_FUSE_SKIP_LAYERNORM=0;bert_base 1 fp32 OX_FUSE_SKIP_LAYERNORM=0;\
-bert_base 1 fp16 OX_CUDA_ATTENTION=gemm;bert_base 8 fp16 OX_CUDA_ATTENTION=gemm;\
-bert_base 32 fp16 OX_CUDA_ATTENTION=gemm"}
+resnet18 1 fp16 OX_CUDA_CONV=-graph;mobilenet_v2 32 fp16 OX_CUDA_CONV=-pwk;\
+mobilenet_v2 32 fp32 OX_CUDA_CONV=-pwk;bert_base 1 fp32 OX_CUDA_ATTENTION=gemm;\
+bert_base 32 fp16 OX_CUDA_ATTENTION=gemm;bert_base 1 fp32 OX_CUDA_LT=first;\
+bert_base 32 fp16 OX_FUSE_SKIP_LAYERNORM=0;resnet18 32 fp32 OX_CUDA_VEC=0"}
     IFS=';' read -ra spec_list <<<"$specs"
     for spec in "${spec_list[@]}"; do
         set -- $spec
