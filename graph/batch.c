@@ -118,6 +118,26 @@ static bool unbatched_fits(const struct bstate *s, int v, int out_rank) {
     return t && r == out_rank && t->dims[0] == 1;
 }
 
+/* The rank of the numpy broadcast of n's first `count` inputs (absent ones skipped), or -1
+ * when it mixes items: a rank not known, a batched input of another rank than the result, an
+ * unbatched one that reaches axis 0, or no batched input at all. */
+static int broadcast_rank(const struct bstate *s, const struct ox_node *n, int count) {
+    int out_rank = -1;
+    for (int i = 0; i < count; i++) {
+        int v = n->inputs[i];
+        if (v < 0) continue;
+        int r = s->batched[v] ? s->rank[v] : -2;
+        if (r == -1) return -1;
+        if (r > out_rank) out_rank = r;
+    }
+    for (int i = 0; i < count; i++) {
+        int v = n->inputs[i];
+        if (v < 0) continue;
+        if (s->batched[v] ? s->rank[v] != out_rank : !unbatched_fits(s, v, out_rank)) return -1;
+    }
+    return out_rank < 0 ? -1 : out_rank;
+}
+
 /* Whether node k keeps items apart; sets its outputs' state. */
 static bool node_ok(struct bstate *s, int k) {
     const struct ox_graph *g = s->g;
@@ -147,19 +167,7 @@ static bool node_ok(struct bstate *s, int k) {
         if (!strcmp(op, "Dropout") && (n->n_inputs > 2 || n->n_outputs > 1)) return false;
         out_rank = r0;
     } else if (name_in(op, BROADCAST)) {
-        for (int i = 0; i < n->n_inputs; i++) {
-            int v = n->inputs[i];
-            if (v < 0) continue;
-            int r = s->batched[v] ? s->rank[v] : -2;
-            if (r == -1) return false;
-            if (r > out_rank) out_rank = r;
-        }
-        for (int i = 0; i < n->n_inputs; i++) {
-            int v = n->inputs[i];
-            if (v < 0) continue;
-            if (s->batched[v] ? s->rank[v] != out_rank : !unbatched_fits(s, v, out_rank))
-                return false;
-        }
+        if ((out_rank = broadcast_rank(s, n, n->n_inputs)) < 0) return false;
     } else if (name_in(op, SPATIAL) || (fused && !strcmp(op, "FusedConv"))) {
         if (!x_batched || n->n_outputs > 1) return false; /* MaxPool indices count over N */
         if (!strcmp(op, "BatchNormalization") && attr_int(n, "training_mode", 0)) return false;
@@ -217,21 +225,12 @@ static bool node_ok(struct bstate *s, int k) {
     } else if (fused && !strcmp(op, "SkipLayerNormalization")) {
         /* LayerNormalization of Add(input 0, input 1): the sum broadcast as the elementwise
          * ops' inputs are, Scale and B not batched */
-        for (int i = 0; i < 2 && i < n->n_inputs; i++) {
-            int v = n->inputs[i];
-            int r = v < 0 ? -1 : s->batched[v] ? s->rank[v] : -2;
-            if (r == -1) return false;
-            if (r > out_rank) out_rank = r;
-        }
-        for (int i = 0; i < n->n_inputs; i++) {
-            int v = n->inputs[i];
-            if (v < 0) continue;
-            if (i >= 2          ? s->batched[v]
-                : s->batched[v] ? s->rank[v] != out_rank
-                                : !unbatched_fits(s, v, out_rank))
-                return false;
-        }
-        if (out_rank < 2 || norm_axis(attr_int(n, "axis", -1), out_rank) < 1) return false;
+        if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0 ||
+            (out_rank = broadcast_rank(s, n, 2)) < 2)
+            return false;
+        for (int i = 2; i < n->n_inputs; i++)
+            if (n->inputs[i] >= 0 && s->batched[n->inputs[i]]) return false;
+        if (norm_axis(attr_int(n, "axis", -1), out_rank) < 1) return false;
     } else if (!strcmp(op, "LayerNormalization") || !strcmp(op, "RMSNormalization")) {
         if (r0 < 2 || norm_axis(attr_int(n, "axis", -1), r0) < 1) return false;
         for (int i = 1; i < n->n_inputs; i++)

@@ -7,8 +7,8 @@ Small PyTorch models exported by Debian's torch with a dynamic batch axis, run a
 (not a multiple of the 2 threads) with `--batch-split on`, `auto` and `off`:
 - models that keep items apart (convolutions, pooling, residual adds, a channel Concat,
   Linear over [N, S, D], a residual LayerNorm, Softmax over the last axis, an embedding
-  lookup) must be
-  split (`bench --json` says how many items ran one at a time) and give PyTorch's outputs;
+  lookup) must be split (`bench --json` says how many items ran one at a time) and give
+  PyTorch's outputs;
 - models that mix items (a mean over the batch, Softmax over axis 0, a Reshape whose shape is
   computed from Shape, a transpose that moves the batch axis) must not be split, and still
   give PyTorch's outputs;

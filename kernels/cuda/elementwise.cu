@@ -845,9 +845,10 @@ template <class TA, class TB, class TY, class Op>
 static void bin_go(cudaStream_t st, const ew_shape<2> &s, int64_t n, const void *a, const void *b,
                    void *y) {
     constexpr int V = ew_width<TA, TB, TY>();
-    if (V > 1 && s.rank == 1 && n >= V && (s.st[0][0] | s.st[1][0]) <= 1 && s.st[0][0] >= 0 &&
-        s.st[1][0] >= 0 && ox_cu_vec_on() && ox_cu_aligned(y, V * sizeof(TY)) &&
-        (s.st[0][0] == 0 || ox_cu_aligned(a, V * sizeof(TA))) &&
+    /* rank 1: each stride 1 (of the output's shape) or 0 (one value); ew_make_shape gives no
+     * negative strides */
+    if (V > 1 && s.rank == 1 && n >= V && s.st[0][0] <= 1 && s.st[1][0] <= 1 && ox_cu_vec_on() &&
+        ox_cu_aligned(y, V * sizeof(TY)) && (s.st[0][0] == 0 || ox_cu_aligned(a, V * sizeof(TA))) &&
         (s.st[1][0] == 0 || ox_cu_aligned(b, V * sizeof(TB)))) {
         bin_vec_kernel<V, TA, TB, TY, Op><<<ox_cu_blocks(n / V), EW_THREADS, 0, st>>>(
             (const TA *)a, (const TB *)b, (TY *)y, n, s.st[0][0] == 0, s.st[1][0] == 0, Op{});

@@ -81,6 +81,12 @@ template <> __device__ __forceinline__ __half from_f<__half>(float v) {
     return __float2half(v);
 }
 
+/* v rounded to T's precision, as a value stored in a T tensor and read back (an Add's or a
+ * product's output in float16; float itself unchanged). */
+template <typename T> static __device__ __forceinline__ float round_as(float v) {
+    return to_f(from_f<T>(v));
+}
+
 static __device__ __forceinline__ bool is_nan(float v) {
     return isnan(v);
 }
@@ -1042,11 +1048,6 @@ fa_tile_of(const fa_geom &g, const int64_t *offs, int64_t blk, int tiles, int ro
     return t;
 }
 
-/* v rounded to T's precision (as a value stored in a T tensor and read back). */
-template <typename T> static __device__ __forceinline__ float fa_round(float v) {
-    return to_f(from_f<T>(v));
-}
-
 /* FusedAttention for one tile of FA_ROWS query rows of an item per block iteration: scores
  * s = round(alpha q . k) (+ mask, rounded) for every key, softmax per row (float, rounded),
  * then y = sum_j p_j v_j rounded, as steps 1-3 compute it. blockDim.x = 256. */
@@ -1080,8 +1081,8 @@ __global__ void __launch_bounds__(256)
             }
 #pragma unroll
             for (int r = 0; r < FA_ROWS; r++) {
-                float sv = fa_round<T>(g.alpha * acc[r]);
-                if (mp && r < nr) sv = fa_round<T>(sv + to_f(mp[r * g.mrs + j * g.mcs]));
+                float sv = round_as<T>(g.alpha * acc[r]);
+                if (mp && r < nr) sv = round_as<T>(sv + to_f(mp[r * g.mrs + j * g.mcs]));
                 ps[r][j] = sv;
             }
         }
@@ -1098,7 +1099,7 @@ __global__ void __launch_bounds__(256)
             }
             sum = warp_allreduce(sum, sum_f());
             float inv = 1.0f / sum;
-            for (int j = lane; j < g.T; j += 32) ps[r][j] = fa_round<T>(ps[r][j] * inv);
+            for (int j = lane; j < g.T; j += 32) ps[r][j] = round_as<T>(ps[r][j] * inv);
         }
         __syncthreads();
         for (int i = threadIdx.x; i < g.Dv * (FA_ROWS / 4); i += blockDim.x) {
@@ -1184,9 +1185,9 @@ __global__ void __launch_bounds__(128)
                 int j = lane + 32 * t;
                 vals[t] = -INFINITY;
                 if (j < g.T) {
-                    float sv = fa_round<__half>(g.alpha * Sf[row * l.lds + j]);
+                    float sv = round_as<__half>(g.alpha * Sf[row * l.lds + j]);
                     if (mp && row < nr)
-                        sv = fa_round<__half>(sv + to_f(mp[row * g.mrs + j * g.mcs]));
+                        sv = round_as<__half>(sv + to_f(mp[row * g.mrs + j * g.mcs]));
                     vals[t] = sv;
                     m = fmaxf(m, sv);
                 }
@@ -1258,7 +1259,7 @@ __global__ void __launch_bounds__(1024)
             float v = to_f(p[j]);
             if (mr) {
                 v += to_f(mr[j * mcs]);
-                if (!std::is_same<T, float>::value) v = to_f(from_f<T>(v)); /* as Add rounds */
+                v = round_as<T>(v); /* as Add rounds */
                 p[j] = from_f<T>(v);
             }
             m = fmaxf(m, v);
@@ -1294,7 +1295,7 @@ __global__ void __launch_bounds__(256)
                 float e = to_f(p[j]);
                 if (mr) {
                     e += to_f(mr[j * mcs]);
-                    if (!std::is_same<T, float>::value) e = to_f(from_f<T>(e)); /* as Add rounds */
+                    e = round_as<T>(e); /* as Add rounds */
                 }
                 v[k] = e;
                 m = fmaxf(m, e);
@@ -1469,7 +1470,7 @@ static void launch_fattn_softmax(const fattn_state *s, int n_sms, cudaStream_t s
         return;
     if (s->T <= WARP_ROW_MAX)
         k_fattn_softmax<true, T>
-            <<<grid_of((rows + 7) / 8), 256, 0, st>>>(x, rows, s->S, s->T, m, moff, s->mrs, s->mcs);
+            <<<grid, 256, 0, st>>>(x, rows, s->S, s->T, m, moff, s->mrs, s->mcs);
     else
         k_fattn_softmax<false, T><<<grid_of(rows), row_block(rows, s->T, n_sms), 0, st>>>(
             x, rows, s->S, s->T, m, moff, s->mrs, s->mcs);
@@ -1635,7 +1636,7 @@ __global__ void __launch_bounds__(256)
             for (int e = 0; e < VW; e++) {
                 float t = vi < nvec ? to_f(a.e[e]) : 0.0f;
                 /* SkipLayerNormalization: the sum rounded as Add stores it */
-                if (ps && vi < nvec) t = to_f(from_f<T>(t + to_f(b.e[e])));
+                if (ps && vi < nvec) t = round_as<T>(t + to_f(b.e[e]));
                 v[k][e] = t;
                 s += v[k][e];
             }
