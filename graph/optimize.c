@@ -33,6 +33,10 @@
  * - A residual Add read only by a LayerNormalization (whose Mean and InvStdDev nothing reads)
  *   becomes, with it, one ai.onnxexec SkipLayerNormalization node (kernels/cpu/norm.c), after
  *   the epilogue fusions. OX_FUSE_SKIP_LAYERNORM=0: not done.
+ * - A batch-first Transpose (keeping the last axis) before a MatMul by a constant matrix
+ *   whose result only FusedAttention operands (and Shapes) read moves into the operands'
+ *   view programs: the MatMul reads the untransposed input (hoist_transpose).
+ *   OX_MOVE_TRANSPOSE=0: not done.
  * - Nodes whose outputs nothing reads (and that have no side effects: every op here) are
  *   removed; so are initializers that nothing reads any more.
  *
@@ -906,6 +910,214 @@ static ox_status fold_skip_layernorm(struct opt *o, struct ox_node *ln) {
     return replace_chain(o, chain, 1, ln, "SkipLayerNormalization", 0, ins, n_ins, attrs, 2);
 }
 
+/* ---- batch-first Transposes past the projection ---------------------------------------- */
+
+/* The ops of view program pg[len] (kernels/op.h), or -1 where it does not parse. */
+static int prog_ops(const int64_t *pg, int len) {
+    int ops = 0;
+    for (int at = 0; at < len; ops++) {
+        int64_t op = pg[at], k = at + 1 < len ? pg[at + 1] : -1;
+        if (op == OX_VIEW_TRANSPOSE || op == OX_VIEW_SQUEEZE || op == OX_VIEW_UNSQUEEZE)
+            at += k < 0 || k > OX_MAX_RANK ? len + 1 : 2 + (int)k;
+        else
+            at += op == OX_VIEW_RESHAPE  ? 3
+                  : op == OX_VIEW_GATHER ? 4
+                  : op == OX_VIEW_SLICE  ? 5
+                                         : len + 1;
+        if (at > len) return -1;
+    }
+    return ops;
+}
+
+/* Operand `slot` (0-2) of FusedAttention f with Transpose(perm p[r]) put before its program
+ * (merged into a Transpose the program starts with); false (f untouched) when the program
+ * has no room or does not parse. dry: only whether it can be done. */
+static bool prog_prepend(struct opt *o, struct ox_node *f, int slot, const int64_t *p, int r,
+                         bool dry) {
+    static const char *const names[] = {"view_q", "view_k", "view_v"};
+    const int64_t *pg = NULL;
+    int len = ox_attr_ints(f, names[slot], &pg);
+    if (len < 0) len = 0;
+    int ops = prog_ops(pg, len);
+    int64_t out[ATTN_PROG_MAX];
+    int n = 0;
+    if (ops < 0) return false;
+    if (len >= 2 + r && pg[0] == OX_VIEW_TRANSPOSE && pg[1] == r) { /* T(T(x, p), q) */
+        bool identity = true;
+        out[n++] = OX_VIEW_TRANSPOSE, out[n++] = r;
+        for (int i = 0; i < r; i++) {
+            if (pg[2 + i] < 0 || pg[2 + i] >= r) return false;
+            out[n++] = p[pg[2 + i]];
+            identity &= out[n - 1] == i;
+        }
+        if (identity) n = 0; /* the two cancel */
+        pg += 2 + r, len -= 2 + r;
+    } else {
+        if (ops + 1 > OX_VIEW_MAX_OPS || len + 2 + r > ATTN_PROG_MAX) return false;
+        out[n++] = OX_VIEW_TRANSPOSE, out[n++] = r;
+        for (int i = 0; i < r; i++) out[n++] = p[i];
+    }
+    if (dry) return true;
+    if (len) memcpy(out + n, pg, sizeof(int64_t) * (size_t)len);
+    n += len;
+    struct ox_attr *at = (struct ox_attr *)ox_node_attr(f, names[slot]);
+    if (!at) { /* a new attribute: the node's array grows by one */
+        struct ox_attr *a = ox_graph_alloc(o->g, sizeof *a * (size_t)(f->n_attrs + 1));
+        if (!a) return false;
+        if (f->n_attrs) memcpy(a, f->attrs, sizeof *a * (size_t)f->n_attrs);
+        f->attrs = a;
+        at = &a[f->n_attrs++];
+    }
+    return add_ints(o->g, at, names[slot], out, n) == OX_OK;
+}
+
+/* The Shape nodes that read v, directly or through nodes that only Shapes read in turn (the
+ * Slices a FusedAttention's programs took over, kept for their Shapes), or -1 where anything
+ * else reads it: once the plan folds the Shapes, nothing computes v. *budget bounds the
+ * walk. */
+static int shape_readers(struct opt *o, int v, int *budget) {
+    struct ox_graph *g = o->g;
+    if (o->uses[v] >= OX_USES_OUTSIDE) return -1;
+    int shapes = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const struct ox_node *n = &g->nodes[i];
+        bool reads = false;
+        for (int k = 0; k < n->n_inputs && !o->dead[i]; k++) reads |= n->inputs[k] == v;
+        if (!reads) continue;
+        if (is_op(n, "Shape")) {
+            shapes++;
+            continue;
+        }
+        if (--*budget < 0 || !n->op || (n->op->flags & OX_OP_NONDETERMINISTIC)) return -1;
+        for (int k = 0; k < n->n_outputs; k++) {
+            int c = n->outputs[k] >= 0 ? shape_readers(o, n->outputs[k], budget) : 0;
+            if (c < 0) return -1;
+            shapes += c;
+        }
+    }
+    return shapes;
+}
+
+/* FusedAttention reading a projection of a batch-first input: Y = MatMul(Transpose(X, p), W)
+ * (or FusedMatMul, with a bias over the last axis), W a constant matrix and p keeping the
+ * last axis, so that each row of Y is a row of X times W and Y = Transpose(MatMul(X, W), p).
+ * torch's MultiheadAttention (batch_first) swaps the batch and sequence axes so before its
+ * in-projection. The MatMul then reads X, and the FusedAttention nodes reading Y read its
+ * result Y' through their programs with the Transpose put first: the copy of X is gone.
+ * Where Shape nodes read Y too (or nodes that only Shapes read), Y = Transpose(Y', p) stays
+ * for them (the plan folds the Shapes and then drops it); any other reader of Y leaves the
+ * graph as it is. */
+static ox_status hoist_transpose(struct opt *o, int fi, bool *added) {
+    struct ox_graph *g = o->g;
+    struct ox_node *f = &g->nodes[fi];
+    if (strcmp(f->op_type, "FusedAttention") != 0 || strcmp(f->domain, OX_DOMAIN_ONNXEXEC) != 0)
+        return OX_OK;
+    for (int slot = 0; slot < 3 && slot < f->n_inputs; slot++) {
+        int y = f->inputs[slot], pm = y >= 0 ? g->values[y].producer : -1;
+        if (pm < 0 || o->dead[pm] || o->uses[y] >= OX_USES_OUTSIDE) continue;
+        struct ox_node *m = &g->nodes[pm];
+        bool fused =
+            strcmp(m->domain, OX_DOMAIN_ONNXEXEC) == 0 && strcmp(m->op_type, "FusedMatMul") == 0;
+        if (!(is_op(m, "MatMul") || fused) || m->n_inputs < 2 || m->n_outputs != 1 ||
+            m->inputs[0] < 0 || m->inputs[0] == m->inputs[1])
+            continue;
+        const ox_tensor *w = const_of(o, m->inputs[1]);
+        if (!w || w->kind != OX_IO_TENSOR || w->rank != 2) continue;
+        if (m->n_inputs > 2 && m->inputs[2] >= 0) { /* FusedMatMul's bias: a vector */
+            const ox_tensor *z = const_of(o, m->inputs[2]);
+            if (!fused || !z || z->kind != OX_IO_TENSOR || z->rank > 1 || m->n_inputs > 3) continue;
+        }
+        int pt = g->values[m->inputs[0]].producer;
+        const struct ox_node *t = pt >= 0 && !o->dead[pt] ? &g->nodes[pt] : NULL;
+        const struct ox_attr *perm = is_op(t, "Transpose") ? ox_node_attr(t, "perm") : NULL;
+        if (!perm || perm->type != OX_ATTR_INTS || t->n_inputs != 1 || t->inputs[0] < 0 ||
+            perm->n < 2 || perm->n > OX_MAX_RANK || perm->ints[perm->n - 1] != perm->n - 1)
+            continue;
+        int r = perm->n;
+        int64_t p[OX_MAX_RANK];
+        bool seen[OX_MAX_RANK] = {false}, ok = true;
+        for (int i = 0; i < r && ok; i++) {
+            ok = perm->ints[i] >= 0 && perm->ints[i] < r && !seen[perm->ints[i]];
+            if (ok) seen[perm->ints[i]] = true, p[i] = perm->ints[i];
+        }
+        /* every reader of Y: an operand whose program has room, or one for Shapes only */
+        int counted = 0, budget = 64;
+        bool shapes = false;
+        for (int i = 0; i < g->n_nodes && ok; i++) {
+            struct ox_node *n = &g->nodes[i];
+            if (o->dead[i]) continue;
+            bool fa = strcmp(n->op_type, "FusedAttention") == 0 &&
+                      strcmp(n->domain, OX_DOMAIN_ONNXEXEC) == 0;
+            for (int k = 0; k < n->n_inputs && ok; k++) {
+                if (n->inputs[k] != y) continue;
+                counted++;
+                if (fa && k < 3 && prog_prepend(o, n, k, p, r, true)) continue;
+                ok = !fa && n->op && !(n->op->flags & OX_OP_NONDETERMINISTIC);
+                if (is_op(n, "Shape")) shapes = true;
+                for (int j = 0; j < n->n_outputs && ok && !is_op(n, "Shape"); j++) {
+                    int c = n->outputs[j] >= 0 ? shape_readers(o, n->outputs[j], &budget) : 0;
+                    ok = c >= 0;
+                    shapes |= c > 0; /* (a reader that nothing reads goes with the dead) */
+                }
+            }
+        }
+        int64_t opset = ox_graph_opset(g, "");
+        const struct ox_op *row = ox_op_find("", "Transpose", (int)opset);
+        if (!ok || counted != o->uses[y] || (shapes && !row)) continue;
+        /* Y' = MatMul(X, W); the operands read it through the Transpose */
+        char name[256];
+        int y2 = -1;
+        for (int k = 0; k < 1000 && y2 < 0; k++) {
+            if (k)
+                snprintf(name, sizeof name, "%s_unpermuted_%d", g->values[y].name, k);
+            else
+                snprintf(name, sizeof name, "%s_unpermuted", g->values[y].name);
+            if (ox_graph_find_value(g, name) < 0) y2 = ox_graph_add_value(g, name);
+        }
+        bool *dead = realloc(o->dead, sizeof(bool) * (size_t)(g->n_nodes + 1));
+        if (y2 < 0 || !dead) return ox_err(OX_E_NOMEM, "out of memory moving a Transpose");
+        o->dead = dead;
+        dead[g->n_nodes] = false;
+        g->values[y2].kind = g->values[y].kind;
+        g->values[y2].dtype = g->values[y].dtype;
+        g->values[y2].rank = -1; /* Y's dims permuted: left to the plan */
+        m = &g->nodes[pm];
+        m->inputs[0] = g->nodes[pt].inputs[0];
+        m->outputs[0] = y2;
+        g->values[y2].producer = pm;
+        g->values[y].producer = -1;
+        for (int i = 0; i < g->n_nodes; i++) {
+            struct ox_node *n = &g->nodes[i];
+            bool fa = strcmp(n->op_type, "FusedAttention") == 0 &&
+                      strcmp(n->domain, OX_DOMAIN_ONNXEXEC) == 0;
+            for (int k = 0; k < 3 && k < n->n_inputs && fa && !o->dead[i]; k++)
+                if (n->inputs[k] == y) {
+                    if (!prog_prepend(o, n, k, p, r, false))
+                        return ox_err(OX_E_NOMEM, "out of memory moving a Transpose");
+                    n->inputs[k] = y2;
+                }
+        }
+        if (shapes) { /* Y = Transpose(Y', p), for the Shapes (appended: sorted at the end) */
+            snprintf(name, sizeof name, "%s/transpose", g->values[y].name);
+            struct ox_attr *a = ox_graph_alloc(g, sizeof *a);
+            struct ox_node *nt =
+                a ? ox_graph_add_node(g, name, "", "Transpose", 1, &y2, 1, &y) : NULL;
+            if (!nt || add_ints(g, a, "perm", p, r))
+                return ox_err(OX_E_NOMEM, "out of memory moving a Transpose");
+            nt->opset = (int)opset;
+            nt->op = row;
+            nt->attrs = a;
+            nt->n_attrs = 1;
+            *added = true;
+        }
+        o->st->moved_transposes++;
+        ox_status st = count_uses(o);
+        if (st) return st;
+        f = &g->nodes[fi]; /* the node array may have moved */
+    }
+    return OX_OK;
+}
+
 /* ---- dead code ------------------------------------------------------------------------- */
 
 static void remove_dead(struct opt *o) {
@@ -972,7 +1184,13 @@ ox_status ox_graph_optimize(struct ox_graph *g, bool standard_only, struct ox_op
     const char *fs = getenv("OX_FUSE_SKIP_LAYERNORM");
     for (int i = 0; i < g->n_nodes && !rc && !standard_only && !(fs && !strcmp(fs, "0")); i++)
         if (!o.dead[i]) rc = fold_skip_layernorm(&o, &g->nodes[i]);
+    /* after the epilogue fusions (the projection is a FusedMatMul by then) */
+    const char *fm = getenv("OX_MOVE_TRANSPOSE");
+    bool added = false;
+    for (int i = 0; i < g->n_nodes && !rc && !standard_only && !(fm && !strcmp(fm, "0")); i++)
+        if (!o.dead[i]) rc = hoist_transpose(&o, i, &added);
     if (!rc) remove_dead(&o);
+    if (!rc && added) rc = ox_graph_sort(g);
     free(o.uses);
     free(o.dead);
     return rc;

@@ -9,6 +9,7 @@ struct ox_opt_stats {
     int fused_nodes;          /* nodes fused into others (Conv/Gemm/MatMul epilogues, chains) */
     int fused_attention;      /* FusedAttention nodes made */
     int fused_skip_layernorm; /* SkipLayerNormalization nodes made (residual Add + norm) */
+    int moved_transposes;     /* batch-first Transposes moved into FusedAttention views */
     int removed_nodes;        /* nodes whose outputs nothing read */
     int removed_constants;    /* initializers nothing read any more */
 };

@@ -980,24 +980,29 @@ def cases():
     inits = {"shp": c64([S, B * H, D]), "oshp": c64([S, B, E]), "c": np.array(2.0, np.float32),
              "ax2": c64([2]), "i2": np.array(2, np.int64), "three": np.array(3, np.int64),
              "z": c64([0]), "ax0": c64([0])}
-    nodes = [helper.make_node("Shape", ["X"], ["xs"]),
-             helper.make_node("Gather", ["xs", "i2"], ["w3"], axis=0),
-             helper.make_node("Div", ["w3", "three"], ["w"]),
-             helper.make_node("Unsqueeze", ["w", "ax0"], ["wu"]),
-             helper.make_node("Add", ["wu", "wu"], ["w2u"]),
-             helper.make_node("Add", ["w2u", "wu"], ["w3u"])]
-    for t, a, b in (("q", "z", "wu"), ("k", "wu", "w2u"), ("v", "w2u", "w3u")):
-        nodes += [helper.make_node("Slice", ["X", a, b, "ax2"], [t + "s"]),
-                  helper.make_node("Reshape", [t + "s", "shp"], [t + "3"])]
-    nodes += [helper.make_node("Transpose", ["q3"], ["qt"], perm=[1, 0, 2]),
-              helper.make_node("Div", ["qt", "c"], ["q"]),
-              helper.make_node("Transpose", ["k3"], ["kt"], perm=[1, 2, 0]),
-              helper.make_node("MatMul", ["q", "kt"], ["s"]),
-              helper.make_node("Softmax", ["s"], ["p"], axis=-1),
-              helper.make_node("Transpose", ["v3"], ["v"], perm=[1, 0, 2]),
-              helper.make_node("MatMul", ["p", "v"], ["o"]),
-              helper.make_node("Transpose", ["o"], ["o2"], perm=[1, 0, 2]),
-              helper.make_node("Reshape", ["o2", "oshp"], ["Y"])]
+    def packed_mha_nodes(src, y):
+        # q, k, v Slices of src [S, B, 3E] ending where Shape(src) says, viewed [S, B*H, D]
+        # (target "shp"), q / c, the product back to [S, B, E] ("oshp") as y
+        nodes = [helper.make_node("Shape", [src], ["xs"]),
+                 helper.make_node("Gather", ["xs", "i2"], ["w3"], axis=0),
+                 helper.make_node("Div", ["w3", "three"], ["w"]),
+                 helper.make_node("Unsqueeze", ["w", "ax0"], ["wu"]),
+                 helper.make_node("Add", ["wu", "wu"], ["w2u"]),
+                 helper.make_node("Add", ["w2u", "wu"], ["w3u"])]
+        for t, a, b in (("q", "z", "wu"), ("k", "wu", "w2u"), ("v", "w2u", "w3u")):
+            nodes += [helper.make_node("Slice", [src, a, b, "ax2"], [t + "s"]),
+                      helper.make_node("Reshape", [t + "s", "shp"], [t + "3"])]
+        return nodes + [helper.make_node("Transpose", ["q3"], ["qt"], perm=[1, 0, 2]),
+                        helper.make_node("Div", ["qt", "c"], ["q"]),
+                        helper.make_node("Transpose", ["k3"], ["kt"], perm=[1, 2, 0]),
+                        helper.make_node("MatMul", ["q", "kt"], ["s"]),
+                        helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+                        helper.make_node("Transpose", ["v3"], ["v"], perm=[1, 0, 2]),
+                        helper.make_node("MatMul", ["p", "v"], ["o"]),
+                        helper.make_node("Transpose", ["o"], ["o2"], perm=[1, 0, 2]),
+                        helper.make_node("Reshape", ["o2", "oshp"], [y])]
+
+    nodes = packed_mha_nodes("X", "Y")
     qs, ks, vs = (x[:, :, i * E:(i + 1) * E].reshape(S, B * H, D) for i in range(3))
     y = sdpa_ref(qs.transpose(1, 0, 2) / 2.0, ks.transpose(1, 2, 0),
                  vs.transpose(1, 0, 2)).transpose(1, 0, 2).reshape(S, B, E)
@@ -1254,6 +1259,102 @@ def cases():
                     {"three": np.array(3.0, np.float32)},
                     {FA: 0, "MatMul": 2, "Softmax": 1},
                     {"Y": mm(e / e.sum(-1, keepdims=True), v)}))
+
+    # 29. torch's batch-first MultiheadAttention swaps the batch and sequence axes of its
+    # input before the projection; the Transpose moves into the FusedAttention's views and
+    # the projection reads the input as it is (hoist_transpose). The Transposes left in the
+    # graph for Shape nodes are folded with them when the plan is built (run_ops: what runs).
+    # Oracle: numpy in float64.
+    def batch_first_case(name, N, S, H, D, dt=np.float32, extra=None, w_shape=None,
+                         moved=True):
+        r = np.random.default_rng(29)
+        E = H * D
+        x = rnd(r, (N, S, E), dt)
+        w = weights(r, w_shape or (E, 3 * E), dt)
+        bias = rnd(r, (3 * E,), dt, 0.1)
+        inits = {"W": w, "bias": bias, "oshp": c64([S, N, E]), "c": np.array(np.sqrt(D), dt),
+                 "i1": np.array(1, np.int64), "i2": np.array(2, np.int64),
+                 "three": np.array(3, np.int64), "z": c64([0]), "ax0": c64([0]),
+                 "ax2": c64([2]), "hd": c64([H, D])}
+        # torch 1.13's form: the [S, N*H, D] targets computed from the transposed input's
+        # Shape, the slices' ends from the projection's
+        nodes = [helper.make_node("Transpose", ["X"], ["xt"], perm=[1, 0, 2]),
+                 helper.make_node("Shape", ["xt"], ["xts"]),
+                 helper.make_node("Gather", ["xts", "z"], ["s_"], axis=0),
+                 helper.make_node("Gather", ["xts", "i1"], ["n_"], axis=0),
+                 helper.make_node("Mul", ["n_", "hd"], ["nh_"]),
+                 helper.make_node("Slice", ["nh_", "z", "i1u"], ["nh1"]),
+                 helper.make_node("Slice", ["hd", "i1u", "i2u"], ["d1"]),
+                 helper.make_node("Concat", ["s_", "nh1", "d1"], ["shp"], axis=0),
+                 helper.make_node("MatMul", ["xt", "W"], ["pm"]),
+                 helper.make_node("Add", ["pm", "bias"], ["P"])]
+        inits["i1u"], inits["i2u"] = c64([1]), c64([2])
+        nodes += packed_mha_nodes("P", "o3")
+        nodes.append(helper.make_node("Transpose", ["o3"], ["Y"], perm=[1, 0, 2]))
+        outs = ["Y"]
+        xt = x.astype(np.float64).transpose(1, 0, 2)
+        pr = mm(xt, w) + bias
+        oracle = {}
+        if extra == "reader":  # the projection is also an output: nothing moves
+            outs.append("P")
+            oracle["P"] = pr
+        qs, ks, vs = (pr[:, :, i * E:(i + 1) * E].reshape(S, N * H, D) for i in range(3))
+        y = sdpa_ref(qs.transpose(1, 0, 2) / np.sqrt(D), ks.transpose(1, 2, 0),
+                     vs.transpose(1, 0, 2)).transpose(1, 0, 2).reshape(S, N, E)
+        oracle["Y"] = y.transpose(1, 0, 2)
+        run = {"FusedMatMul": 1, "FusedAttention": 1, "Transpose": 1 if moved else 2}
+        if extra == "reader":
+            run = None
+        return Case("29_transpose_into_attention_" + name, nodes, {"X": x}, outs, inits,
+                    {FA: 1, "MatMul": 0, "Softmax": 0}, oracle, opset=13,
+                    dtype=Case.elem(x), run_ops=run,
+                    note="moved" if moved else "not moved")
+
+    out.append(batch_first_case("mha113", 3, 5, 2, 4))
+    out.append(batch_first_case("float16", 2, 6, 3, 8, np.float16))
+    out.append(batch_first_case("projection_read_no_move", 2, 5, 2, 4, extra="reader",
+                                moved=False))
+
+    # separate projections whose views start with a Transpose (merged with the moved one);
+    # the input's Transpose then has no reader left and goes
+    r = np.random.default_rng(291)
+    N, S, E = 2, 5, 6
+    x = rnd(r, (N, S, E))
+    ws = {t: weights(r, (E, E)) for t in "qkv"}
+    nodes = [helper.make_node("Transpose", ["X"], ["xt"], perm=[1, 0, 2])]
+    for t in "qkv":
+        nodes.append(helper.make_node("MatMul", ["xt", "W" + t], ["p" + t]))
+    nodes += [helper.make_node("Transpose", ["pq"], ["q"], perm=[1, 0, 2]),
+              helper.make_node("Transpose", ["pk"], ["kt"], perm=[1, 2, 0]),
+              helper.make_node("Transpose", ["pv"], ["v"], perm=[1, 0, 2]),
+              helper.make_node("MatMul", ["q", "kt"], ["s"]),
+              helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+              helper.make_node("MatMul", ["p", "v"], ["Y"])]
+    xt = x.astype(np.float64).transpose(1, 0, 2)
+    pq, pk, pv = (mm(xt, ws[t]) for t in "qkv")
+    y = sdpa_ref(pq.transpose(1, 0, 2), pk.transpose(1, 2, 0), pv.transpose(1, 0, 2))
+    out.append(Case("29_transpose_into_attention_merged_perms", nodes, {"X": x}, ["Y"],
+                    {"W" + t: ws[t] for t in "qkv"}, {FA: 1, "Transpose": 0, "MatMul": 3},
+                    {"Y": y}, opset=13, run_ops={"MatMul": 3, "FusedAttention": 1}))
+
+    # weights per position ([S, E, E]: MatMul batched over the transposed input's first
+    # axis) and a Transpose that moves the last axis: the Transpose stays where it is
+    for tag, perm, wshape in (("batched_weights", [1, 0, 2], (5, 6, 6)),
+                              ("last_axis_moved", [0, 2, 1], (2, 6))):
+        r = np.random.default_rng(292)
+        x = rnd(r, (2, 5, 6)) if tag == "batched_weights" else rnd(r, (5, 2, 6))
+        w = weights(r, wshape)
+        nodes = [helper.make_node("Transpose", ["X"], ["xt"], perm=perm),
+                 helper.make_node("MatMul", ["xt", "W"], ["pq"]),
+                 helper.make_node("Transpose", ["pq"], ["kt"], perm=[0, 2, 1]),
+                 helper.make_node("MatMul", ["pq", "kt"], ["s"]),
+                 helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+                 helper.make_node("MatMul", ["p", "pq"], ["Y"])]
+        pq = mm(x.astype(np.float64).transpose(perm), w)
+        y = sdpa_ref(pq, pq.transpose(0, 2, 1), pq)
+        out.append(Case("29_transpose_into_attention_" + tag + "_no_move", nodes, {"X": x},
+                        ["Y"], {"W": w}, {FA: 1, "Transpose": 1, "MatMul": 1}, {"Y": y},
+                        opset=13, run_ops={"Transpose": 1, "MatMul": 1, "FusedAttention": 1}))
     return out
 
 
