@@ -1517,7 +1517,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--onnxexec", required=True)
     ap.add_argument("--keep", help="write the models and outputs here (kept)")
-    ap.add_argument("-k", help="only the cases whose name contains this")
+    ap.add_argument("-k", action="append",
+                    help="only the cases whose name contains this (repeatable: any of them)")
     ap.add_argument("--device", help="run the optimized side there (e.g. cuda): a GPU check")
     args = ap.parse_args()
     tmp = None
@@ -1528,7 +1529,7 @@ def main():
         tmp = tempfile.TemporaryDirectory(prefix="ox_optimize_")
         work = tmp.name
     failed = []
-    all_cases = [c for c in cases() if not args.k or args.k in c.name]
+    all_cases = [c for c in cases() if not args.k or any(k in c.name for k in args.k)]
     width = max(len(c.name) for c in all_cases)
     for c in all_cases:
         try:

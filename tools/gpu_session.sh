@@ -23,6 +23,11 @@ out=${1:?usage: tools/gpu_session.sh OUT [build|check|bench]...}
 shift
 steps=${*:-build check bench}
 mkdir -p "$out"
+# the Debian packages the build and onnxexec need (protobuf-c: ../shared/gpu/README.md), where
+# the caller has not sourced them (a bare machine lacks them; sourcing twice is harmless)
+if [[ ":$PATH:" != *:/opt/debs/usr/bin:* && -f .debs/unpack-debs.sh ]]; then
+    source .debs/unpack-debs.sh
+fi
 build=build-gpu
 t0=$(date +%s)
 stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
@@ -49,6 +54,21 @@ if [[ " $steps " == *" build "* ]]; then
 fi
 bin=$build/onnxexec
 work=$build/gpu_models
+# OX_CUDA_TRACE=1's lines on stdin (the way prepare chose for each convolution, GEMM and
+# attention node) counted by way: "conv graph x12; cuBLASLt algorithm 1 x48; ..."
+ways() {
+    sed -nE -e "s/^onnxexec cuda: conv '.*' [a-z0-9]+: ([a-z]+) \(timed.*/conv \1/p" \
+        -e "s/^onnxexec cuda: gemm '.*' [0-9x]+: (cuBLASLt algorithm [0-9]+) of.*/\1/p" \
+        -e "s/^onnxexec cuda: gemm '.*': cuBLAS \(.*/cuBLAS, no cuBLASLt/p" \
+        -e "s/^onnxexec cuda: attention '.*' [a-z0-9]+: ([a-z ]+) \(.*/attention \1/p" |
+        sort | uniq -c | awk '{c = $1; $1 = ""; printf "%s x%d;", $0, c}'
+}
+# the ways one run of model $1 at batch $2, precision $3 takes (environment: the caller's)
+run_ways() {
+    [ -f $work/$1.onnx ] || return 0
+    OX_CUDA_TRACE=1 timeout 90 $bin bench $work/$1.onnx --device cuda --batch $2 --precision $3 \
+        --runs 1 2>&1 >/dev/null | ways
+}
 # the ONNX node cases: NODE_DIR, else those of the onnx package when it has them
 node=${NODE_DIR:-$(python3 -c "import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), 'backend/test/data/node'))" 2>/dev/null)}
 [ -d "$node" ] || node=
@@ -85,6 +105,9 @@ PY
     # MORE_CASES: more folders of backend-layout cases (e.g. the shared corpora's models/*
     # and pytorch-* suites, carried in build-data/), each checked like the node cases
     for d in ${MORE_CASES:-}; do [ -d "$d" ] && nodes+=(--node "$d"); done
+    # the scatter kernels' atomics: every reduction and element type (tests/scatter_cases.py)
+    (cd / && python3 "$OLDPWD/tests/scatter_cases.py" "$OLDPWD/$build/scatter_cases") \
+        >>"$out/build.log" 2>&1 && nodes+=(--node $build/scatter_cases)
     stamp "gpu_check"
     timeout ${CHECK_TIMEOUT:-200} python3 tests/gpu_check.py --onnxexec $bin "${nodes[@]}" "${models[@]}" \
         --work $build/gpu_check --timeout 20 --json-out "$out/gpu_check.json" >"$out/gpu_check.txt" 2>&1
@@ -106,6 +129,14 @@ PY
             echo "gpu_check with OX_CUDA_CONV=$mode exit $?" | tee -a "$out/gpu_check.txt"
             grep -v "^  [A-Za-z]* [0-9]*," "$out/gpu_check_$mode.txt" | tail -15 >>"$out/gpu_check.txt"
             rm -f "$out/gpu_check_$mode.txt"
+            # that the forced way ran (a candidate that fails or disagrees leaves cuDNN's)
+            for spec in "resnet18 2 fp32" "resnet18 2 fp16" "mobilenet_v2 2 fp32" "mobilenet_v2 2 fp16"; do
+                [ $mode = col ] && [[ $spec == *fp16 ]] && continue
+                [ $mode = graph ] && [[ $spec == mobilenet* ]] && continue
+                [ $mode = pwk ] && [[ $spec == resnet* ]] && continue
+                echo "  OX_CUDA_CONV=$mode, $spec: $(OX_CUDA_CONV=$mode run_ways $spec)" |
+                    tee -a "$out/gpu_check.txt"
+            done
         done
     fi
     # FusedAttention on the GPU: tests/optimize.py's attention cases (every exported form,
@@ -113,13 +144,21 @@ PY
     # on the GPU, against the CPU unoptimized and numpy; by the way each size picks (the
     # cases are small: the one-kernel way), with the cuBLAS way forced, and with the tensor-core
     # kernel forced (it takes the float16 cases)
+    # (auto: also SkipLayerNormalization's cases and the batch-first Transpose's)
     for way in auto gemm tc; do
+        more=()
+        [ $way = auto ] && more=(-k 28 -k 29_)
         (cd / && OX_CUDA_ATTENTION=$way timeout 120 python3 "$OLDPWD/tests/optimize.py" \
-            --onnxexec "$OLDPWD/$bin" --device cuda -k 27_attention) >"$out/attention_check.txt" 2>&1
+            --onnxexec "$OLDPWD/$bin" --device cuda -k 27_attention "${more[@]}") \
+            >"$out/attention_check.txt" 2>&1
         echo "attention cases on the GPU ($way): exit $? ($(tail -1 "$out/attention_check.txt"))" |
             tee -a "$out/gpu_check.txt"
         grep -E "^FAIL|^ {7}" "$out/attention_check.txt" | head -20 >>"$out/gpu_check.txt"
         rm -f "$out/attention_check.txt"
+    done
+    for way in auto tc; do
+        echo "  OX_CUDA_ATTENTION=$way, bert_base 8 fp16: $(OX_CUDA_ATTENTION=$way run_ways bert_base 8 fp16)" |
+            tee -a "$out/gpu_check.txt"
     done
     # gradients (the autograd issue's kind of models): the gradient graph that `grad` writes,
     # on the GPU against the CPU, every parameter's gradient within float32's tolerance
@@ -176,9 +215,11 @@ if [[ " $steps " == *" profile "* ]]; then
     for spec in "resnet18 1 fp32" "resnet50 1 fp32" "bert_base 1 fp32" "bert_base 1 fp16" \
         "bert_base 32 fp32" "bert_base 32 fp16" "resnet18 32 fp16" "mobilenet_v2 32 fp32"; do
         set -- $spec
-        [ -f $work/$1.onnx ] &&
-            $bin bench $work/$1.onnx --device cuda --batch $2 --precision $3 --runs 5 --profile \
-                >>"$out/profile.txt" 2>&1
+        [ -f $work/$1.onnx ] || continue
+        OX_CUDA_TRACE=1 $bin bench $work/$1.onnx --device cuda --batch $2 --precision $3 --runs 5 \
+            --profile >>"$out/profile.txt" 2>"$work/trace.txt"
+        grep -v "^onnxexec cuda: " "$work/trace.txt" >>"$out/profile.txt"
+        echo "ways of $spec: $(ways <"$work/trace.txt")" >>"$out/profile.txt"
     done
 fi
 
@@ -186,5 +227,5 @@ stamp "summary"
 [ -f "$out/gpu_check.txt" ] && grep -v "^  [A-Za-z]* [0-9]*," "$out/gpu_check.txt" | tail -40
 [ -f "$out/gpu_bench.txt" ] && grep -v "^\[" "$out/gpu_bench.txt" | tail -45
 [ -f "$out/ab.txt" ] && cat "$out/ab.txt"
-[ -f "$out/profile.txt" ] && grep -E "^model|^runs|^profile|^  [A-Za-z]+ +[0-9]+ " "$out/profile.txt" | head -90
+[ -f "$out/profile.txt" ] && grep -E "^model|^runs|^profile|^ways|^  [A-Za-z]+ +[0-9]+ " "$out/profile.txt" | head -100
 true

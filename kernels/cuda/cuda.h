@@ -94,6 +94,11 @@ ox_status ox_cu_check(cudaError_t err, const char *what);
 ox_status ox_cu_launched(const char *what);
 ox_status ox_cu_blas_check(cublasStatus_t st, const char *what);
 ox_status ox_cu_dnn_check(cudnnStatus_t st, const char *what);
+/* OX_CUDA_TRACE=1: prepare says on stderr which way it chose for a node (a convolution's
+ * candidates and their times, cuBLASLt's algorithm, attention's kernel), one line each, so
+ * that a check forcing a way can see that the way ran. */
+bool ox_cu_tracing(void);
+void ox_cu_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Blocks of 256 threads covering n items, at most 65535 * 64 blocks (kernels loop with a
  * grid stride past that). */

@@ -519,7 +519,7 @@ static ox_status lt_run(struct ox_cuda_ctx *c, const struct lt_gemm *l, float al
  * writes nothing another step reads. */
 static void lt_setup(struct ox_cuda_ctx *c, struct lt_gemm *l, ox_dtype dt,
                      const struct gemm_call *g, float alpha, const void *A, const void *B,
-                     const void *bias, void *Y) {
+                     const void *bias, void *Y, const char *name) {
     memset(l, 0, sizeof *l);
     const char *env = getenv("OX_CUDA_LT");
     if ((env && strcmp(env, "0") == 0) || g->count != 1 || align_of(bias) < 16) return;
@@ -592,9 +592,12 @@ static void lt_setup(struct ox_cuda_ctx *c, struct lt_gemm *l, ox_dtype dt,
     (void)cudaGetLastError(); /* a refused trial is not an error of the node */
     if (!ok) {
         lt_release(l);
+        ox_cu_trace("gemm '%s': cuBLAS (cuBLASLt refused it)", name);
         return;
     }
     l->on = true;
+    ox_cu_trace("gemm '%s' %dx%dx%d: cuBLASLt algorithm %d of %d (%.1f us)", name, g->m, g->n, g->k,
+                l->algo_best + 1, found, best);
 }
 
 /* ---- Conv, FusedConv ------------------------------------------------------------------- */
@@ -655,7 +658,12 @@ struct conv_state {
     /* CONV_GRAPH: the graph's descriptors (GD_*), the chosen plan's workspace bytes */
     cudnnBackendDescriptor_t gd[GD_COUNT];
     size_t gws;
+    float us[CONV_MODES]; /* each candidate's timed run (-1: not tried or refused), for the trace */
 };
+
+/* OX_CUDA_CONV's words for the modes, and the trace's. */
+static const char *const conv_names[CONV_MODES] = {"dnn", "fused", "gemm", "dw",
+                                                   "col", "graph", "pwk"};
 
 /* Unique ids of the graph's tensors in the variant pack. */
 enum { GUID_X = 1, GUID_W = 2, GUID_Y = 3 };
@@ -865,7 +873,8 @@ static void depthwise_launch(cudaStream_t st, const struct dw_geom *g, int64_t t
                              const void *w, const void *b, const void *z, void *y, struct act a) {
     const T *xt = (const T *)x, *wt = (const T *)w, *bt = (const T *)b, *zt = (const T *)z;
     int64_t nx = total / ((int64_t)g->OH * g->OW) * g->H * g->W; /* the input's elements */
-    if (total <= INT32_MAX && nx <= INT32_MAX)
+    /* total at most half an int's range: index plus grid stride stays in an int (pool_launch) */
+    if (total <= INT32_MAX / 2 && nx <= INT32_MAX)
         depthwise<T, int>
             <<<ox_cu_blocks(total), 256, 0, st>>>(xt, wt, bt, zt, (T *)y, (int)total, *g, a);
     else
@@ -1231,12 +1240,11 @@ static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t
     /* OX_CUDA_CONV=dnn|fused|gemm|dw|col|graph|pwk (tests, diagnosis): that mode where it applies;
      * -MODE: any but that one (measurements) */
     const char *force = getenv("OX_CUDA_CONV");
-    static const char *const names[CONV_MODES] = {"dnn", "fused", "gemm", "dw",
-                                                  "col", "graph", "pwk"};
     int forced = -1, banned = -1;
-    for (int i = 0; force && i < CONV_MODES; i++) {
-        if (strcmp(force, names[i]) == 0) forced = i;
-        if (force[0] == '-' && strcmp(force + 1, names[i]) == 0) banned = i;
+    for (int i = 0; i < CONV_MODES; i++) {
+        s->us[i] = -1;
+        if (force && strcmp(force, conv_names[i]) == 0) forced = i;
+        if (force && force[0] == '-' && strcmp(force + 1, conv_names[i]) == 0) banned = i;
     }
     int64_t ny = (int64_t)(yb / esz);
     void *yr = NULL, *cmp = NULL;
@@ -1261,6 +1269,7 @@ static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t
             float t = conv_time(c, s, mode, x, w, b, z, y, ws);
             if (t >= 0 && mode != CONV_DNN && !agrees(c->stream, s->dt, y, yr, ny, (unsigned *)cmp))
                 t = -1;
+            s->us[mode] = t;
             if (t >= 0 && (best < 0 || t < best)) best = t, s->mode = mode;
         }
         s->zero_bias = NULL;
@@ -1451,6 +1460,17 @@ ox_status ox_cu_nn_prepare_conv(struct ox_cuda_ctx *c, const struct ox_node *n,
     if (st) {
         ox_cu_nn_release_conv(s);
         return st;
+    }
+    if (ox_cu_tracing() && !s->empty) {
+        char times[256];
+        int at = 0;
+        for (int i = 0; i < CONV_MODES && at < (int)sizeof times - 32; i++)
+            if (s->us[i] >= 0)
+                at += snprintf(times + at, sizeof times - (size_t)at, " %s %.1f", conv_names[i],
+                               s->us[i]);
+        ox_cu_trace("conv '%s' %s: %s (timed, us:%s)", n->name,
+                    dt == OX_FLOAT ? "float" : "float16", conv_names[s->mode],
+                    at ? times : " none");
     }
     *state = s;
     return OX_OK;
@@ -1793,8 +1813,10 @@ __global__ void pool2d_kernel(const T *x, T *y, int total, struct pool_args pa) 
 template <typename T>
 static void pool_launch(cudaStream_t st, const void *x, void *y, int64_t total, int64_t nx,
                         const struct pool_args *p) {
-    /* int indices when every offset into x and y fits, and the window ends too */
-    bool small = total <= INT32_MAX && nx <= INT32_MAX;
+    /* int indices when every offset into x and y fits, and the window ends too; total at most
+     * half an int's range, so that an index below it plus the grid stride (up to 65535 * 64 *
+     * 256 threads) does not overflow the int in the kernels' grid-stride loops */
+    bool small = total <= INT32_MAX / 2 && nx <= INT32_MAX;
     int64_t taps = 1;
     for (int a = 0; a < SP; a++) {
         small = small && p->out[a] * p->s[a] + p->k[a] * p->d[a] + p->in[a] + p->pb[a] + p->pe[a] <=
@@ -2015,7 +2037,7 @@ ox_status ox_cu_nn_prepare_matmul(struct ox_cuda_ctx *c, const struct ox_node *n
     }
     s->prefill = s->z_mode == 2 && act_is_none(s->a) && !s->zero_k;
     if (s->prefill && s->outer == 1 && m->N > 1)
-        lt_setup(c, &s->lt, dt, &s->g, 1.0f, a->data, b->data, z->data, y->data);
+        lt_setup(c, &s->lt, dt, &s->g, 1.0f, a->data, b->data, z->data, y->data, n->name);
     if (s->split) {
         size_t esz = dt == OX_FLOAT ? 4 : 2;
         *workspace = round256((size_t)s->n_base * esz);
@@ -2147,7 +2169,7 @@ ox_status ox_cu_nn_prepare_gemm(struct ox_cuda_ctx *c, const struct ox_node *n,
     s->has_epi = e.bias || e.z || !act_is_none(e.a);
     s->prefill = (e.bias || e.z) && act_is_none(e.a) && !s->zero_k;
     if (s->prefill && e.bias && e.inner == 1 && e.channels == N && N > 1 && beta == 1.0f)
-        lt_setup(c, &s->lt, dt, &s->g, s->alpha, a->data, b->data, cc->data, y->data);
+        lt_setup(c, &s->lt, dt, &s->g, s->alpha, a->data, b->data, cc->data, y->data, n->name);
     return OX_OK;
 }
 

@@ -2,6 +2,8 @@
  * kernels/cuda/cuda.h), and the error helpers every CUDA kernel uses. */
 #include "kernels/cuda/cuda.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 void ox_cu_release_none(void *state) {
@@ -29,6 +31,21 @@ ox_status ox_cu_check(cudaError_t err, const char *what) {
     if (err == cudaSuccess) return OX_OK;
     return ox_err(OX_E_DEVICE, "%s: CUDA error %s (%s)", what, cudaGetErrorName(err),
                   cudaGetErrorString(err));
+}
+
+bool ox_cu_tracing(void) {
+    const char *e = getenv("OX_CUDA_TRACE");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+void ox_cu_trace(const char *fmt, ...) {
+    if (!ox_cu_tracing()) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("onnxexec cuda: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
 }
 
 ox_status ox_cu_launched(const char *what) {

@@ -1432,8 +1432,16 @@ ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n
     tc_layout tl = tc_layout_of(a.T, a.Dk, a.Dv);
     s->tc = !s->small && force != 1 && force != 2 && a.dtype == OX_FLOAT16 && a.T <= TC_TMAX &&
             a.Dk <= TC_DMAX && a.Dv <= TC_DMAX && a.S <= INT_MAX && tl.bytes <= TC_SMEM;
-    if (s->tc && cudaFuncSetAttribute(k_fattn_tc, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      (int)tl.bytes) != cudaSuccess) {
+    /* the limit is the kernel's, shared by every FusedAttention node of every plan: only
+     * raised, never lowered below what an earlier node launches with */
+    cudaFuncAttributes fa;
+    if (s->tc && cudaFuncGetAttributes(&fa, k_fattn_tc) != cudaSuccess) {
+        (void)cudaGetLastError();
+        fa.maxDynamicSharedSizeBytes = 0;
+    }
+    if (s->tc && (size_t)fa.maxDynamicSharedSizeBytes < tl.bytes &&
+        cudaFuncSetAttribute(k_fattn_tc, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)tl.bytes) != cudaSuccess) {
         (void)cudaGetLastError();
         s->tc = false;
     }
@@ -1447,6 +1455,13 @@ ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n
     }
     *workspace = s->small || s->tc ? 0 : s->scores_bytes + ptrs;
     *state = s;
+    ox_cu_trace("attention '%s' %s: %s (%lld items of S %lld, T %lld, Dk %lld, Dv %lld)", n->name,
+                a.dtype == OX_FLOAT ? "float" : "float16",
+                s->small ? "one kernel"
+                : s->tc  ? "tensor cores"
+                         : "cuBLAS",
+                (long long)a.batch, (long long)a.S, (long long)a.T, (long long)a.Dk,
+                (long long)a.Dv);
     return OX_OK;
 }
 
