@@ -416,12 +416,13 @@ static ox_status metrics(const ox_tensor *a, const ox_tensor *b, ox_compare_valu
 
 /* Compare a value the sides share: shape, metrics, verdict. */
 static ox_status compare_value(const ox_tensor *a, const ox_tensor *b, const ox_compare_options *o,
-                               bool reduced, ox_compare_value *cv) {
+                               ox_dtype reduced, ox_compare_value *cv) {
     cv->dtype = a->dtype;
     cv->rank = a->rank;
     memcpy(cv->dims, a->dims, sizeof(int64_t) * (size_t)a->rank);
-    /* a side that computed in float16 (or TF32) is held to float16's tolerances */
-    tolerances(reduced && a->dtype == OX_FLOAT ? OX_FLOAT16 : a->dtype, o, &cv->rtol, &cv->atol);
+    /* a side that computed in float16 (or TF32) is held to float16's tolerances, one in
+     * bfloat16 to bfloat16's */
+    tolerances(reduced && a->dtype == OX_FLOAT ? reduced : a->dtype, o, &cv->rtol, &cv->atol);
     cv->cosine = cv->dtype == OX_STRING ? 1 : 0;
     if (!same_shape(a, b)) {
         cv->shape_mismatch = cv->diverges = true;
@@ -669,9 +670,11 @@ ox_status ox_compare(const ox_compare_side *a, const ox_compare_side *b,
         if (!c || (!c->model && !(c->values && c->n_values > 0)))
             return ox_err(OX_E_INVALID, "compare: side %s has neither a model nor values", label);
     }
-    bool reduced = false; /* a side ran below float32's precision */
+    ox_dtype reduced = OX_UNDEFINED; /* a side ran below float32's precision: the type */
     for (int k = 0; k < 2; k++)
-        reduced |= sides[k]->model && sides[k]->device && sides[k]->precision != 0;
+        if (sides[k]->model && sides[k]->device && sides[k]->precision != 0 &&
+            reduced != OX_BFLOAT16)
+            reduced = sides[k]->precision == OX_PRECISION_BF16 ? OX_BFLOAT16 : OX_FLOAT16;
     /* the reference: the first side that is a model */
     int ref = a->model ? 0 : b->model ? 1 : 0;
     const struct ox_graph *g = sides[ref]->model ? ox_model_graph(sides[ref]->model) : NULL;

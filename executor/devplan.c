@@ -13,10 +13,10 @@
  * may read any value by name, so the whole arena comes to the host before it. At the end the
  * graph outputs come back to the plan's host memory, where the session returns them.
  *
- * With precision fp16 every float32 value is float16 on the device (the arena keeps the
- * float32 offsets, half of each slot used): constants are converted once when uploaded,
- * graph inputs and outputs and the values a CPU step reads or writes on the device, through
- * a float32 staging buffer there.
+ * With precision fp16 (bf16) every float32 value is float16 (bfloat16) on the device (the
+ * arena keeps the float32 offsets, half of each slot used): constants are converted once when
+ * uploaded, graph inputs and outputs and the values a CPU step reads or writes on the device,
+ * through a float32 staging buffer there.
  *
  * When every step runs on the device and every shape is static, the second run's steps are
  * captured (kernels and copies between them) and later runs replay them: one launch. A
@@ -43,7 +43,7 @@ struct dbuf { /* an input or output staged through page-locked memory */
     int v;
     void *pinned;
     size_t bytes; /* the value's bytes on the host */
-    bool half;    /* float32 on the host, float16 on the device: crosses as float32 through
+    bool half;    /* float32 on the host, dp->low on the device: crosses as float32 through
                      dp->temp, converted there (on the host, the conversion cost more than the
                      bytes it saved on the bus) */
 };
@@ -53,7 +53,7 @@ struct buf {
     void *dev;        /* device memory owned */
     const void *host; /* the host data it copies (constants), or NULL */
     size_t bytes;     /* host bytes */
-    bool half;        /* converted to float16 */
+    bool half;        /* converted to the plan's 16-bit type */
 };
 
 struct bufs {
@@ -77,7 +77,8 @@ struct ox_devplan {
                          there is no shared set */
     ox_tensor *dvals; /* per value: its descriptor with the device address (NULL: none) and
                          the device's element type */
-    bool half;        /* float32 values are float16 on the device */
+    bool half;        /* float32 values are 16-bit on the device: low */
+    ox_dtype low;     /* OX_FLOAT16 or OX_BFLOAT16 (precision fp16, bf16) */
     void *temp;       /* float32 staging for conversions (temp_bytes) */
     size_t temp_bytes;
     bool *host_ok; /* per value: its host copy is current whenever it is alive */
@@ -98,9 +99,9 @@ static size_t value_bytes(const ox_tensor *t) {
     return n > 0 ? (size_t)n * ox_dtype_size(t->dtype) : 0;
 }
 
-/* Whether value v is converted between float32 (host) and float16 (device). */
+/* Whether value v is converted between float32 (host) and float16 or bfloat16 (device). */
 static bool is_converted(const struct ox_devplan *dp, int v) {
-    return dp->half && dp->p->vals[v].dtype == OX_FLOAT && dp->dvals[v].dtype == OX_FLOAT16;
+    return dp->half && dp->p->vals[v].dtype == OX_FLOAT && dp->dvals[v].dtype == dp->low;
 }
 
 /* Queue a copy of value v's bytes from the host to the device. */
@@ -110,8 +111,7 @@ static ox_status to_device(struct ox_devplan *dp, void *dst, int v, const void *
     if (!is_converted(dp, v)) return d->ops->copy_in(d, dst, host, bytes);
     ox_status st = d->ops->copy_in(d, dp->temp, host, bytes);
     if (!st)
-        st = d->ops->convert(d, dst, OX_FLOAT16, dp->temp, OX_FLOAT,
-                             ox_tensor_numel(&dp->p->vals[v]));
+        st = d->ops->convert(d, dst, dp->low, dp->temp, OX_FLOAT, ox_tensor_numel(&dp->p->vals[v]));
     return st;
 }
 
@@ -121,7 +121,7 @@ static ox_status to_host(struct ox_devplan *dp, void *host, int v, const void *s
     size_t bytes = value_bytes(&dp->p->vals[v]);
     if (!is_converted(dp, v)) return d->ops->copy_out(d, host, src, bytes);
     ox_status st =
-        d->ops->convert(d, dp->temp, OX_FLOAT, src, OX_FLOAT16, ox_tensor_numel(&dp->p->vals[v]));
+        d->ops->convert(d, dp->temp, OX_FLOAT, src, dp->low, ox_tensor_numel(&dp->p->vals[v]));
     if (!st) st = d->ops->copy_out(d, host, dp->temp, bytes);
     return st;
 }
@@ -193,7 +193,7 @@ static ox_status place_values(struct ox_devplan *dp) {
         bool on_device = p->slot[v] != OX_SLOT_DYNAMIC && p->slot[v] != OX_SLOT_NONE &&
                          p->slot[v] != OX_SLOT_OUTER;
         if (on_device && t->kind == OX_IO_TENSOR && t->dtype == OX_FLOAT) {
-            t->dtype = OX_FLOAT16;
+            t->dtype = dp->low;
             if (value_bytes(&p->vals[v]) > dp->temp_bytes)
                 dp->temp_bytes = value_bytes(&p->vals[v]);
         }
@@ -368,7 +368,8 @@ ox_status ox_devplan_build(struct ox_device *d, struct ox_devconsts *shared, str
     dp->shared = shared;
     dp->stage_step = (size_t)4 << 20;
     dp->p = p;
-    dp->half = d->precision == OX_PRECISION_FP16;
+    dp->half = d->precision == OX_PRECISION_FP16 || d->precision == OX_PRECISION_BF16;
+    dp->low = d->precision == OX_PRECISION_BF16 ? OX_BFLOAT16 : OX_FLOAT16;
     ox_status st = OX_E_NOMEM;
     dp->dvals = malloc(sizeof *dp->dvals * (size_t)(g->n_values + 1));
     dp->host_ok = calloc((size_t)g->n_values + 1, sizeof *dp->host_ok);
@@ -520,8 +521,8 @@ static ox_status inputs_in(struct ox_devplan *dp) {
             copy_staged(p->pool, pin + off, host + off, n);
             if ((st = d->ops->copy_in(d, dev + off, pin + off, n))) return st;
         }
-        if (b->half && (st = d->ops->convert(d, dp->dvals[b->v].data, OX_FLOAT16, dp->temp,
-                                             OX_FLOAT, ox_tensor_numel(&p->vals[b->v]))))
+        if (b->half && (st = d->ops->convert(d, dp->dvals[b->v].data, dp->low, dp->temp, OX_FLOAT,
+                                             ox_tensor_numel(&p->vals[b->v]))))
             return st;
     }
     return OX_OK;
@@ -540,7 +541,7 @@ static ox_status outputs_chunks(struct ox_devplan *dp, bool out) {
         char *pin = b->pinned, *host = p->vals[b->v].data;
         const char *dev = b->half ? dp->temp : dp->dvals[b->v].data;
         if (!out && b->half &&
-            (st = d->ops->convert(d, dp->temp, OX_FLOAT, dp->dvals[b->v].data, OX_FLOAT16,
+            (st = d->ops->convert(d, dp->temp, OX_FLOAT, dp->dvals[b->v].data, dp->low,
                                   ox_tensor_numel(&p->vals[b->v]))))
             return st;
         for (size_t off = 0; off < b->bytes; off += dp->stage_step, mark++) {

@@ -12,10 +12,10 @@ Exits 77 (ctest's skip) when this onnxexec has no CUDA or the machine no GPU.
    the CPU and fails on the GPU is a failure (with its reason). `-v` says which nodes of each
    case ran on the CPU for want of a GPU kernel; from that the script lists, per op, the
    cases that ran it on the GPU and passed, and the ops that never reached the GPU.
-2. Parity: each --model runs with `onnxexec run` on the CPU (fp32) and on the GPU in fp32
-   and fp16, on the same seeded random inputs (symbolic dimensions 1 unless SHAPE, as for
-   --shape, e.g. model.onnx:N=32); every output must be within relative L2 1e-4 (fp32) and
-   1e-2 (fp16) of the CPU's.
+2. Parity: each --model runs with `onnxexec run` on the CPU (fp32) and on the GPU in fp32,
+   fp16 and bf16, on the same seeded random inputs (symbolic dimensions 1 unless SHAPE, as
+   for --shape, e.g. model.onnx:N=32); every output must be within relative L2 1e-4 (fp32),
+   1e-2 (fp16) and 5e-2 (bf16: 8 significant bits against float16's 11) of the CPU's.
 
 Standard library and numpy; run it with python3.
 """
@@ -128,7 +128,8 @@ def parity(onnxexec, models, work):
         extra = ["--seed", "1"] + (["--shape", shape] if shape else [])
         outs = {}
         for side, args in (("cpu", []), ("fp32", ["--device", "cuda"]),
-                           ("fp16", ["--device", "cuda", "--precision", "fp16"])):
+                           ("fp16", ["--device", "cuda", "--precision", "fp16"]),
+                           ("bf16", ["--device", "cuda", "--precision", "bf16"])):
             tag = os.path.basename(path) + ("." + shape.replace("=", "") if shape else "")
             d = os.path.join(work, tag + "." + side)
             os.makedirs(d, exist_ok=True)
@@ -142,7 +143,7 @@ def parity(onnxexec, models, work):
         if not isinstance(ref, dict):
             bad.append((spec, "cpu", ref[0]))
             continue
-        for side, tol in (("fp32", 1e-4), ("fp16", 1e-2)):
+        for side, tol in (("fp32", 1e-4), ("fp16", 1e-2), ("bf16", 5e-2)):
             got = outs[side]
             if not isinstance(got, dict):
                 bad.append((spec, side, got[0]))

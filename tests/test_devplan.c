@@ -4,10 +4,11 @@
  * through a plain CPU plan and through device plans that take every node they can, every
  * other node (so that values cross between device and CPU all the time: the copies around
  * fallback steps, views, Concats written in place, subgraphs reading values by name), or
- * none, in fp32 and in fp16 (float32 values converted at every crossing; in fp16 the fake
- * takes only the elementwise nodes whose CPU kernels compute float16, so that graph inputs
- * and outputs converted on the device are checked on those). The outputs must be
- * the CPU plan's: within 1e-5 relative L2 in fp32, 1e-2 in fp16. Each model runs again with
+ * none, in fp32, fp16 and bf16 (float32 values converted at every crossing; in fp16 and bf16
+ * the fake takes only the elementwise nodes whose CPU kernels compute float16 and bfloat16,
+ * so that graph inputs and outputs converted on the device are checked on those). The
+ * outputs must be the CPU plan's: within 1e-5 relative L2 in fp32, 1e-2 in fp16, 5e-2 in
+ * bf16. Each model runs again with
  * every node output made a graph output, as `onnxexec compare` runs a side (every value then
  * comes back from the device: views, values a CPU step made, Concat inputs written in place),
  * and once profiled (each device step timed by the device's marks around it).
@@ -101,14 +102,18 @@ static ox_status f_convert(struct ox_device *d, void *dst, ox_dtype dst_type, co
             ((uint16_t *)dst)[i] = ox_float_to_half(((const float *)src)[i]);
         else if (dst_type == OX_FLOAT && src_type == OX_FLOAT16)
             ((float *)dst)[i] = ox_half_to_float(((const uint16_t *)src)[i]);
+        else if (dst_type == OX_BFLOAT16 && src_type == OX_FLOAT)
+            ((uint16_t *)dst)[i] = ox_float_to_bf16(((const float *)src)[i]);
+        else if (dst_type == OX_FLOAT && src_type == OX_BFLOAT16)
+            ((float *)dst)[i] = ox_bf16_to_float(((const uint16_t *)src)[i]);
         else
             return ox_err(OX_E_INTERNAL, "fake device: convert %d to %d", src_type, dst_type);
     }
     return OX_OK;
 }
 
-/* Whether the CPU kernel of n computes float16 as the GPU would (float arithmetic, one
- * rounding): the elementwise ops below; other CPU kernels' float16 support varies. */
+/* Whether the CPU kernel of n computes float16 and bfloat16 as the GPU would (float
+ * arithmetic, one rounding): the elementwise ops below; other CPU kernels' support varies. */
 static bool takes_half(const struct ox_node *n) {
     static const char *const ops[] = {"Add", "Sub", "Mul", "Relu", "Neg", "Abs", "Identity"};
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
@@ -116,8 +121,8 @@ static bool takes_half(const struct ox_node *n) {
     return false;
 }
 
-/* Take a node whose CPU kernel needs no scratch or prepared memory and sees no float16
- * unless takes_half (in fp16 most float nodes stay on the CPU). */
+/* Take a node whose CPU kernel needs no scratch or prepared memory and sees no float16 or
+ * bfloat16 unless takes_half (in fp16 and bf16 most float nodes stay on the CPU). */
 static ox_status f_prepare(struct ox_device *d, const struct ox_node *n, const ox_tensor *const *in,
                            ox_tensor *const *out, unsigned const_inputs, bool precise,
                            void **kernel, size_t *scratch) {
@@ -128,12 +133,14 @@ static ox_status f_prepare(struct ox_device *d, const struct ox_node *n, const o
         return OX_E_UNSUPPORTED;
     bool half_ok = takes_half(n);
     for (int k = 0; k < n->n_inputs; k++)
-        if (in[k] && in[k]->dtype == OX_FLOAT16 && !half_ok) return OX_E_UNSUPPORTED;
+        if (in[k] && (in[k]->dtype == OX_FLOAT16 || in[k]->dtype == OX_BFLOAT16) && !half_ok)
+            return OX_E_UNSUPPORTED;
     ox_tensor outs[HARNESS_MAX_OUT];
     ox_tensor *po[HARNESS_MAX_OUT];
     if (n->n_outputs > HARNESS_MAX_OUT) return OX_E_UNSUPPORTED;
     for (int k = 0; k < n->n_outputs; k++) {
-        if (out[k] && out[k]->dtype == OX_FLOAT16 && !half_ok) return OX_E_UNSUPPORTED;
+        if (out[k] && (out[k]->dtype == OX_FLOAT16 || out[k]->dtype == OX_BFLOAT16) && !half_ok)
+            return OX_E_UNSUPPORTED;
         if (out[k]) outs[k] = *out[k];
         po[k] = out[k] ? &outs[k] : NULL;
     }
@@ -399,7 +406,9 @@ static void check_model(const char *path, bool all_values) {
         ok = false;
     }
     for (int take = TAKE_ALL; ok && take <= TAKE_NONE; take++)
-        for (int prec = OX_PRECISION_FP32; prec <= OX_PRECISION_FP16; prec += 2) {
+        for (int pi = 0; pi < 3; pi++) {
+            static const int precs[] = {OX_PRECISION_FP32, OX_PRECISION_FP16, OX_PRECISION_BF16};
+            int prec = precs[pi];
             struct fake f;
             fake_init(&f, take, prec);
             struct ox_plan *p = NULL;
@@ -417,7 +426,9 @@ static void check_model(const char *path, bool all_values) {
                 for (int k = 0; !st && k < g->n_outputs; k++) {
                     const ox_tensor *a = &ref->vals[g->outputs[k]], *b = &p->vals[g->outputs[k]];
                     if (a->kind != OX_IO_TENSOR || !ox_dtype_is_float(a->dtype)) continue;
-                    double e = rel_l2(a, b), tol = prec == OX_PRECISION_FP16 ? 1e-2 : 1e-5;
+                    double e = rel_l2(a, b), tol = prec == OX_PRECISION_FP16   ? 1e-2
+                                                   : prec == OX_PRECISION_BF16 ? 5e-2
+                                                                               : 1e-5;
                     CHECK(ox_same_shape(a, b) && e <= tol,
                           "%s%s output %d, take %d, precision %d, run %d (%d steps on the "
                           "device, %d on the CPU): relative L2 %g > %g",

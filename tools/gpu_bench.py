@@ -278,12 +278,12 @@ def set_tf32(on):
 
 
 def torch_dtype(precision):
-    return torch.float16 if precision == "fp16" else torch.float32
+    return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision, torch.float32)
 
 
 def model_on(cpu_model, device, precision):
     m = copy.deepcopy(cpu_model).to(device)
-    return m.half() if precision == "fp16" else m
+    return m.to(torch_dtype(precision)) if precision in ("fp16", "bf16") else m
 
 
 def free_gpu():
@@ -568,7 +568,8 @@ def parse_args(argv):
     ap.add_argument("--models", default=",".join(MODEL_NAMES),
                     help="comma list of: " + ", ".join(MODEL_NAMES))
     ap.add_argument("--batches", default="1,32")
-    ap.add_argument("--precisions", default="fp32,fp16", help="comma list of fp32, fp16, tf32")
+    ap.add_argument("--precisions", default="fp32,fp16",
+                    help="comma list of fp32, fp16, bf16, tf32")
     ap.add_argument("--runs", type=int, default=50, help="timed runs per measurement")
     ap.add_argument("--warmup", type=int, default=10, help="untimed runs before (eager, onnxexec)")
     ap.add_argument("--rounds", type=int, default=3,
@@ -604,9 +605,9 @@ def parse_args(argv):
     if not a.batches or min(a.batches) < 1:
         ap.error("--batches: at least one batch, each >= 1")
     a.precisions = parse_list(a.precisions)
-    bad = [p for p in a.precisions if p not in ("fp32", "fp16", "tf32")]
+    bad = [p for p in a.precisions if p not in ("fp32", "fp16", "bf16", "tf32")]
     if bad or not a.precisions:
-        ap.error("--precisions: fp32, fp16 or tf32, not " + ", ".join(bad))
+        ap.error("--precisions: fp32, fp16, bf16 or tf32, not " + ", ".join(bad))
     if a.runs < 1 or a.warmup < 0 or a.compile_warmup < 0 or a.rounds < 1:
         ap.error("--runs and --rounds must be >= 1, warm-ups >= 0")
     return a

@@ -192,31 +192,42 @@ static ox_status cu_sync(struct ox_device *d) {
     return ox_cu_check(cudaStreamSynchronize(dev_of(d)->stream), "the GPU's stream");
 }
 
-template <typename D, typename S> __global__ void convert_kernel(D *dst, const S *src, int64_t n);
-
-template <> __global__ void convert_kernel(__half *dst, const float *src, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        dst[i] = __float2half_rn(src[i]);
+/* float32 to and from the 16-bit types of precisions fp16 and bf16 (round to nearest even) */
+static __device__ __forceinline__ void cvt(__half *d, float v) {
+    *d = __float2half_rn(v);
+}
+static __device__ __forceinline__ void cvt(__nv_bfloat16 *d, float v) {
+    *d = __float2bfloat16_rn(v);
+}
+static __device__ __forceinline__ void cvt(float *d, __half v) {
+    *d = __half2float(v);
+}
+static __device__ __forceinline__ void cvt(float *d, __nv_bfloat16 v) {
+    *d = __bfloat162float(v);
 }
 
-template <> __global__ void convert_kernel(float *dst, const __half *src, int64_t n) {
+template <typename D, typename S> __global__ void convert_kernel(D *dst, const S *src, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
-        dst[i] = __half2float(src[i]);
+        cvt(&dst[i], src[i]);
 }
 
 static ox_status cu_convert(struct ox_device *d, void *dst, ox_dtype dst_type, const void *src,
                             ox_dtype src_type, int64_t n) {
     cudaStream_t stream = dev_of(d)->stream;
+    unsigned grid = ox_cu_blocks(n);
     if (n <= 0) return OX_OK;
     if (dst_type == OX_FLOAT16 && src_type == OX_FLOAT)
-        convert_kernel<<<ox_cu_blocks(n), 256, 0, stream>>>((__half *)dst, (const float *)src, n);
+        convert_kernel<<<grid, 256, 0, stream>>>((__half *)dst, (const float *)src, n);
     else if (dst_type == OX_FLOAT && src_type == OX_FLOAT16)
-        convert_kernel<<<ox_cu_blocks(n), 256, 0, stream>>>((float *)dst, (const __half *)src, n);
+        convert_kernel<<<grid, 256, 0, stream>>>((float *)dst, (const __half *)src, n);
+    else if (dst_type == OX_BFLOAT16 && src_type == OX_FLOAT)
+        convert_kernel<<<grid, 256, 0, stream>>>((__nv_bfloat16 *)dst, (const float *)src, n);
+    else if (dst_type == OX_FLOAT && src_type == OX_BFLOAT16)
+        convert_kernel<<<grid, 256, 0, stream>>>((float *)dst, (const __nv_bfloat16 *)src, n);
     else
         return ox_err(OX_E_INTERNAL, "convert: %d to %d", (int)src_type, (int)dst_type);
-    return ox_cu_launched("float16 conversion");
+    return ox_cu_launched("float16/bfloat16 conversion");
 }
 
 static ox_status cu_prepare(struct ox_device *d, const struct ox_node *n,
@@ -360,10 +371,6 @@ ox_cuda_module_open(const struct ox_cuda_host *host, int index, int precision,
     *out = NULL;
     if (!host || host->version != OX_CUDA_HOST_VERSION) return OX_E_DEVICE; /* not ours */
     ox_cuda_host_api = host;
-    if (precision == OX_PRECISION_BF16)
-        return ox_err(OX_E_UNSUPPORTED,
-                      "precision bf16 is not implemented yet on the GPU (fp32, tf32 and fp16 "
-                      "are)");
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess || count == 0) {

@@ -11,10 +11,10 @@
  *   0 (no division at all) and a bias along the last axis two dims (one division).
  * The variadic ops run as a chain of binary passes, as the CPU kernel does; Identity and
  * same-type Cast are device-to-device copies.
- * The math is written once per op as a functor over the compute type (float for float and
- * float16, the integer itself for int32/int64); X-macro lists name each op once and generate
- * its lookup, its type class and its case in the dispatch, so that prepare's decision and
- * run's instantiation cannot disagree.
+ * The math is written once per op as a functor over the compute type (float for float,
+ * float16 and bfloat16, the integer itself for int32/int64); X-macro lists name each op once
+ * and generate its lookup, its type class and its case in the dispatch, so that prepare's
+ * decision and run's instantiation cannot disagree.
  *
  * Kernels and helpers are static (internal linkage), so that names shared with another
  * family's file cannot merge at link time.
@@ -45,22 +45,31 @@
 
 /* ---- element conversions ---------------------------------------------------------------- */
 
-/* The type an element is computed in: float for float16, the type itself otherwise. */
+/* The type an element is computed in: float for float16 and bfloat16, the type itself
+ * otherwise. */
 template <class T> struct ew_ct { using type = T; };
 template <> struct ew_ct<__half> { using type = float; };
+template <> struct ew_ct<__nv_bfloat16> { using type = float; };
 template <class T> using ew_ct_t = typename ew_ct<T>::type;
 
-/* Value conversion with float16 on either side (rounded to nearest even). */
+/* Value conversion with float16 or bfloat16 on either side (rounded to nearest even). */
 template <class D, class S> static __device__ __forceinline__ D cvt(S v) {
     if constexpr (std::is_same_v<D, S>)
         return v;
     else if constexpr (std::is_same_v<S, __half>)
         return cvt<D>(__half2float(v));
+    else if constexpr (std::is_same_v<S, __nv_bfloat16>)
+        return cvt<D>(__bfloat162float(v));
     else if constexpr (std::is_same_v<D, __half>) {
         if constexpr (std::is_same_v<S, double>)
             return __double2half(v);
         else
             return __float2half_rn((float)v);
+    } else if constexpr (std::is_same_v<D, __nv_bfloat16>) {
+        if constexpr (std::is_same_v<S, double>)
+            return __double2bfloat16(v);
+        else
+            return __float2bfloat16_rn((float)v);
     } else
         return (D)v;
 }
@@ -283,7 +292,7 @@ static bool ew_prelu_view(const struct ox_node *n, const ox_tensor *x, const ox_
 }
 
 static bool ew_is_flt(ox_dtype dt) {
-    return dt == OX_FLOAT || dt == OX_FLOAT16;
+    return dt == OX_FLOAT || dt == OX_FLOAT16 || dt == OX_BFLOAT16;
 }
 
 static bool ew_is_num(ox_dtype dt) {
@@ -304,8 +313,8 @@ struct ew_par {
     int flags;                /* IsInf: 1 detect positive, 2 detect negative */
 };
 
-/* Type classes: UC_NUM float, float16, int32, int64; UC_FLT float, float16; UC_ISX float or
- * float16 in, bool out; UC_BOOL bool. */
+/* Type classes: UC_NUM float, float16, bfloat16, int32, int64; UC_FLT float, float16,
+ * bfloat16; UC_ISX one of those three in, bool out; UC_BOOL bool. */
 enum { UC_NUM, UC_FLT, UC_ISX, UC_BOOL };
 
 /* (op_type, id, class); a NULL op_type is a variant that prepare picks by attribute. */
@@ -519,9 +528,11 @@ static void un_run(cudaStream_t st, const ew_par &p, ox_dtype dt, const void *x,
     } else if constexpr (CLS == UC_ISX) {
         if (dt == OX_FLOAT) un_go<float, uint8_t, Op>(st, p, x, y, n);
         if (dt == OX_FLOAT16) un_go<__half, uint8_t, Op>(st, p, x, y, n);
+        if (dt == OX_BFLOAT16) un_go<__nv_bfloat16, uint8_t, Op>(st, p, x, y, n);
     } else {
         if (dt == OX_FLOAT) un_go<float, float, Op>(st, p, x, y, n);
         if (dt == OX_FLOAT16) un_go<__half, __half, Op>(st, p, x, y, n);
+        if (dt == OX_BFLOAT16) un_go<__nv_bfloat16, __nv_bfloat16, Op>(st, p, x, y, n);
         if constexpr (CLS == UC_NUM) {
             if (dt == OX_INT32) un_go<int32_t, int32_t, Op>(st, p, x, y, n);
             if (dt == OX_INT64) un_go<int64_t, int64_t, Op>(st, p, x, y, n);
@@ -570,6 +581,7 @@ static ox_status clip_bound(const struct ox_node *n, const ox_tensor *const *in,
     union {
         float f;
         __half h;
+        __nv_bfloat16 bf;
         int32_t i32;
         int64_t i64;
     } v;
@@ -582,6 +594,7 @@ static ox_status clip_bound(const struct ox_node *n, const ox_tensor *const *in,
     switch (b->dtype) {
     case OX_FLOAT: f = v.f; break;
     case OX_FLOAT16: f = __half2float(v.h); break;
+    case OX_BFLOAT16: f = __bfloat162float(v.bf); break;
     case OX_INT32: i = v.i32; break;
     case OX_INT64: i = v.i64; break;
     default: *ok = false; return OX_OK;
@@ -689,9 +702,9 @@ ox_status ox_cu_ew_unary(struct ox_cuda_ctx *c, const struct ox_node *n, const o
 
 /* ---- binary ops ------------------------------------------------------------------------- */
 
-/* Type classes: BC_NUM float, float16, int32, int64, output of the same type; BC_CMP those in,
- * bool out; BC_EQ that and bool; BC_LOGIC bool; BC_POW the base as BC_NUM, the exponent of the
- * same type or (float base) of any BC_NUM type. */
+/* Type classes: BC_NUM float, float16, bfloat16, int32, int64, output of the same type; BC_CMP
+ * those in, bool out; BC_EQ that and bool; BC_LOGIC bool; BC_POW the base as BC_NUM, the
+ * exponent of the same type or (float base) of any BC_NUM type. */
 enum { BC_NUM, BC_CMP, BC_EQ, BC_LOGIC, BC_POW };
 
 /* (op_type, id, class); NULL op_type: picked by attribute (Mod's fmod) or by the variadic ops. */
@@ -857,13 +870,14 @@ static void bin_go(cudaStream_t st, const ew_shape<2> &s, int64_t n, const void 
     ew_bcast(st, s, n, bin_fn<TA, TB, TY, Op>{(const TA *)a, (const TB *)b, (TY *)y, Op{}});
 }
 
-/* float or float16 base, exponent of type tb */
+/* float, float16 or bfloat16 base, exponent of type tb */
 template <class TA>
 static void pow_mixed(cudaStream_t st, const ew_shape<2> &s, int64_t n, ox_dtype tb, const void *a,
                       const void *b, void *y) {
     switch (tb) {
     case OX_FLOAT: bin_go<TA, float, TA, op_pow_mixed>(st, s, n, a, b, y); break;
     case OX_FLOAT16: bin_go<TA, __half, TA, op_pow_mixed>(st, s, n, a, b, y); break;
+    case OX_BFLOAT16: bin_go<TA, __nv_bfloat16, TA, op_pow_mixed>(st, s, n, a, b, y); break;
     case OX_INT32: bin_go<TA, int32_t, TA, op_pow_mixed>(st, s, n, a, b, y); break;
     case OX_INT64: bin_go<TA, int64_t, TA, op_pow_mixed>(st, s, n, a, b, y); break;
     default: break;
@@ -885,6 +899,7 @@ static void bin_run(cudaStream_t st, ox_dtype ta, ox_dtype tb, const ew_shape<2>
         if (ta != tb) {
             if (ta == OX_FLOAT) pow_mixed<float>(st, s, n, tb, a, b, y);
             if (ta == OX_FLOAT16) pow_mixed<__half>(st, s, n, tb, a, b, y);
+            if (ta == OX_BFLOAT16) pow_mixed<__nv_bfloat16>(st, s, n, tb, a, b, y);
             return;
         }
     }
@@ -892,6 +907,7 @@ static void bin_run(cudaStream_t st, ox_dtype ta, ox_dtype tb, const ew_shape<2>
         switch (ta) {
         case OX_FLOAT: bin_same<float, Op, CLS>(st, s, n, a, b, y); return;
         case OX_FLOAT16: bin_same<__half, Op, CLS>(st, s, n, a, b, y); return;
+        case OX_BFLOAT16: bin_same<__nv_bfloat16, Op, CLS>(st, s, n, a, b, y); return;
         case OX_INT32: bin_same<int32_t, Op, CLS>(st, s, n, a, b, y); return;
         case OX_INT64: bin_same<int64_t, Op, CLS>(st, s, n, a, b, y); return;
         default: break;
@@ -1177,6 +1193,7 @@ ox_status ox_cu_ew_identity(struct ox_cuda_ctx *c, const struct ox_node *n,
 #define EW_CAST_TYPES(X)                                                                           \
     X(OX_FLOAT, float, 'f', 0, 0)                                                                  \
     X(OX_FLOAT16, __half, 'f', 0, 0)                                                               \
+    X(OX_BFLOAT16, __nv_bfloat16, 'f', 0, 0)                                                       \
     X(OX_DOUBLE, double, 'f', 0, 0)                                                                \
     X(OX_INT64, int64_t, 'i', INT64_MIN, INT64_MAX)                                                \
     X(OX_INT32, int32_t, 'i', INT32_MIN, INT32_MAX)                                                \
@@ -1195,9 +1212,10 @@ template <int DT> struct ew_dt;
 EW_CAST_TYPES(X)
 #undef X
 
-/* As the CPU's cast_numeric: a float source becomes a double (float <-> float16 directly, the
- * same values), an integer source an int64 (uint64 for unsigned and bool); float to integer
- * saturates (NaN: 0), integer to integer wraps, anything to bool is != 0. */
+/* As the CPU's cast_numeric: a float source becomes a double (float, float16 and bfloat16
+ * among themselves through float, the same values), an integer source an int64 (uint64 for
+ * unsigned and bool); float to integer saturates (NaN: 0), integer to integer wraps, anything
+ * to bool is != 0. */
 template <int S, int D> struct cast_fn {
     using TS = typename ew_dt<S>::T;
     using TD = typename ew_dt<D>::T;
@@ -1222,6 +1240,8 @@ template <int S, int D> struct cast_fn {
                 return (TD)(w != 0);
             else if constexpr (std::is_same_v<TD, __half>)
                 return __double2half((double)w);
+            else if constexpr (std::is_same_v<TD, __nv_bfloat16>)
+                return __double2bfloat16((double)w);
             else
                 return (TD)w;
         }

@@ -1,7 +1,7 @@
 /* CUDA kernels of the nn family: Conv, FusedConv and ConvTranspose (cuDNN, cuBLAS and a direct
  * depthwise kernel), MaxPool, AveragePool and LpPool (a direct kernel), and MatMul, Gemm,
- * FusedMatMul and FusedGemm (cuBLAS). float and float16 (computed in float); MaxPool also
- * int8 and uint8.
+ * FusedMatMul and FusedGemm (cuBLAS). float, float16 and bfloat16 (the 16-bit types computed
+ * in float); MaxPool also int8 and uint8.
  *
  * - Geometry (pads from auto_pad, ceil_mode, dilations) is computed as kernels/cpu/conv.c
  *   does, and the output dims it gives are checked against the ones the CPU infer chose.
@@ -22,10 +22,12 @@
  * - GEMMs are row-major products computed as their column-major transposes (C^T = B^T A^T),
  *   batched with strides where numpy's broadcast allows one stride per operand, otherwise
  *   one strided batch per item of the outer batch dims.
- * float32 stays float32 unless c->tf32 allows TF32 tensor cores; float16 uses tensor cores
- * with float accumulation.
+ * float32 stays float32 unless c->tf32 allows TF32 tensor cores; float16 and bfloat16 use
+ * tensor cores with float accumulation.
  */
 #include "kernels/cuda/cuda.h"
+
+#include <cuda_bf16.h>
 
 #include <limits.h>
 #include <math.h>
@@ -50,6 +52,9 @@ template <> __device__ __forceinline__ float to_f<float>(float v) {
 template <> __device__ __forceinline__ float to_f<__half>(__half v) {
     return __half2float(v);
 }
+template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) {
+    return __bfloat162float(v);
+}
 template <> __device__ __forceinline__ float to_f<int8_t>(int8_t v) {
     return (float)v;
 }
@@ -64,6 +69,9 @@ template <> __device__ __forceinline__ float from_f<float>(float v) {
 template <> __device__ __forceinline__ __half from_f<__half>(float v) {
     return __float2half_rn(v);
 }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
+    return __float2bfloat16_rn(v);
+}
 /* The 8-bit types only store values read from an input of that type (MaxPool), or 0. */
 template <> __device__ __forceinline__ int8_t from_f<int8_t>(float v) {
     return (int8_t)v;
@@ -72,7 +80,8 @@ template <> __device__ __forceinline__ uint8_t from_f<uint8_t>(float v) {
     return (uint8_t)v;
 }
 
-/* v rounded to T, as the CPU rounds each step of a float16 epilogue (identity for float). */
+/* v rounded to T, as the CPU rounds each step of a float16 or bfloat16 epilogue (identity for
+ * float). */
 template <typename T> __device__ __forceinline__ float round_to(float v) {
     return to_f<T>(from_f<T>(v));
 }
@@ -142,6 +151,8 @@ static void epi_channel_launch(cudaStream_t st, void *y, int64_t n, struct epi e
 static void epi_channel_run(ox_dtype dt, cudaStream_t st, void *y, int64_t n, struct epi e) {
     if (dt == OX_FLOAT)
         epi_channel_launch<float>(st, y, n, e);
+    else if (dt == OX_BFLOAT16)
+        epi_channel_launch<__nv_bfloat16>(st, y, n, e);
     else
         epi_channel_launch<__half>(st, y, n, e);
 }
@@ -194,6 +205,9 @@ static void epi_bcast_run(ox_dtype dt, cudaStream_t st, const void *src, const v
     if (dt == OX_FLOAT)
         epi_bcast<float><<<ox_cu_blocks(n), 256, 0, st>>>((const float *)src, (const float *)z,
                                                           (float *)y, n, *b, a);
+    else if (dt == OX_BFLOAT16)
+        epi_bcast<__nv_bfloat16><<<ox_cu_blocks(n), 256, 0, st>>>(
+            (const __nv_bfloat16 *)src, (const __nv_bfloat16 *)z, (__nv_bfloat16 *)y, n, *b, a);
     else
         epi_bcast<__half><<<ox_cu_blocks(n), 256, 0, st>>>((const __half *)src, (const __half *)z,
                                                            (__half *)y, n, *b, a);
@@ -204,7 +218,7 @@ static bool same_dims(int ra, const int64_t *a, int rb, const int64_t *b) {
 }
 
 static bool is_float_type(ox_dtype dt) {
-    return dt == OX_FLOAT || dt == OX_FLOAT16;
+    return dt == OX_FLOAT || dt == OX_FLOAT16 || dt == OX_BFLOAT16;
 }
 
 static size_t round256(size_t b) {
@@ -321,13 +335,14 @@ static cudnnStatus_t set_tensor(cudnnTensorDescriptor_t d, cudnnDataType_t dt, i
 }
 
 static cudnnDataType_t dnn_type(ox_dtype dt) {
+    if (dt == OX_BFLOAT16) return CUDNN_DATA_BFLOAT16;
     return dt == OX_FLOAT ? CUDNN_DATA_FLOAT : CUDNN_DATA_HALF;
 }
 
 /* The math cuDNN may use: float32 stays on FMA units unless TF32 is allowed (cuDNN's
- * default math allows TF32 on Ampere and later); float16 on tensor cores. */
+ * default math allows TF32 on Ampere and later); float16 and bfloat16 on tensor cores. */
 static cudnnMathType_t dnn_math(const struct ox_cuda_ctx *c, ox_dtype dt) {
-    if (dt == OX_FLOAT16) return CUDNN_TENSOR_OP_MATH;
+    if (dt == OX_FLOAT16 || dt == OX_BFLOAT16) return CUDNN_TENSOR_OP_MATH;
     return c->tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
 }
 
@@ -418,10 +433,16 @@ static bool gemm_fits(int64_t rows, int64_t N, int64_t K, int64_t lda, int64_t l
     return fits_int(rows) && fits_int(N) && fits_int(K) && fits_int(lda) && fits_int(ldb);
 }
 
+/* cuBLAS's type of the elements. */
+static cudaDataType_t blas_type(ox_dtype dt) {
+    if (dt == OX_BFLOAT16) return CUDA_R_16BF;
+    return dt == OX_FLOAT ? CUDA_R_32F : CUDA_R_16F;
+}
+
 /* Y = alpha op(A) op(B) + beta Y. */
 static ox_status gemm_run(struct ox_cuda_ctx *c, ox_dtype dt, const struct gemm_call *g,
                           float alpha, const void *A, const void *B, float beta, void *Y) {
-    cudaDataType_t t = dt == OX_FLOAT ? CUDA_R_32F : CUDA_R_16F;
+    cudaDataType_t t = blas_type(dt);
     cublasComputeType_t ct =
         dt == OX_FLOAT && c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     ox_status st = ox_cu_blas_check(
@@ -523,7 +544,7 @@ static void lt_setup(struct ox_cuda_ctx *c, struct lt_gemm *l, ox_dtype dt,
     memset(l, 0, sizeof *l);
     const char *env = getenv("OX_CUDA_LT");
     if ((env && strcmp(env, "0") == 0) || g->count != 1 || align_of(bias) < 16) return;
-    cudaDataType_t t = dt == OX_FLOAT ? CUDA_R_32F : CUDA_R_16F;
+    cudaDataType_t t = blas_type(dt);
     cublasComputeType_t ct =
         dt == OX_FLOAT && c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
@@ -560,7 +581,8 @@ static void lt_setup(struct ox_cuda_ctx *c, struct lt_gemm *l, ox_dtype dt,
                                               &al[2], sizeof al[2]) == CUBLAS_STATUS_SUCCESS &&
          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                               &al[2], sizeof al[2]) == CUBLAS_STATUS_SUCCESS;
-    /* split sums added in float only (in place or in float16 would round each part) */
+    /* split sums added in float only (in place or in float16 or bfloat16 would round each
+     * part) */
     uint32_t red = dt == OX_FLOAT ? (uint32_t)CUBLASLT_REDUCTION_SCHEME_MASK
                                   : (uint32_t)CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     ok =
@@ -796,7 +818,9 @@ static bool graph_cfg_ok(const struct ox_cuda_ctx *c, ox_dtype dt, cudnnBackendD
     }
     for (int64_t i = 0; ok && i < k && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++) {
         switch (notes[i]) {
-        case CUDNN_NUMERICAL_NOTE_TENSOR_CORE: ok = dt == OX_FLOAT16 || c->tf32; break;
+        case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
+            ok = dt == OX_FLOAT16 || dt == OX_BFLOAT16 || c->tf32;
+            break;
         case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
         case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION: ok = false; break;
         case CUDNN_NUMERICAL_NOTE_FFT:
@@ -993,6 +1017,9 @@ static ox_status conv_launch(struct ox_cuda_ctx *c, const struct conv_state *s, 
         int K = s->pw.k, M = (int)s->M;
         if (s->dt == OX_FLOAT)
             pwk_launch<float>(c->stream, s->base_dims[0], M, K, s->inner, x, w, b, z, y, s->a);
+        else if (s->dt == OX_BFLOAT16)
+            pwk_launch<__nv_bfloat16>(c->stream, s->base_dims[0], M, K, s->inner, x, w, b, z, y,
+                                      s->a);
         else
             pwk_launch<__half>(c->stream, s->base_dims[0], M, K, s->inner, x, w, b, z, y, s->a);
         return ox_cu_launched("pointwise convolution");
@@ -1000,6 +1027,8 @@ static ox_status conv_launch(struct ox_cuda_ctx *c, const struct conv_state *s, 
     if (mode == CONV_DW) {
         if (s->dt == OX_FLOAT)
             depthwise_launch<float>(c->stream, &s->dw, total, x, w, b, z, y, s->a);
+        else if (s->dt == OX_BFLOAT16)
+            depthwise_launch<__nv_bfloat16>(c->stream, &s->dw, total, x, w, b, z, y, s->a);
         else
             depthwise_launch<__half>(c->stream, &s->dw, total, x, w, b, z, y, s->a);
         return ox_cu_launched("depthwise convolution");
@@ -1024,6 +1053,8 @@ static ox_status conv_launch(struct ox_cuda_ctx *c, const struct conv_state *s, 
             const char *xb = (const char *)x + (size_t)n0 * xstep;
             if (s->dt == OX_FLOAT)
                 im2col_launch<float>(c->stream, &s->dw, nb, xb, ws);
+            else if (s->dt == OX_BFLOAT16)
+                im2col_launch<__nv_bfloat16>(c->stream, &s->dw, nb, xb, ws);
             else
                 im2col_launch<__half>(c->stream, &s->dw, nb, xb, ws);
             g.count = (int)nb;
@@ -1173,6 +1204,8 @@ static void fill_random_run(cudaStream_t st, ox_dtype dt, void *p, int64_t n, ui
     if (n <= 0) return;
     if (dt == OX_FLOAT)
         fill_random<float><<<ox_cu_blocks(n), 256, 0, st>>>((float *)p, n, seed);
+    else if (dt == OX_BFLOAT16)
+        fill_random<__nv_bfloat16><<<ox_cu_blocks(n), 256, 0, st>>>((__nv_bfloat16 *)p, n, seed);
     else
         fill_random<__half><<<ox_cu_blocks(n), 256, 0, st>>>((__half *)p, n, seed);
 }
@@ -1186,6 +1219,9 @@ static bool agrees(cudaStream_t st, ox_dtype dt, const void *y, const void *yr, 
     if (dt == OX_FLOAT)
         max_diff<float>
             <<<ox_cu_blocks(n), 256, 0, st>>>((const float *)y, (const float *)yr, n, dev);
+    else if (dt == OX_BFLOAT16)
+        max_diff<__nv_bfloat16><<<ox_cu_blocks(n), 256, 0, st>>>((const __nv_bfloat16 *)y,
+                                                                 (const __nv_bfloat16 *)yr, n, dev);
     else
         max_diff<__half>
             <<<ox_cu_blocks(n), 256, 0, st>>>((const __half *)y, (const __half *)yr, n, dev);
@@ -1232,6 +1268,10 @@ static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t
                 perf[i].memory <= ((size_t)512 << 20) && (!c->precise || fwd_precise(perf[i].algo)))
                 s->algo = perf[i].algo, found = true;
     }
+    if (!found && s->dt == OX_BFLOAT16) { /* no algorithm cuDNN says runs it: the CPU */
+        scratch_free(&sc);
+        return OX_E_UNSUPPORTED;
+    }
     if (!found) s->algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM; /* needs no workspace */
     ox_status st = ox_cu_dnn_check(cudnnGetConvolutionForwardWorkspaceSize(
                                        c->dnn, s->xd, s->wd, s->cd, s->yd, s->algo, &s->ws),
@@ -1255,8 +1295,8 @@ static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t
         fill_random_run(c->stream, s->dt, bias, s->M, 3);
         if (z) fill_random_run(c->stream, s->dt, z, ny, 4);
         const void *b = has_b ? bias : NULL;
-        bool have_ref = conv_launch(c, s, CONV_DNN, x, w, b, z, yr, ws) == OX_OK &&
-                        cudaDeviceSynchronize() == cudaSuccess;
+        ox_status ref = conv_launch(c, s, CONV_DNN, x, w, b, z, yr, ws);
+        bool have_ref = ref == OX_OK && cudaDeviceSynchronize() == cudaSuccess;
         float best = -1;
         for (int mode = CONV_DNN; mode < CONV_MODES && have_ref; mode++) {
             if ((mode == CONV_FUSED && !want_fused) || (mode == CONV_GEMM && !can_gemm) ||
@@ -1274,6 +1314,8 @@ static ox_status conv_choose(struct ox_cuda_ctx *c, struct conv_state *s, size_t
         }
         s->zero_bias = NULL;
         (void)cudaGetLastError(); /* a failed candidate is not an error of the node */
+        /* bfloat16: a cuDNN that refuses the plain call leaves the node to the CPU */
+        if (ref && s->dt == OX_BFLOAT16) st = OX_E_UNSUPPORTED;
     }
     if (!st) st = ox_cu_check(cudaDeviceSynchronize(), "choosing a convolution algorithm");
     scratch_free(&sc);
@@ -1469,8 +1511,10 @@ ox_status ox_cu_nn_prepare_conv(struct ox_cuda_ctx *c, const struct ox_node *n,
                 at += snprintf(times + at, sizeof times - (size_t)at, " %s %.1f", conv_names[i],
                                s->us[i]);
         ox_cu_trace("conv '%s' %s: %s (timed, us:%s)", n->name,
-                    dt == OX_FLOAT ? "float" : "float16", conv_names[s->mode],
-                    at ? times : " none");
+                    dt == OX_FLOAT      ? "float"
+                    : dt == OX_BFLOAT16 ? "bfloat16"
+                                        : "float16",
+                    conv_names[s->mode], at ? times : " none");
     }
     *state = s;
     return OX_OK;
@@ -1601,6 +1645,7 @@ static ox_status convt_setup(struct ox_cuda_ctx *c, struct convt_state *s, const
             perf[i].memory <= ((size_t)512 << 20) &&
             (!c->precise || bwd_data_precise(perf[i].algo)))
             s->algo = perf[i].algo, found = true;
+    if (!found && s->dt == OX_BFLOAT16) return OX_E_UNSUPPORTED; /* none cuDNN says runs it */
     if (!found) s->algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
     if (cudnnGetConvolutionBackwardDataWorkspaceSize(c->dnn, s->wd, s->xd, s->cd, s->yd, s->algo,
                                                      &s->ws) != CUDNN_STATUS_SUCCESS)
@@ -1898,6 +1943,7 @@ ox_status ox_cu_nn_pool(struct ox_cuda_ctx *c, const struct ox_node *n, const ox
     switch (in[0]->dtype) {
     case OX_FLOAT: pool_launch<float>(c->stream, x, y, total, nx, p); break;
     case OX_FLOAT16: pool_launch<__half>(c->stream, x, y, total, nx, p); break;
+    case OX_BFLOAT16: pool_launch<__nv_bfloat16>(c->stream, x, y, total, nx, p); break;
     case OX_INT8: pool_launch<int8_t>(c->stream, x, y, total, nx, p); break;
     default: pool_launch<uint8_t>(c->stream, x, y, total, nx, p); break;
     }
@@ -1930,6 +1976,8 @@ static ox_status bcast_fill_run(ox_dtype dt, cudaStream_t st, void *y, int64_t n
     if (n <= 0) return OX_OK;
     if (dt == OX_FLOAT)
         bcast_fill_launch<float>(st, y, n, v, inner, channels);
+    else if (dt == OX_BFLOAT16)
+        bcast_fill_launch<__nv_bfloat16>(st, y, n, v, inner, channels);
     else
         bcast_fill_launch<__half>(st, y, n, v, inner, channels);
     return ox_cu_launched("bias broadcast");

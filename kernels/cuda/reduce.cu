@@ -5,7 +5,7 @@
  * the reference for every attribute, default and edge case.
  *
  * Design. A reduction is an "op" functor (init, pre, combine, finish) over an accumulator:
- * float for float32/float16 (stored back rounded), long long for int32/int64 (wrapping
+ * float for float32/float16/bfloat16 (stored back rounded), long long for int32/int64 (wrapping
  * arithmetic, as the CPU's int64 loop), a (max, scaled sum) pair for LogSumExp (one pass),
  * an (value, index) pair for ArgMax/ArgMin. prepare() reduces the shape to one of three
  * layouts, and one of three kernels runs the functor:
@@ -27,6 +27,7 @@
  * when the inputs are constant, else by a small kernel into the workspace on every run. */
 #include "kernels/cuda/cuda.h"
 
+#include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -60,6 +61,9 @@ static __device__ __forceinline__ float to_f(float v) {
 static __device__ __forceinline__ float to_f(__half v) {
     return __half2float(v);
 }
+static __device__ __forceinline__ float to_f(__nv_bfloat16 v) {
+    return __bfloat162float(v);
+}
 static __device__ __forceinline__ long long to_acc(int32_t v) {
     return v;
 }
@@ -72,6 +76,9 @@ static __device__ __forceinline__ float to_acc(float v) {
 static __device__ __forceinline__ float to_acc(__half v) {
     return __half2float(v);
 }
+static __device__ __forceinline__ float to_acc(__nv_bfloat16 v) {
+    return __bfloat162float(v);
+}
 
 template <typename T> static __device__ __forceinline__ T from_f(float v);
 template <> __device__ __forceinline__ float from_f<float>(float v) {
@@ -80,9 +87,12 @@ template <> __device__ __forceinline__ float from_f<float>(float v) {
 template <> __device__ __forceinline__ __half from_f<__half>(float v) {
     return __float2half(v);
 }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
+    return __float2bfloat16_rn(v);
+}
 
 /* v rounded to T's precision, as a value stored in a T tensor and read back (an Add's or a
- * product's output in float16; float itself unchanged). */
+ * product's output in float16 or bfloat16; float itself unchanged). */
 template <typename T> static __device__ __forceinline__ float round_as(float v) {
     return to_f(from_f<T>(v));
 }
@@ -542,7 +552,7 @@ void ox_cu_red_release(void *state) {
 /* ---- Reduce* ------------------------------------------------------------------------- */
 
 static bool is_float_type(ox_dtype dt) {
-    return dt == OX_FLOAT || dt == OX_FLOAT16;
+    return dt == OX_FLOAT || dt == OX_FLOAT16 || dt == OX_BFLOAT16;
 }
 static bool is_int_dtype(ox_dtype dt) {
     return dt == OX_INT32 || dt == OX_INT64;
@@ -696,6 +706,7 @@ ox_status ox_cu_red_reduce(struct ox_cuda_ctx *c, const struct ox_node *n,
     switch (s->dtype) {
     case OX_FLOAT: launch_typed<float>(s, sms, c->stream, x, y); break;
     case OX_FLOAT16: launch_typed<__half>(s, sms, c->stream, x, y); break;
+    case OX_BFLOAT16: launch_typed<__nv_bfloat16>(s, sms, c->stream, x, y); break;
     case OX_INT32: launch_typed<int32_t>(s, sms, c->stream, x, y); break;
     case OX_INT64: launch_typed<int64_t>(s, sms, c->stream, x, y); break;
     default: return ox_node_err(n, OX_E_INTERNAL, "CUDA reduce: element type %d", (int)s->dtype);
@@ -792,6 +803,7 @@ ox_status ox_cu_red_arg(struct ox_cuda_ctx *c, const struct ox_node *n, const ox
     switch (s->dtype) {
     case OX_FLOAT: launch_arg<float>(s, sms, c->stream, x, y); break;
     case OX_FLOAT16: launch_arg<__half>(s, sms, c->stream, x, y); break;
+    case OX_BFLOAT16: launch_arg<__nv_bfloat16>(s, sms, c->stream, x, y); break;
     case OX_INT32: launch_arg<int32_t>(s, sms, c->stream, x, y); break;
     case OX_INT64: launch_arg<int64_t>(s, sms, c->stream, x, y); break;
     default: return ox_node_err(n, OX_E_INTERNAL, "CUDA arg: element type %d", (int)s->dtype);
@@ -932,11 +944,16 @@ ox_status ox_cu_red_softmax(struct ox_cuda_ctx *c, const struct ox_node *n,
             launch_softmax<float, true>(s, sms, c->stream, x, y);
         else
             launch_softmax<float, false>(s, sms, c->stream, x, y);
-    } else {
+    } else if (s->dtype == OX_FLOAT16) {
         if (s->log)
             launch_softmax<__half, true>(s, sms, c->stream, x, y);
         else
             launch_softmax<__half, false>(s, sms, c->stream, x, y);
+    } else {
+        if (s->log)
+            launch_softmax<__nv_bfloat16, true>(s, sms, c->stream, x, y);
+        else
+            launch_softmax<__nv_bfloat16, false>(s, sms, c->stream, x, y);
     }
     return ox_cu_launched(n->op_type);
 }
@@ -947,13 +964,14 @@ ox_status ox_cu_red_softmax(struct ox_cuda_ctx *c, const struct ox_node *n,
  * 1. scores = alpha Q . KT: one cublasGemmBatchedEx over pointer arrays, reading Q and KT in
  *    place through the views kernels/attn_plan.c describes (the CPU kernel runs the same
  *    descriptions through cblas), the scores [batch, S, T] in the workspace, in the element
- *    type (float16 scores are rounded there, as the unfused graph's MatMul rounds them);
+ *    type (float16 and bfloat16 scores are rounded there, as the unfused graph's MatMul
+ *    rounds them);
  * 2. per row: + mask, softmax along T (float arithmetic), written in place;
  * 3. Y = P . V: a second batched call writing Y in place through its view.
  * The pointer arrays are filled on the device at each run (a small kernel from the element
  * offsets prepare computed), since the workspace's address is known only then. Views BLAS
- * cannot address, double and bfloat16, empty products and factors that are not constant
- * go to the CPU. OX_CUDA_ATTENTION=0 sends every FusedAttention there (for A/B checks).
+ * cannot address, double, empty products and factors that are not constant go to the CPU.
+ * OX_CUDA_ATTENTION=0 sends every FusedAttention there (for A/B checks).
  *
  * Small products (FA_SMALL_MACS multiply-adds at most, keys up to FA_TMAX, Dk up to
  * FA_DKMAX: BERT-base at batch 1, where the four launches and cuBLAS's batched set-up cost
@@ -1321,6 +1339,14 @@ static size_t align256(size_t n) {
     return (n + 255) & ~(size_t)255;
 }
 
+/* A bfloat16's value on the host (exact: its bits are a float's upper half). */
+static float bf16_value(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n,
                                   const ox_tensor *const *in, ox_tensor *const *out,
                                   unsigned const_inputs, void **state, size_t *workspace) {
@@ -1359,7 +1385,8 @@ ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n
     if (!hs && ox_fattn_parse(n, hin, &a) != OX_OK) hs = OX_E_UNSUPPORTED; /* the CPU says why */
     for (int k = 0; k < n->n_inputs; k++) free(bufs[k]);
     if (hs) return hs;
-    if ((a.dtype != OX_FLOAT && a.dtype != OX_FLOAT16) || !out[0] || out[0]->dtype != a.dtype)
+    if ((a.dtype != OX_FLOAT && a.dtype != OX_FLOAT16 && a.dtype != OX_BFLOAT16) || !out[0] ||
+        out[0]->dtype != a.dtype)
         return OX_E_UNSUPPORTED;
     if (a.generic) return OX_E_UNSUPPORTED; /* odd ranks, a mask that grows the scores */
     for (int k = 0; k < 3; k++) /* a view that is not one strided matrix per item: the CPU */
@@ -1377,7 +1404,8 @@ ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n
     for (int k = 4; k < 7; k++) {
         const ox_tensor *f = ox_in(n, in, k);
         if (!f) continue;
-        if (!(const_inputs & (1u << k)) || (f->dtype != OX_FLOAT && f->dtype != OX_FLOAT16))
+        if (!(const_inputs & (1u << k)) ||
+            (f->dtype != OX_FLOAT && f->dtype != OX_FLOAT16 && f->dtype != OX_BFLOAT16))
             return OX_E_UNSUPPORTED;
         uint16_t h = 0;
         float v = 0;
@@ -1386,7 +1414,9 @@ ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n
                                    ox_dtype_size(f->dtype), cudaMemcpyDeviceToHost),
                         "FusedAttention factor");
         if (st) return st;
-        alpha *= f->dtype == OX_FLOAT ? v : ox_half_to_float(h);
+        alpha *= f->dtype == OX_FLOAT     ? v
+                 : f->dtype == OX_FLOAT16 ? ox_half_to_float(h)
+                                          : bf16_value(h);
     }
     size_t es = ox_dtype_size(a.dtype);
     if ((double)a.batch * (double)a.S * (double)a.T * (double)es > 1e18) return OX_E_UNSUPPORTED;
@@ -1428,7 +1458,8 @@ ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n
     bool small_fits = a.T <= FA_TMAX && a.Dk <= FA_DKMAX && a.S <= INT_MAX && a.Dv <= INT_MAX;
     s->small =
         small_fits && force != 1 && force != 3 && (force == 2 || macs <= (double)FA_SMALL_MACS);
-    /* float16 products beyond that: on tensor cores where the shared memory holds them */
+    /* float16 products beyond that: on tensor cores where the shared memory holds them
+     * (bfloat16 ones take cuBLAS) */
     tc_layout tl = tc_layout_of(a.T, a.Dk, a.Dv);
     s->tc = !s->small && force != 1 && force != 2 && a.dtype == OX_FLOAT16 && a.T <= TC_TMAX &&
             a.Dk <= TC_DMAX && a.Dv <= TC_DMAX && a.S <= INT_MAX && tl.bytes <= TC_SMEM;
@@ -1456,7 +1487,9 @@ ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n
     *workspace = s->small || s->tc ? 0 : s->scores_bytes + ptrs;
     *state = s;
     ox_cu_trace("attention '%s' %s: %s (%lld items of S %lld, T %lld, Dk %lld, Dv %lld)", n->name,
-                a.dtype == OX_FLOAT ? "float" : "float16",
+                a.dtype == OX_FLOAT     ? "float"
+                : a.dtype == OX_FLOAT16 ? "float16"
+                                        : "bfloat16",
                 s->small ? "one kernel"
                 : s->tc  ? "tensor cores"
                          : "cuBLAS",
@@ -1509,11 +1542,16 @@ ox_status ox_cu_red_fattn(struct ox_cuda_ctx *c, const struct ox_node *n,
             k_fattn_small<float><<<grid, 256, 0, c->stream>>>(
                 (const float *)in[0]->data, (const float *)in[1]->data, (const float *)in[2]->data,
                 (const float *)mask, (float *)out[0]->data, s->offs, s->fg);
-        else
+        else if (s->dtype == OX_FLOAT16)
             k_fattn_small<__half><<<grid, 256, 0, c->stream>>>(
                 (const __half *)in[0]->data, (const __half *)in[1]->data,
                 (const __half *)in[2]->data, (const __half *)mask, (__half *)out[0]->data, s->offs,
                 s->fg);
+        else
+            k_fattn_small<__nv_bfloat16><<<grid, 256, 0, c->stream>>>(
+                (const __nv_bfloat16 *)in[0]->data, (const __nv_bfloat16 *)in[1]->data,
+                (const __nv_bfloat16 *)in[2]->data, (const __nv_bfloat16 *)mask,
+                (__nv_bfloat16 *)out[0]->data, s->offs, s->fg);
         return ox_cu_launched("FusedAttention");
     }
     if (s->tc) {
@@ -1531,7 +1569,7 @@ ox_status ox_cu_red_fattn(struct ox_cuda_ctx *c, const struct ox_node *n,
         (char *)out[0]->data, scores, s->S * s->T, es, s->g1.swap, s->g2.swap, ptr);
     ox_status st = ox_cu_launched("FusedAttention pointers");
     if (st) return st;
-    cudaDataType_t t = f32 ? CUDA_R_32F : CUDA_R_16F;
+    cudaDataType_t t = f32 ? CUDA_R_32F : s->dtype == OX_FLOAT16 ? CUDA_R_16F : CUDA_R_16BF;
     cublasComputeType_t ct = f32 && c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     if ((st = ox_cu_blas_check(
              cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
@@ -1550,8 +1588,10 @@ ox_status ox_cu_red_fattn(struct ox_cuda_ctx *c, const struct ox_node *n,
     const int64_t *moff = s->offs + OX_FATTN_MASK * B;
     if (f32)
         launch_fattn_softmax<float>(s, sms_of(c), c->stream, scores, mask, moff, rows);
-    else
+    else if (s->dtype == OX_FLOAT16)
         launch_fattn_softmax<__half>(s, sms_of(c), c->stream, scores, mask, moff, rows);
+    else
+        launch_fattn_softmax<__nv_bfloat16>(s, sms_of(c), c->stream, scores, mask, moff, rows);
     if ((st = ox_cu_launched("FusedAttention softmax"))) return st;
     g = &s->g2;
     return ox_cu_blas_check(cublasGemmBatchedEx(c->blas, op_of(g->ta), op_of(g->tb), g->m, g->n,
@@ -1581,6 +1621,8 @@ static __device__ __forceinline__ int64_t norm_param(int64_t rbase, int64_t j, i
 static __device__ __forceinline__ void store_stat(void *p, ox_dtype dt, int64_t i, float v) {
     if (dt == OX_FLOAT16)
         ((__half *)p)[i] = __float2half(v);
+    else if (dt == OX_BFLOAT16)
+        ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
     else
         ((float *)p)[i] = v;
 }
@@ -1769,7 +1811,7 @@ static ox_status norm_state_new(const struct ox_node *n, const ox_tensor *x, voi
 }
 
 /* Scale and B broadcast to the normalized dims; taken when each is all of them or one
- * value. Mean and InvStdDev (stash_type's dtype) when float or float16. */
+ * value. Mean and InvStdDev (stash_type's dtype) when float, float16 or bfloat16. */
 ox_status ox_cu_red_prepare_layernorm(struct ox_cuda_ctx *c, const struct ox_node *n,
                                       const ox_tensor *const *in, ox_tensor *const *out,
                                       unsigned const_inputs, void **state, size_t *workspace) {
@@ -1842,9 +1884,12 @@ ox_status ox_cu_red_skip_norm(struct ox_cuda_ctx *c, const struct ox_node *n,
     if (s->dtype == OX_FLOAT)
         launch_norm<float>(s, sms, c->stream, in[0]->data, out[0]->data, in[2]->data, b, NULL, NULL,
                            in[1]->data);
-    else
+    else if (s->dtype == OX_FLOAT16)
         launch_norm<__half>(s, sms, c->stream, in[0]->data, out[0]->data, in[2]->data, b, NULL,
                             NULL, in[1]->data);
+    else
+        launch_norm<__nv_bfloat16>(s, sms, c->stream, in[0]->data, out[0]->data, in[2]->data, b,
+                                   NULL, NULL, in[1]->data);
     return ox_cu_launched(n->op_type);
 }
 
@@ -1916,9 +1961,12 @@ ox_status ox_cu_red_norm(struct ox_cuda_ctx *c, const struct ox_node *n, const o
     if (s->dtype == OX_FLOAT)
         launch_norm<float>(s, sms, c->stream, in[0]->data, out[0]->data, in[1]->data, b, mean_out,
                            inv_out);
-    else
+    else if (s->dtype == OX_FLOAT16)
         launch_norm<__half>(s, sms, c->stream, in[0]->data, out[0]->data, in[1]->data, b, mean_out,
                             inv_out);
+    else
+        launch_norm<__nv_bfloat16>(s, sms, c->stream, in[0]->data, out[0]->data, in[1]->data, b,
+                                   mean_out, inv_out);
     return ox_cu_launched(n->op_type);
 }
 
@@ -1926,6 +1974,7 @@ ox_status ox_cu_red_norm(struct ox_cuda_ctx *c, const struct ox_node *n, const o
 
 static __device__ __forceinline__ double ld_param(const void *p, ox_dtype dt, int64_t i) {
     if (dt == OX_FLOAT16) return (double)__half2float(((const __half *)p)[i]);
+    if (dt == OX_BFLOAT16) return (double)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
     if (dt == OX_DOUBLE) return ((const double *)p)[i];
     return (double)((const float *)p)[i];
 }
@@ -1971,7 +2020,7 @@ void ox_cu_red_release_batchnorm(void *state) {
 }
 
 static bool is_param_dtype(ox_dtype dt) {
-    return dt == OX_FLOAT || dt == OX_FLOAT16 || dt == OX_DOUBLE;
+    return dt == OX_FLOAT || dt == OX_FLOAT16 || dt == OX_BFLOAT16 || dt == OX_DOUBLE;
 }
 
 static void launch_bn_params(const bn_state *s, cudaStream_t st, const ox_tensor *const *in,
@@ -2051,7 +2100,9 @@ ox_status ox_cu_red_batchnorm(struct ox_cuda_ctx *c, const struct ox_node *n,
     }
     if (s->dtype == OX_FLOAT)
         launch_bn<float>(s, c->stream, in[0]->data, out[0]->data, ab);
-    else
+    else if (s->dtype == OX_FLOAT16)
         launch_bn<__half>(s, c->stream, in[0]->data, out[0]->data, ab);
+    else
+        launch_bn<__nv_bfloat16>(s, c->stream, in[0]->data, out[0]->data, ab);
     return ox_cu_launched(n->op_type);
 }

@@ -5,7 +5,8 @@
  * They only move elements, so they serve every element type by its size: 1, 2, 4 or 8
  * bytes moved as an unsigned integer of that width (strings and other sizes go to the CPU).
  * Resize's linear mode and the scatters' reductions are the ones that compute: Resize takes
- * float, float16 and double, the reductions float, float16, int32 and int64.
+ * float, float16, bfloat16 and double, the reductions float, float16, bfloat16, int32 and
+ * int64.
  *
  * prepare() does all the shape work once, following the CPU kernels of kernels/cpu/tensor.c
  * and kernels/cpu/resize.c, and checks that it arrives at the output shape the CPU's infer
@@ -1022,11 +1023,11 @@ ox_status ox_cu_tn_gather_elements(struct ox_cuda_ctx *c, const struct ox_node *
  * element of updates writes or reduces into it: ScatterElements at the element's coordinates
  * (over the indices' dims) with the axis's replaced by its index, ScatterND at the slice its
  * row of indices names. Reductions (opset 16: add, mul; 18: max, min) are atomic: float,
- * float16, int32 and int64 (integers wrap, as on the CPU); without one, any element type by
- * its size. Duplicate indices: with a reduction every update counts (in any order); without,
- * one of them wins (the spec leaves it undefined; the CPU takes the last). An index out of
- * range updates nothing (the CPU reports it as an error). These are the ops autograd emits
- * for MaxPool's and Slice's gradients, so training steps stay on the GPU. */
+ * float16, bfloat16, int32 and int64 (integers wrap, as on the CPU); without one, any element
+ * type by its size. Duplicate indices: with a reduction every update counts (in any order);
+ * without, one of them wins (the spec leaves it undefined; the CPU takes the last). An index
+ * out of range updates nothing (the CPU reports it as an error). These are the ops autograd
+ * emits for MaxPool's and Slice's gradients, so training steps stay on the GPU. */
 enum { SC_NONE, SC_ADD, SC_MUL, SC_MAX, SC_MIN };
 
 template <typename T> __device__ static inline T sc_apply(T a, T b, int red) {
@@ -1062,6 +1063,22 @@ __device__ static inline void sc_atomic(__half *p, __half v, int red) {
     } while (old != prev);
 }
 
+/* add: the hardware's bfloat16 atomic (sm_90; cuda_bf16.h loops on older GPUs), which rounds
+ * the exact sum once, as the loop below would */
+__device__ static inline void sc_atomic(__nv_bfloat16 *p, __nv_bfloat16 v, int red) {
+    if (red == SC_ADD) {
+        atomicAdd(p, v);
+        return;
+    }
+    unsigned short *q = (unsigned short *)p, old = *q, prev;
+    do {
+        prev = old;
+        float a = __bfloat162float(__ushort_as_bfloat16(prev)), b = __bfloat162float(v);
+        unsigned short nw = __bfloat16_as_ushort(__float2bfloat16_rn(sc_apply(a, b, red)));
+        old = atomicCAS(q, prev, nw);
+    } while (old != prev);
+}
+
 __device__ static inline void sc_atomic(int32_t *p, int32_t v, int red) {
     switch (red) {
     case SC_ADD: atomicAdd(p, v); return;
@@ -1093,7 +1110,8 @@ __device__ static inline void sc_atomic(int64_t *p, int64_t v, int red) {
 
 template <typename T> __device__ static inline void sc_put(T *p, T v, int red) {
     if constexpr (std::is_same<T, float>::value || std::is_same<T, __half>::value ||
-                  std::is_same<T, int32_t>::value || std::is_same<T, int64_t>::value) {
+                  std::is_same<T, __nv_bfloat16>::value || std::is_same<T, int32_t>::value ||
+                  std::is_same<T, int64_t>::value) {
         if (red != SC_NONE) {
             sc_atomic(p, v, red);
             return;
@@ -1161,8 +1179,8 @@ ox_status ox_cu_tn_prepare_scatter(struct ox_cuda_ctx *c, const struct ox_node *
               : !strcmp(r, "max") && n->opset >= 18 ? SC_MAX
               : !strcmp(r, "min") && n->opset >= 18 ? SC_MIN
                                                     : -1;
-    bool arith = x->dtype == OX_FLOAT || x->dtype == OX_FLOAT16 || x->dtype == OX_INT32 ||
-                 x->dtype == OX_INT64;
+    bool arith = x->dtype == OX_FLOAT || x->dtype == OX_FLOAT16 || x->dtype == OX_BFLOAT16 ||
+                 x->dtype == OX_INT32 || x->dtype == OX_INT64;
     if (!s.es || s.a.red < 0 || (s.a.red != SC_NONE && !arith) ||
         (idx->dtype != OX_INT64 && idx->dtype != OX_INT32) || u->dtype != x->dtype ||
         out[0]->dtype != x->dtype || !same_dims(out[0], x->rank, x->dims))
@@ -1226,6 +1244,7 @@ ox_status ox_cu_tn_scatter(struct ox_cuda_ctx *c, const struct ox_node *n,
         switch (s->dt) {
         case OX_FLOAT: scatter_launch<float>(c->stream, s, y, u, idx, i64, total); break;
         case OX_FLOAT16: scatter_launch<__half>(c->stream, s, y, u, idx, i64, total); break;
+        case OX_BFLOAT16: scatter_launch<__nv_bfloat16>(c->stream, s, y, u, idx, i64, total); break;
         case OX_INT32: scatter_launch<int32_t>(c->stream, s, y, u, idx, i64, total); break;
         default: scatter_launch<int64_t>(c->stream, s, y, u, idx, i64, total); break;
         }
@@ -1657,6 +1676,9 @@ __device__ static inline double rz_load(float v) {
 __device__ static inline double rz_load(__half v) {
     return (double)__half2float(v);
 }
+__device__ static inline double rz_load(__nv_bfloat16 v) {
+    return (double)__bfloat162float(v);
+}
 __device__ static inline double rz_load(double v) {
     return v;
 }
@@ -1665,6 +1687,9 @@ __device__ static inline void rz_store(float *p, double v) {
 }
 __device__ static inline void rz_store(__half *p, double v) {
     *p = __float2half_rn((float)v);
+}
+__device__ static inline void rz_store(__nv_bfloat16 *p, double v) {
+    *p = __float2bfloat16_rn((float)v); /* through float, as the CPU's ox_set_f64 */
 }
 __device__ static inline void rz_store(double *p, double v) {
     *p = v;
@@ -1734,7 +1759,7 @@ ox_status ox_cu_tn_prepare_resize(struct ox_cuda_ctx *c, const struct ox_node *n
     s.es = move_size(x->dtype);
     if (p.mode == RZ_NEAREST && !s.es) return OX_E_UNSUPPORTED;
     if (p.mode == RZ_LINEAR && x->dtype != OX_FLOAT && x->dtype != OX_FLOAT16 &&
-        x->dtype != OX_DOUBLE)
+        x->dtype != OX_BFLOAT16 && x->dtype != OX_DOUBLE)
         return OX_E_UNSUPPORTED;
     int r = p.rank;
     /* the taps of every axis, and which axes map each index to itself */
@@ -1844,6 +1869,10 @@ ox_status ox_cu_tn_resize(struct ox_cuda_ctx *c, const struct ox_node *n,
         else if (s->dtype == OX_FLOAT16)
             resize_linear<__half, false, I><<<blocks, TN_THREADS, 0, c->stream>>>(
                 (__half *)out[0]->data, (const __half *)in[0]->data, th, tw, s->lin, (I)total);
+        else if (s->dtype == OX_BFLOAT16)
+            resize_linear<__nv_bfloat16, false, I><<<blocks, TN_THREADS, 0, c->stream>>>(
+                (__nv_bfloat16 *)out[0]->data, (const __nv_bfloat16 *)in[0]->data, th, tw, s->lin,
+                (I)total);
         else
             resize_linear<double, false, I><<<blocks, TN_THREADS, 0, c->stream>>>(
                 (double *)out[0]->data, (const double *)in[0]->data, th, tw, s->lin, (I)total);
