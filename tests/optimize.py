@@ -1204,6 +1204,35 @@ def cases():
 
     out += [random_view_case(i) for i in range(16)]
 
+    # float16 products of several tiles each way for the GPU's tensor-core kernel (forced by
+    # the GPU check with OX_CUDA_ATTENTION=tc): queries and keys not multiples of 16, Dk and
+    # Dv unequal, a mask broadcast over heads and rows (one query's keys all masked: NaN), and
+    # keys at the kernel's limit of 256. On the CPU they check the float16 path as well.
+    def f16_tiles_case(name, B, H, S, T, Dk, Dv, masked):
+        r = np.random.default_rng(277)
+        q, kt, v = (rnd(r, shp, np.float16) for shp in ((B, H, S, Dk), (B, H, Dk, T),
+                                                         (B, H, T, Dv)))
+        c = np.array(np.sqrt(Dk), np.float16)
+        nodes = [helper.make_node("MatMul", ["Q", "KT"], ["s"]),
+                 helper.make_node("Div", ["s", "c"], ["s2"])]
+        ins, mask, sm_in = {"Q": q, "KT": kt, "V": v}, None, "s2"
+        if masked:
+            mask = np.where(r.uniform(size=(B, 1, 1, T)) < 0.3, -np.inf, 0).astype(np.float16)
+            mask = np.broadcast_to(mask, (B, 1, S, T)).copy()
+            mask[0, 0, 5, :] = -np.inf
+            ins["M"] = mask
+            nodes.append(helper.make_node("Add", ["s2", "M"], ["s3"]))
+            sm_in = "s3"
+        nodes += [helper.make_node("Softmax", [sm_in], ["p"], axis=-1),
+                  helper.make_node("MatMul", ["p", "V"], ["Y"])]
+        return Case("27_attention_f16_tiles_" + name, nodes, ins, ["Y"], {"c": c},
+                    {FA: 1, "MatMul": 0, "Softmax": 0},
+                    {"Y": sdpa_ref(q, kt, v, mask, 1.0 / np.sqrt(Dk))}, opset=13,
+                    dtype=Case.elem(q))
+
+    out.append(f16_tiles_case("masked", 2, 2, 70, 100, 40, 24, True))
+    out.append(f16_tiles_case("keys_256", 1, 2, 33, 256, 64, 64, False))
+
     # a factor that is not provably one element (a [H, 1, 1] input): on Q it stays a Mul
     # that feeds the fused node; on the scores it keeps the chain apart
     q, k, v = rnd(r, (2, 3, 4, 8)), rnd(r, (2, 3, 8, 5)), rnd(r, (2, 3, 5, 8))
