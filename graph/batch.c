@@ -228,6 +228,9 @@ static bool node_ok(struct bstate *s, int k) {
         if (n->n_inputs < 2 || n->inputs[0] < 0 || n->inputs[1] < 0 ||
             (out_rank = broadcast_rank(s, n, 2)) < 2)
             return false;
+        /* Skip through skip_perm: its batch axis must stay first */
+        const struct ox_attr *p = ox_node_attr(n, "skip_perm");
+        if (p && (p->type != OX_ATTR_INTS || p->n < 1 || p->ints[0] != 0)) return false;
         for (int i = 2; i < n->n_inputs; i++)
             if (n->inputs[i] >= 0 && s->batched[n->inputs[i]]) return false;
         if (norm_axis(attr_int(n, "axis", -1), out_rank) < 1) return false;

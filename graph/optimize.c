@@ -32,7 +32,9 @@
  *   done.
  * - A residual Add read only by a LayerNormalization (whose Mean and InvStdDev nothing reads)
  *   becomes, with it, one ai.onnxexec SkipLayerNormalization node (kernels/cpu/norm.c), after
- *   the epilogue fusions. OX_FUSE_SKIP_LAYERNORM=0: not done.
+ *   the epilogue fusions; an addend that a Transpose keeping the last axis made (read by the
+ *   Add alone) is read through the node's "skip_perm" instead. OX_FUSE_SKIP_LAYERNORM=0: not
+ *   done.
  * - A batch-first Transpose (keeping the last axis) before a MatMul by a constant matrix
  *   whose result only FusedAttention operands (and Shapes) read moves into the operands'
  *   view programs: the MatMul reads the untransposed input (hoist_transpose).
@@ -871,6 +873,22 @@ static ox_status fold_attention(struct opt *o, struct ox_node *sm) {
     return replace_chain(o, gone, n_gone, last, "FusedAttention", 0, ins, n_ins, attrs, n_attrs);
 }
 
+/* The perm of t when t is a Transpose (one input and output) whose perm keeps the last axis
+ * (rows stay rows: batch-first attention's swaps), else NULL. */
+static const struct ox_attr *rows_transpose(const struct ox_node *t) {
+    const struct ox_attr *perm = is_op(t, "Transpose") ? ox_node_attr(t, "perm") : NULL;
+    if (!perm || perm->type != OX_ATTR_INTS || t->n_inputs != 1 || t->inputs[0] < 0 ||
+        t->n_outputs != 1 || perm->n < 2 || perm->n > OX_MAX_RANK ||
+        perm->ints[perm->n - 1] != perm->n - 1)
+        return NULL;
+    bool seen[OX_MAX_RANK] = {false};
+    for (int i = 0; i < perm->n; i++) {
+        if (perm->ints[i] < 0 || perm->ints[i] >= perm->n || seen[perm->ints[i]]) return NULL;
+        seen[perm->ints[i]] = true;
+    }
+    return perm;
+}
+
 /* ---- residual Add into LayerNormalization ---------------------------------------------- */
 
 /* Add(a, b) -> LayerNormalization, the Add's output read by nothing else and the
@@ -894,7 +912,7 @@ static ox_status fold_skip_layernorm(struct opt *o, struct ox_node *ln) {
         return OX_OK;
     int n_ins = ln->n_inputs > 2 && ln->inputs[2] >= 0 ? 4 : 3;
     int *ins = ox_graph_alloc(g, sizeof(int) * 4);
-    struct ox_attr *attrs = ox_graph_alloc(g, sizeof *attrs * 2);
+    struct ox_attr *attrs = ox_graph_alloc(g, sizeof *attrs * 3);
     if (!ins || !attrs) return ox_err(OX_E_NOMEM, "out of memory fusing SkipLayerNormalization");
     ins[0] = add->inputs[0], ins[1] = add->inputs[1], ins[2] = ln->inputs[1];
     ins[3] = n_ins > 3 ? ln->inputs[2] : -1;
@@ -902,12 +920,29 @@ static ox_status fold_skip_layernorm(struct opt *o, struct ox_node *ln) {
         (struct ox_attr){.name = "axis", .type = OX_ATTR_INT, .i = ox_attr_int(ln, "axis", -1)};
     attrs[1] = (struct ox_attr){
         .name = "epsilon", .type = OX_ATTR_FLOAT, .f = ox_attr_float(ln, "epsilon", 1e-5f)};
+    /* an addend that a Transpose keeping the last axis made, read by the Add alone (batch-first
+     * attention's output, swapped back): its source becomes Skip, read through "skip_perm"
+     * (Add commutes exactly) */
+    struct ox_node *chain[] = {add, NULL};
+    int n_chain = 1, n_attrs = 2;
+    const char *fm = getenv("OX_MOVE_TRANSPOSE");
+    for (int side = 1; side >= 0 && n_chain == 1 && !(fm && !strcmp(fm, "0")); side--) {
+        struct ox_node *t = producer_once(o, ins[side]);
+        const struct ox_attr *perm = t ? rows_transpose(t) : NULL;
+        if (!perm) continue;
+        ox_status st = add_ints(g, &attrs[n_attrs++], "skip_perm", perm->ints, perm->n);
+        if (st) return st;
+        if (side == 0) ins[0] = ins[1];
+        ins[1] = t->inputs[0];
+        chain[n_chain++] = t;
+    }
     for (int k = 1; k < ln->n_outputs; k++) /* unread Mean and InvStdDev go */
         if (ln->outputs[k] >= 0) g->values[ln->outputs[k]].producer = -1;
     ln->n_outputs = 1;
-    struct ox_node *chain[] = {add};
     o->st->fused_skip_layernorm++;
-    return replace_chain(o, chain, 1, ln, "SkipLayerNormalization", 0, ins, n_ins, attrs, 2);
+    o->st->moved_transposes += n_chain - 1;
+    return replace_chain(o, chain, n_chain, ln, "SkipLayerNormalization", 0, ins, n_ins, attrs,
+                         n_attrs);
 }
 
 /* ---- batch-first Transposes past the projection ---------------------------------------- */
@@ -1029,17 +1064,12 @@ static ox_status hoist_transpose(struct opt *o, int fi, bool *added) {
         }
         int pt = g->values[m->inputs[0]].producer;
         const struct ox_node *t = pt >= 0 && !o->dead[pt] ? &g->nodes[pt] : NULL;
-        const struct ox_attr *perm = is_op(t, "Transpose") ? ox_node_attr(t, "perm") : NULL;
-        if (!perm || perm->type != OX_ATTR_INTS || t->n_inputs != 1 || t->inputs[0] < 0 ||
-            perm->n < 2 || perm->n > OX_MAX_RANK || perm->ints[perm->n - 1] != perm->n - 1)
-            continue;
+        const struct ox_attr *perm = t ? rows_transpose(t) : NULL;
+        if (!perm) continue;
         int r = perm->n;
         int64_t p[OX_MAX_RANK];
-        bool seen[OX_MAX_RANK] = {false}, ok = true;
-        for (int i = 0; i < r && ok; i++) {
-            ok = perm->ints[i] >= 0 && perm->ints[i] < r && !seen[perm->ints[i]];
-            if (ok) seen[perm->ints[i]] = true, p[i] = perm->ints[i];
-        }
+        bool ok = true;
+        memcpy(p, perm->ints, sizeof(int64_t) * (size_t)r);
         /* every reader of Y: an operand whose program has room, or one for Shapes only */
         int counted = 0, budget = 64;
         bool shapes = false;

@@ -1295,7 +1295,7 @@ def cases():
     # graph for Shape nodes are folded with them when the plan is built (run_ops: what runs).
     # Oracle: numpy in float64.
     def batch_first_case(name, N, S, H, D, dt=np.float32, extra=None, w_shape=None,
-                         moved=True):
+                         moved=True, residual=None):
         r = np.random.default_rng(29)
         E = H * D
         x = rnd(r, (N, S, E), dt)
@@ -1319,7 +1319,16 @@ def cases():
                  helper.make_node("Add", ["pm", "bias"], ["P"])]
         inits["i1u"], inits["i2u"] = c64([1]), c64([2])
         nodes += packed_mha_nodes("P", "o3")
-        nodes.append(helper.make_node("Transpose", ["o3"], ["Y"], perm=[1, 0, 2]))
+        opset = 13
+        if residual:  # the residual and its norm: Y = LayerNorm(X + o3 swapped back)
+            opset = 17
+            inits["g"], inits["b"] = rnd(r, (E,), dt), rnd(r, (E,), dt, 0.1)
+            add_ins = {"first": ["ot", "R"], "second": ["R", "ot"]}[residual[0]]
+            nodes += [helper.make_node("Transpose", ["o3"], ["ot"], perm=[1, 0, 2]),
+                      helper.make_node("Add", add_ins, ["sum"]),
+                      helper.make_node("LayerNormalization", ["sum", "g", "b"], ["Y"], axis=-1)]
+        else:
+            nodes.append(helper.make_node("Transpose", ["o3"], ["Y"], perm=[1, 0, 2]))
         outs = ["Y"]
         xt = x.astype(np.float64).transpose(1, 0, 2)
         pr = mm(xt, w) + bias
@@ -1332,10 +1341,19 @@ def cases():
                      vs.transpose(1, 0, 2)).transpose(1, 0, 2).reshape(S, N, E)
         oracle["Y"] = y.transpose(1, 0, 2)
         run = {"FusedMatMul": 1, "FusedAttention": 1, "Transpose": 1 if moved else 2}
+        ins = {"X": x}
+        if residual:  # R: X itself, or a [1, S, E] that broadcasts
+            rr = x if residual[1] == "x" else rnd(r, (1, S, E), dt)
+            ins["R"] = rr
+            sm = oracle["Y"] + rr.astype(np.float64)
+            mu = sm.mean(-1, keepdims=True)
+            sd = np.sqrt(((sm - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
+            oracle["Y"] = (sm - mu) / sd * inits["g"].astype(np.float64) + inits["b"]
+            run = {"FusedMatMul": 1, "FusedAttention": 1, "SkipLayerNormalization": 1}
         if extra == "reader":
             run = None
-        return Case("29_transpose_into_attention_" + name, nodes, {"X": x}, outs, inits,
-                    {FA: 1, "MatMul": 0, "Softmax": 0}, oracle, opset=13,
+        return Case("29_transpose_into_attention_" + name, nodes, ins, outs, inits,
+                    {FA: 1, "MatMul": 0, "Softmax": 0}, oracle, opset=opset,
                     dtype=Case.elem(x), run_ops=run,
                     note="moved" if moved else "not moved")
 
@@ -1343,6 +1361,15 @@ def cases():
     out.append(batch_first_case("float16", 2, 6, 3, 8, np.float16))
     out.append(batch_first_case("projection_read_no_move", 2, 5, 2, 4, extra="reader",
                                 moved=False))
+    # the Transpose back after the attention, into the residual's SkipLayerNormalization
+    # (skip_perm), either side of the Add, in float16, and with the other addend broadcast
+    out.append(batch_first_case("residual_layernorm", 3, 5, 2, 4, residual=("second", "x")))
+    out.append(batch_first_case("residual_layernorm_skip_first", 2, 6, 2, 8,
+                                residual=("first", "x")))
+    out.append(batch_first_case("residual_layernorm_float16", 2, 6, 3, 8, np.float16,
+                                residual=("second", "x")))
+    out.append(batch_first_case("residual_layernorm_broadcast", 3, 5, 2, 4,
+                                residual=("second", "b")))
 
     # separate projections whose views start with a Transpose (merged with the moved one);
     # the input's Transpose then has no reader left and goes

@@ -267,10 +267,12 @@ ox_status ox_nn_cpu_layernorm(struct ox_kernel_ctx *ctx, const struct ox_node *n
 
 /* ---- SkipLayerNormalization (ai.onnxexec) ---------------------------------------------- */
 
-/* Inputs X, Skip, Scale, B (optional); attributes axis, epsilon as LayerNormalization's.
- * Y = LayerNormalization(Add(X, Skip), Scale, B): the sum broadcast and rounded to the element
- * type as Add does, then normalized (graph/optimize.c makes it from a residual Add that only
- * the LayerNormalization reads). Through the two ops' own rows, the sum in Y's memory. */
+/* Inputs X, Skip, Scale, B (optional); attributes axis, epsilon as LayerNormalization's, and
+ * skip_perm (optional: a permutation keeping the last axis).
+ * Y = LayerNormalization(Add(X, Transpose(Skip, skip_perm)), Scale, B): the sum broadcast and
+ * rounded to the element type as Add does, then normalized (graph/optimize.c makes it from a
+ * residual Add that only the LayerNormalization reads, and a Transpose only the Add read).
+ * Through the ops' own rows: Skip transposed into scratch, the sum in Y's memory. */
 
 /* The Add and the LayerNormalization that n stands for (ln_ins: {0, 1, 2} or {0, 1, -1}). */
 static void skip_ln_nodes(const struct ox_node *n, struct ox_node *add, struct ox_node *ln,
@@ -303,11 +305,48 @@ static ox_status skip_ln(struct ox_infer_ctx *ictx, struct ox_kernel_ctx *kctx,
     int ins[3];
     skip_ln_nodes(n, &add, &ln, ins);
     const struct ox_op *a = ox_op_find("", "Add", 14);
+    ox_tensor moved; /* Skip transposed by skip_perm, in scratch */
+    size_t scratch = 0;
+    const struct ox_attr *perm = ox_node_attr(n, "skip_perm");
+    if (perm) {
+        if (perm->type != OX_ATTR_INTS || perm->n != skip->rank || perm->n < 1 ||
+            perm->ints[perm->n - 1] != perm->n - 1)
+            return ox_node_err(n, OX_E_INVALID,
+                               "skip_perm: a permutation of Skip's %d axes keeping the last "
+                               "expected",
+                               skip->rank);
+        struct ox_attr pa = *perm;
+        pa.name = "perm";
+        struct ox_node tn = {.name = n->name,
+                             .domain = "",
+                             .op_type = "Transpose",
+                             .opset = 13,
+                             .n_inputs = 1,
+                             .inputs = ins,
+                             .n_outputs = 1,
+                             .outputs = ins,
+                             .attrs = &pa,
+                             .n_attrs = 1};
+        const struct ox_op *t = ox_op_find("", "Transpose", 13);
+        moved = *skip;
+        moved.data = kctx ? kctx->scratch : NULL;
+        ox_tensor *mo = &moved;
+        ox_status st = t->infer(&(struct ox_infer_ctx){.n_threads = 1}, &tn, &skip, &mo);
+        if (st) return st;
+        size_t bytes;
+        if (!ox_tensor_bytes(moved.dtype, moved.rank, moved.dims, &bytes))
+            return ox_node_err(n, OX_E_NOMEM, "Skip's size overflows");
+        if (ictx) scratch = bytes;
+        if (kctx && (st = t->cpu(kctx, &tn, &skip, &mo))) return st;
+        skip = &moved;
+    }
     const ox_tensor *ain[2] = {x, skip}, *lin[3] = {out[0], in[2], ox_in(n, in, 3)};
     ox_status st = ictx ? a->infer(ictx, &add, ain, out) : a->cpu(kctx, &add, ain, out);
     if (st) return st;
-    return ictx ? ox_nn_infer_layernorm(ictx, &ln, lin, out)
-                : ox_nn_cpu_layernorm(kctx, &ln, lin, out);
+    if (!ictx) return ox_nn_cpu_layernorm(kctx, &ln, lin, out);
+    st = ox_nn_infer_layernorm(ictx, &ln, lin, out);
+    if (ictx->scratch_bytes < scratch) ictx->scratch_bytes = scratch;
+    return st;
 }
 
 ox_status ox_nn_infer_skip_layernorm(struct ox_infer_ctx *ctx, const struct ox_node *n,

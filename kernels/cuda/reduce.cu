@@ -1665,6 +1665,24 @@ __global__ void __launch_bounds__(1024)
 /* V elements of T moved as one load or store. */
 template <typename T, int V> struct alignas(sizeof(T) * V) red_vec { T e[V]; };
 
+/* Where SkipLayerNormalization's row r of Skip starts (elements): r * len, or, for a Skip read
+ * through skip_perm, r's coordinates over the rows' dims (row-major) times Skip's strides of
+ * those dims (n of them). */
+#define SKIP_MAP_MAX 4
+struct skip_map {
+    int n;
+    int64_t dims[SKIP_MAP_MAX], st[SKIP_MAP_MAX];
+};
+static __device__ __forceinline__ int64_t skip_row(const skip_map &m, int64_t r, int64_t len) {
+    if (m.n == 0) return r * len;
+    int64_t off = 0;
+    for (int i = m.n - 1; i >= 0; i--) {
+        off += (r % m.dims[i]) * m.st[i];
+        r /= m.dims[i];
+    }
+    return off;
+}
+
 /* LayerNormalization's rows (scale and bias along the row or one value each) of at most
  * 32 * VW * NV elements, a warp a row with the row in registers: x is read once, VW elements a
  * load (VW > 1: the row length a multiple of VW, every row start and scale and bias aligned to
@@ -1674,13 +1692,13 @@ template <typename T, int VW, int NV>
 __global__ void __launch_bounds__(256)
     k_layernorm_regs(const T *x, const T *skip, T *y, const T *scale, const T *bias, int64_t rows,
                      int len, bool scale_row, bool bias_row, float eps, void *mean_out,
-                     void *inv_out, ox_dtype stat_dtype) {
+                     void *inv_out, ox_dtype stat_dtype, skip_map sm) {
     using V = red_vec<T, VW>;
     const int lane = threadIdx.x & 31, nvec = len / VW;
     for (int64_t r = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows;
          r += (int64_t)gridDim.x * (blockDim.x >> 5)) {
         const V *p = (const V *)(x + r * len);
-        const V *ps = skip ? (const V *)(skip + r * len) : NULL;
+        const V *ps = skip ? (const V *)(skip + skip_row(sm, r, len)) : NULL;
         float v[NV][VW];
         float s = 0.0f;
 #pragma unroll
@@ -1743,14 +1761,19 @@ struct norm_state {
     float eps;
     bool layernorm; /* scale and bias along the row or one value: k_layernorm_regs may run */
     bool skip;      /* SkipLayerNormalization: input 1 (of X's shape) added to X first */
+    skip_map sm;    /* ... read through its skip_perm (sm.n 0: none) */
 };
 
 /* y = x + skip over n elements, rounded to T (SkipLayerNormalization's sum where the
  * register kernel cannot take the rows: normalized in place after). */
-template <typename T> __global__ void k_add_rounded(const T *x, const T *skip, T *y, int64_t n) {
+template <typename T>
+__global__ void k_add_rounded(const T *x, const T *skip, T *y, int64_t n, int64_t len,
+                              skip_map sm) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = from_f<T>(to_f(x[i]) + to_f(skip[i]));
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t k = sm.n ? skip_row(sm, i / len, len) + i % len : i;
+        y[i] = from_f<T>(to_f(x[i]) + to_f(skip[k]));
+    }
 }
 
 /* k_layernorm_regs for rows of len, NV vectors of VW a lane: false when the row is too long. */
@@ -1763,7 +1786,7 @@ static bool launch_layernorm_regs(const norm_state *s, cudaStream_t st, const T 
     return with_per_lane<8>((s->len / VW + 31) / 32, [&](auto nv) {
         k_layernorm_regs<T, VW, decltype(nv)::value>
             <<<grid, 256, 0, st>>>(x, skip, y, scale, bias, s->rows, (int)s->len, srow, brow,
-                                   s->eps, mean_out, inv_out, s->stat_dtype);
+                                   s->eps, mean_out, inv_out, s->stat_dtype, s->sm);
     });
 }
 
@@ -1787,7 +1810,7 @@ static void launch_norm(const norm_state *s, int n_sms, cudaStream_t st, const v
     }
     if (kp) { /* the sum into y, normalized there */
         int64_t n = s->rows * s->len;
-        k_add_rounded<T><<<grid_of((n + 255) / 256), 256, 0, st>>>(xp, kp, yp, n);
+        k_add_rounded<T><<<grid_of((n + 255) / 256), 256, 0, st>>>(xp, kp, yp, n, s->len, s->sm);
         xp = yp;
     }
     if (s->len <= WARP_ROW_MAX)
@@ -1854,14 +1877,37 @@ ox_status ox_cu_red_prepare_layernorm(struct ox_cuda_ctx *c, const struct ox_nod
 }
 
 /* SkipLayerNormalization (ai.onnxexec; kernels/cpu/norm.c): LayerNormalization of X + Skip,
- * taken where Skip has X's shape (the one-kernel sum); a broadcast Skip goes to the CPU. */
+ * taken where Skip (through skip_perm, which must leave the normalized axes in place and move
+ * at most SKIP_MAP_MAX row axes) has X's shape (the one-kernel sum); a broadcast Skip goes to
+ * the CPU. */
 ox_status ox_cu_red_prepare_skip_layernorm(struct ox_cuda_ctx *c, const struct ox_node *n,
                                            const ox_tensor *const *in, ox_tensor *const *out,
                                            unsigned const_inputs, void **state, size_t *workspace) {
     const ox_tensor *x = ox_in(n, in, 0), *skip = ox_in(n, in, 1);
-    if (!x || !skip || skip->dtype != x->dtype || !ox_same_shape(x, skip) || n->n_outputs != 1 ||
+    if (!x || !skip || skip->dtype != x->dtype || skip->rank != x->rank || n->n_outputs != 1 ||
         n->n_inputs < 3)
         return OX_E_UNSUPPORTED;
+    const struct ox_attr *perm = ox_node_attr(n, "skip_perm");
+    skip_map sm = {0, {0}, {0}};
+    if (!perm && !ox_same_shape(x, skip)) return OX_E_UNSUPPORTED;
+    if (perm) { /* Skip's dims through the perm must be X's */
+        int r = x->rank;
+        int64_t axis = ox_attr_int(n, "axis", -1), st[OX_MAX_RANK], acc = 1;
+        bool seen[OX_MAX_RANK] = {false};
+        if (axis < 0) axis += r;
+        if (perm->type != OX_ATTR_INTS || perm->n != r || axis < 0 || axis >= r ||
+            axis > SKIP_MAP_MAX)
+            return OX_E_UNSUPPORTED;
+        for (int i = r - 1; i >= 0; i--) st[i] = acc, acc *= skip->dims[i];
+        for (int i = 0; i < r; i++) {
+            int64_t p = perm->ints[i];
+            if (p < 0 || p >= r || seen[p] || skip->dims[p] != x->dims[i] || (i >= axis && p != i))
+                return OX_E_UNSUPPORTED;
+            seen[p] = true;
+        }
+        sm.n = (int)axis;
+        for (int i = 0; i < axis; i++) sm.dims[i] = x->dims[i], sm.st[i] = st[perm->ints[i]];
+    }
     /* LayerNormalization's checks and state, on (X, Scale, B) */
     struct ox_node ln = *n;
     int ins[3] = {n->inputs[0], n->inputs[2], n->n_inputs > 3 ? n->inputs[3] : -1};
@@ -1871,6 +1917,7 @@ ox_status ox_cu_red_prepare_skip_layernorm(struct ox_cuda_ctx *c, const struct o
     ox_status st = ox_cu_red_prepare_layernorm(c, &ln, lin, out, const_inputs, state, workspace);
     if (st) return st;
     ((norm_state *)*state)->skip = true;
+    ((norm_state *)*state)->sm = sm;
     return OX_OK;
 }
 
