@@ -159,7 +159,9 @@ typedef struct ox_session_options {
      * was built without CUDA. Batches are never split on a GPU. */
     const char *device;
     /* OX_PRECISION_FP32 (0, the default: float32 throughout, TF32 off), _TF32 (float32
-     * data, TF32 tensor-core products in convolutions and matrix products). GPU only. */
+     * data, TF32 tensor-core products in convolutions and matrix products), _FP16 and _BF16
+     * (float32 values held as float16 or bfloat16 on the GPU, sums in float32; inputs and
+     * outputs stay float32). GPU only. */
     int precision;
 } ox_session_options;
 
@@ -500,7 +502,8 @@ typedef struct ox_compare_side {
     int n_values;
     const char *label; /* for messages and reports ("cpu", "cpu:noopt", a folder) */
     /* Where a model side runs (ox_session_options.device and .precision: NULL and 0, the
-     * CPU). A side in fp16 or tf32 is compared with float16's default tolerances. */
+     * CPU). A side in fp16 or tf32 is compared with float16's default tolerances, one in
+     * bf16 with bfloat16's. */
     const char *device;
     int precision;
 } ox_compare_side;

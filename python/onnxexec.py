@@ -65,9 +65,6 @@ class _Limits(ctypes.Structure):
     ]
 
 
-_PRECISIONS = {"fp32": 0, "tf32": 1, "fp16": 2, "bf16": 3}
-
-
 class _ModelOptions(ctypes.Structure):
     _fields_ = [
         ("no_optimize", ctypes.c_bool),
@@ -221,7 +218,7 @@ class Model(_Owned):
 
     def session(self, threads=0, device="cpu", precision="fp32"):
         """A session that runs this model (threads: 0 for the number of cores; device "cpu",
-        "cuda" or "cuda:N"; precision on a GPU "fp32", "tf32" or "fp16")."""
+        "cuda" or "cuda:N"; precision on a GPU "fp32", "tf32", "fp16" or "bf16")."""
         return Session(self, threads, device, precision)
 
     def run(self, inputs, threads=0):
