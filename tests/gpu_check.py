@@ -119,6 +119,13 @@ def op_names(path):
         return []
 
 
+# relative L2 against the CPU per precision; PARITY_PRECISIONS (environment, comma list)
+# picks the ones run
+PARITY_TOL = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 1e-2, "bf16": 5e-2}
+PARITY_PRECISIONS = [p for p in os.environ.get("PARITY_PRECISIONS", "fp32,fp16,bf16").split(",")
+                     if p in PARITY_TOL]
+
+
 def parity(onnxexec, models, work):
     import numpy as np
     rows = []
@@ -127,9 +134,9 @@ def parity(onnxexec, models, work):
         path, _, shape = spec.partition(":")
         extra = ["--seed", "1"] + (["--shape", shape] if shape else [])
         outs = {}
-        for side, args in (("cpu", []), ("fp32", ["--device", "cuda"]),
-                           ("fp16", ["--device", "cuda", "--precision", "fp16"]),
-                           ("bf16", ["--device", "cuda", "--precision", "bf16"])):
+        sides = [("cpu", [])] + [(p, ["--device", "cuda", "--precision", p])
+                                 for p in PARITY_PRECISIONS]
+        for side, args in sides:
             tag = os.path.basename(path) + ("." + shape.replace("=", "") if shape else "")
             d = os.path.join(work, tag + "." + side)
             os.makedirs(d, exist_ok=True)
@@ -143,7 +150,7 @@ def parity(onnxexec, models, work):
         if not isinstance(ref, dict):
             bad.append((spec, "cpu", ref[0]))
             continue
-        for side, tol in (("fp32", 1e-4), ("fp16", 1e-2), ("bf16", 5e-2)):
+        for side, tol in ((p, PARITY_TOL[p]) for p in PARITY_PRECISIONS):
             got = outs[side]
             if not isinstance(got, dict):
                 bad.append((spec, side, got[0]))

@@ -16,8 +16,9 @@
 # graph-API convolutions forced), GPU_BENCHMARKS.md, gpu_bench.txt/.json,
 # profile.txt, ab.txt. BENCH_BUDGET (seconds, default 300) bounds the benchmark; BENCH_ARGS
 # adds options to it. NODE_DIR names the ONNX node cases (default: the onnx package's, where
-# it has them), MORE_CASES more folders of cases; PARITY=0 skips the models, GRADS=0 the
-# gradients.
+# it has them), MORE_CASES more folders of cases; PARITY=0 skips the models,
+# PARITY_PRECISIONS=fp32,fp16,bf16 (the default) names their precisions, GRADS=0 skips the
+# gradients. OX_CUDA_TRACE=1 runs count the ways prepare chose (see `ways`).
 set -u
 out=${1:?usage: tools/gpu_session.sh OUT [build|check|bench]...}
 shift
