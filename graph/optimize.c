@@ -17,7 +17,8 @@
  *   ReduceMean, Add(epsilon), Sqrt, Div, Mul(gamma), Add(beta), becomes one
  *   LayerNormalization node (opset 17's op; constant gamma and beta).
  * - GELU exported as Div(x, sqrt 2), Erf, Add(1), Mul(x), Mul(0.5) (either order of the
- *   multiplications) becomes one Gelu node (opset 20's op).
+ *   multiplications) becomes one Gelu node (opset 20's op); its tanh form, 0.5 x (1 +
+ *   Tanh(sqrt(2/pi) (x + 0.044715 x^3))) with x^3 as Pow or Muls, Gelu(approximate "tanh").
  *   Where the model's opset is older than the op, the node is onnxexec's twin of it (domain
  *   ai.onnxexec), so that the graph can still be written at the model's own opset.
  * - Attention: MatMul(Q', KT') [-> scale factors] [-> Add(mask)] -> Softmax(axis -1) ->
@@ -114,6 +115,13 @@ static struct ox_node *only_reader(struct opt *o, int v) {
 
 static bool is_op(const struct ox_node *n, const char *type) {
     return n && n->domain[0] == '\0' && strcmp(n->op_type, type) == 0;
+}
+
+/* The one node writing v, when v is read once (so that the node may be fused away). */
+static struct ox_node *producer_once(struct opt *o, int v) {
+    if (v < 0 || o->uses[v] != 1) return NULL;
+    int p = o->g->values[v].producer;
+    return p >= 0 && !o->dead[p] ? &o->g->nodes[p] : NULL;
 }
 
 /* A new float initializer named after `base` (made unique). */
@@ -484,40 +492,115 @@ static ox_status fold_layernorm(struct opt *o, struct ox_node *rm1) {
 
 /* Div(x, sqrt 2) -> Erf -> Add(1) -> Mul(x, .) -> Mul(0.5) (or Mul(Mul(x, 0.5), .)): Gelu(x),
  * opset 20's op (exact, erf form), as torch exports nn.GELU. */
+/* The tail 0.5 x (1 + f) both GELU forms share, from the Add(f, 1) node `add` on: x (1 + f)
+ * then times 0.5, or (x 0.5) (1 + f). The node that gives the result in *last, the other Mul
+ * in *mul; false when the tail is not there. */
+static bool gelu_tail(struct opt *o, struct ox_node *add, int f, int x, struct ox_node **last,
+                      struct ox_node **mul) {
+    struct ox_graph *g = o->g;
+    float one, half;
+    if (!is_op(add, "Add") || !const_scalar(o, other_input(add, f), &one) || one != 1.0f)
+        return false;
+    struct ox_node *m = only_reader(o, add->outputs[0]);
+    if (!is_op(m, "Mul")) return false;
+    int other = other_input(m, add->outputs[0]);
+    if (other == x) { /* x (1 + f), then times 0.5 */
+        *last = only_reader(o, m->outputs[0]);
+        *mul = m;
+        return is_op(*last, "Mul") && const_scalar(o, other_input(*last, m->outputs[0]), &half) &&
+               half == 0.5f;
+    }
+    /* (x 0.5) (1 + f) */
+    struct ox_node *extra =
+        other >= 0 && g->values[other].producer >= 0 ? &g->nodes[g->values[other].producer] : NULL;
+    *last = m;
+    *mul = extra;
+    return is_op(extra, "Mul") && o->uses[other] == 1 && other_input(extra, x) >= 0 &&
+           const_scalar(o, other_input(extra, x), &half) && half == 0.5f;
+}
+
 static ox_status fold_gelu(struct opt *o, struct ox_node *div) {
     struct ox_graph *g = o->g;
-    float c, one, half;
+    float c;
     if (!is_op(div, "Div") || div->n_inputs != 2 || !const_scalar(o, div->inputs[1], &c) ||
         fabsf(c - 1.41421356f) > 1e-6f)
         return OX_OK;
     int x = div->inputs[0];
-    struct ox_node *erf_n = only_reader(o, div->outputs[0]);
-    if (!is_op(erf_n, "Erf")) return OX_OK;
-    struct ox_node *add = only_reader(o, erf_n->outputs[0]);
-    if (!is_op(add, "Add") || !const_scalar(o, other_input(add, erf_n->outputs[0]), &one) ||
-        one != 1.0f)
+    struct ox_node *erf_n = only_reader(o, div->outputs[0]), *last, *mul;
+    if (!is_op(erf_n, "Erf") ||
+        !gelu_tail(o, only_reader(o, erf_n->outputs[0]), erf_n->outputs[0], x, &last, &mul))
         return OX_OK;
-    struct ox_node *m = only_reader(o, add->outputs[0]), *last, *extra = NULL;
-    if (!is_op(m, "Mul")) return OX_OK;
-    int other = other_input(m, add->outputs[0]);
-    if (other == x) { /* x (1 + erf), then times 0.5 */
-        last = only_reader(o, m->outputs[0]);
-        if (!is_op(last, "Mul") || !const_scalar(o, other_input(last, m->outputs[0]), &half) ||
-            half != 0.5f)
-            return OX_OK;
-    } else { /* (x 0.5) (1 + erf) */
-        extra = other >= 0 && g->values[other].producer >= 0 ? &g->nodes[g->values[other].producer]
-                                                             : NULL;
-        if (!is_op(extra, "Mul") || o->uses[other] != 1 || other_input(extra, x) < 0 ||
-            !const_scalar(o, other_input(extra, x), &half) || half != 0.5f)
-            return OX_OK;
-        last = m;
-    }
     int *ins = ox_graph_alloc(g, sizeof(int));
     if (!ins) return ox_err(OX_E_NOMEM, "out of memory fusing Gelu");
     ins[0] = x;
-    struct ox_node *chain[] = {div, erf_n, add, last == m ? extra : m};
+    struct ox_node *chain[] = {div, erf_n, only_reader(o, erf_n->outputs[0]), mul};
     return replace_chain(o, chain, 4, last, "Gelu", 20, ins, 1, NULL, 0);
+}
+
+/* The product tree of v over x (Mul nodes read once, Pow(x, 3), constant scalars): x's
+ * power into *pw and the constants' product into *c, its nodes appended to chain[*n] (at
+ * most max); false when v is not such a product. */
+static bool x_power(struct opt *o, int v, int x, int *pw, double *c, struct ox_node **chain, int *n,
+                    int max) {
+    float k;
+    if (v == x) {
+        ++*pw;
+        return true;
+    }
+    if (const_scalar(o, v, &k)) {
+        *c *= k;
+        return true;
+    }
+    int p = v >= 0 && o->uses[v] == 1 ? o->g->values[v].producer : -1;
+    struct ox_node *m = p >= 0 && !o->dead[p] ? &o->g->nodes[p] : NULL;
+    if (!m || *n == max || m->n_inputs != 2 || m->n_outputs != 1) return false;
+    if (is_op(m, "Pow")) {
+        if (m->inputs[0] != x || !const_scalar(o, m->inputs[1], &k) || k != 3.0f) return false;
+        *pw += 3;
+    } else if (!is_op(m, "Mul") || !x_power(o, m->inputs[0], x, pw, c, chain, n, max) ||
+               !x_power(o, m->inputs[1], x, pw, c, chain, n, max)) {
+        return false;
+    }
+    chain[(*n)++] = m;
+    return true;
+}
+
+/* GELU's tanh form as torch exports F.gelu(approximate="tanh") and Hugging Face's gelu_new
+ * write it: 0.5 x (1 + Tanh(sqrt(2/pi) (x + 0.044715 x^3))), x^3 as Pow(x, 3) or Muls in
+ * any grouping, the factors on either side -> Gelu(approximate="tanh"). */
+static ox_status fold_gelu_tanh(struct opt *o, struct ox_node *t) {
+    struct ox_graph *g = o->g;
+    if (!is_op(t, "Tanh") || t->n_inputs != 1 || t->n_outputs != 1) return OX_OK;
+    struct ox_node *chain[16], *scale = producer_once(o, t->inputs[0]), *last, *mul;
+    float c;
+    int n = 0, s = -1;
+    for (int k = 0; k < 2 && is_op(scale, "Mul") && scale->n_inputs == 2 && s < 0; k++)
+        if (const_scalar(o, scale->inputs[k], &c) && fabs(c - 0.7978845608) < 1e-6)
+            s = scale->inputs[1 - k];
+    struct ox_node *sum = s >= 0 ? producer_once(o, s) : NULL;
+    if (!is_op(sum, "Add") || sum->n_inputs != 2) return OX_OK;
+    int x = -1;
+    for (int k = 0; k < 2 && x < 0; k++) { /* x + 0.044715 x^3, either order */
+        int pw = 0, n0 = n;
+        double cube = 1.0;
+        if (x_power(o, sum->inputs[1 - k], sum->inputs[k], &pw, &cube, chain, &n, 12) && pw == 3 &&
+            fabs(cube - 0.044715) < 1e-6)
+            x = sum->inputs[k];
+        else
+            n = n0;
+    }
+    if (x < 0 || const_of(o, x) ||
+        !gelu_tail(o, only_reader(o, t->outputs[0]), t->outputs[0], x, &last, &mul))
+        return OX_OK;
+    int *ins = ox_graph_alloc(g, sizeof(int));
+    struct ox_attr *at = ox_graph_alloc(g, sizeof *at);
+    if (!ins || !at) return ox_err(OX_E_NOMEM, "out of memory fusing Gelu");
+    ins[0] = x;
+    *at = (struct ox_attr){.name = "approximate", .type = OX_ATTR_STRING, .s = "tanh", .s_len = 4};
+    chain[n++] = sum, chain[n++] = scale, chain[n++] = t;
+    chain[n++] = only_reader(o, t->outputs[0]);
+    chain[n++] = mul;
+    return replace_chain(o, chain, n, last, "Gelu", 20, ins, 1, at, 1);
 }
 
 /* ---- attention from its exported pieces ------------------------------------------------ */
@@ -570,13 +653,6 @@ static bool one_element(struct opt *o, int v, int depth) {
         return ix && ox_tensor_numel(ix) == 1;
     }
     return false;
-}
-
-/* The one node writing v, when v is read once (so that the node may be fused away). */
-static struct ox_node *producer_once(struct opt *o, int v) {
-    if (v < 0 || o->uses[v] != 1) return NULL;
-    int p = o->g->values[v].producer;
-    return p >= 0 && !o->dead[p] ? &o->g->nodes[p] : NULL;
 }
 
 /* What FusedAttention takes in place of the pieces: the operands' sources, factors and
@@ -1205,6 +1281,8 @@ ox_status ox_graph_optimize(struct ox_graph *g, bool standard_only, struct ox_op
         if (!o.dead[i]) rc = fold_layernorm(&o, &g->nodes[i]);
     for (int i = 0; i < g->n_nodes && !rc && (!standard_only || opset >= 20); i++)
         if (!o.dead[i]) rc = fold_gelu(&o, &g->nodes[i]);
+    for (int i = 0; i < g->n_nodes && !rc && (!standard_only || opset >= 20); i++)
+        if (!o.dead[i]) rc = fold_gelu_tanh(&o, &g->nodes[i]);
     const char *fa = getenv("OX_FUSE_ATTENTION");
     for (int i = 0; i < g->n_nodes && !rc && !standard_only && !(fa && !strcmp(fa, "0")); i++)
         if (!o.dead[i]) rc = fold_attention(&o, &g->nodes[i]);

@@ -719,6 +719,49 @@ def cases():
         {"X": Xg}, ["Y"], ginits, {"ai.onnxexec.Gelu": 1, "Erf": 0, "Div": 0, "Mul": 0}, {"Y": gelu},
         opset=17))
 
+    # GELU's tanh form, as torch 1.13 exports F.gelu(approximate="tanh") (x^3 as x (x x), the
+    # constants first), Hugging Face's gelu_new (Pow(x, 3), the 0.5 on x first) and GPT-2's
+    # code (((x c) x) x) -> Gelu(approximate="tanh"); a constant off by 1e-3 or an
+    # intermediate read elsewhere keeps the nodes
+    xg = Xg.astype(np.float64)
+    gelu_t = 0.5 * xg * (1 + np.tanh(np.sqrt(2 / np.pi) * (xg + 0.044715 * xg ** 3)))
+    tinits = {"k": np.array(0.044715, np.float32), "s2p": np.array(np.sqrt(2 / np.pi), np.float32),
+              "one": np.array(1.0, np.float32), "half": np.array(0.5, np.float32),
+              "three": np.array(3.0, np.float32), "kbad": np.array(0.0457, np.float32)}
+    tail_torch = [helper.make_node("Tanh", ["u"], ["t"]), helper.make_node("Add", ["one", "t"], ["p"]),
+                  helper.make_node("Mul", ["X", "p"], ["q"]),
+                  helper.make_node("Mul", ["half", "q"], ["Y"])]
+    tail_hf = [helper.make_node("Tanh", ["u"], ["t"]), helper.make_node("Add", ["t", "one"], ["p"]),
+               helper.make_node("Mul", ["X", "half"], ["h"]), helper.make_node("Mul", ["h", "p"], ["Y"])]
+    forms = {
+        "torch": [helper.make_node("Mul", ["X", "X"], ["x2"]), helper.make_node("Mul", ["X", "x2"], ["x3"]),
+                  helper.make_node("Mul", ["k", "x3"], ["kx3"]), helper.make_node("Add", ["X", "kx3"], ["a"]),
+                  helper.make_node("Mul", ["s2p", "a"], ["u"])] + tail_torch,
+        "hf_pow": [helper.make_node("Pow", ["X", "three"], ["x3"]), helper.make_node("Mul", ["x3", "k"], ["kx3"]),
+                   helper.make_node("Add", ["X", "kx3"], ["a"]), helper.make_node("Mul", ["a", "s2p"], ["u"])]
+        + tail_hf,
+        "gpt2": [helper.make_node("Mul", ["X", "k"], ["xk"]), helper.make_node("Mul", ["xk", "X"], ["xkx"]),
+                 helper.make_node("Mul", ["xkx", "X"], ["kx3"]), helper.make_node("Add", ["kx3", "X"], ["a"]),
+                 helper.make_node("Mul", ["a", "s2p"], ["u"])] + tail_hf,
+    }
+    for tag, nodes in forms.items():
+        out.append(Case("24c_gelu_tanh_" + tag, nodes, {"X": Xg}, ["Y"], tinits,
+                        {"ai.onnxexec.Gelu": 1, "Tanh": 0, "Mul": 0, "Add": 0, "Pow": 0},
+                        {"Y": gelu_t}, opset=17))
+    bad = [helper.make_node("Mul", ["kbad", "x3"], ["kx3"]) if n.output[0] == "kx3" else n
+           for n in forms["torch"]]
+    gelu_bad = 0.5 * xg * (1 + np.tanh(np.sqrt(2 / np.pi) * (xg + 0.0457 * xg ** 3)))
+    out.append(Case("24d_gelu_tanh_other_constant_no_fusion", bad, {"X": Xg}, ["Y"], tinits,
+                    {"ai.onnxexec.Gelu": 0, "Tanh": 1}, {"Y": gelu_bad}, opset=17))
+    out.append(Case("24e_gelu_tanh_cube_read_no_fusion", forms["torch"], {"X": Xg}, ["Y", "x3"],
+                    tinits, {"ai.onnxexec.Gelu": 0, "Tanh": 1},
+                    {"Y": gelu_t, "x3": xg ** 3}, opset=17))
+    sq = [helper.make_node("Mul", ["k", "x2"], ["kx3"]) if n.output[0] == "kx3" else n
+          for n in forms["torch"] if n.output[0] != "x3"]
+    out.append(Case("24f_gelu_tanh_square_no_fusion", sq, {"X": Xg}, ["Y"], tinits,
+                    {"ai.onnxexec.Gelu": 0, "Tanh": 1},
+                    {"Y": 0.5 * xg * (1 + np.tanh(np.sqrt(2 / np.pi) * (xg + 0.044715 * xg ** 2)))},
+                    opset=17))
     # 25. Gemm -> BatchNormalization (an MLP's BatchNorm1d) -> Relu: folded, then fused
     A = rnd(rng, (5, 12))
     for tb, with_c in ((1, True), (0, True), (1, False)):
