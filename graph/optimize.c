@@ -427,9 +427,13 @@ static bool mean_last_axis(struct opt *o, const struct ox_node *n) {
 }
 
 /* The one float value of a constant scalar (or one-element tensor) v. */
-static bool const_scalar(struct opt *o, int v, float *out) {
+/* A one-element float constant v (its value in *out) that cannot raise the rank of what it
+ * meets in a pattern over x: rank 0, or no more than x's known rank (a [1, 1, 1] factor
+ * broadcasts a matrix up to rank 3, which the fused node would not). */
+static bool const_scalar(struct opt *o, int v, int x, float *out) {
     const ox_tensor *t = const_float(o, v);
-    if (!t || ox_tensor_numel(t) != 1) return false;
+    int rx = x >= 0 ? o->g->values[x].rank : -1;
+    if (!t || ox_tensor_numel(t) != 1 || t->rank > (rx > 0 ? rx : 0)) return false;
     *out = *(const float *)t->data;
     return true;
 }
@@ -458,13 +462,13 @@ static ox_status fold_layernorm(struct opt *o, struct ox_node *rm1) {
     float two, eps;
     bool square =
         (is_op(sq, "Pow") && sq->n_inputs == 2 && sq->inputs[0] == d &&
-         const_scalar(o, sq->inputs[1], &two) && two == 2.0f) ||
+         const_scalar(o, sq->inputs[1], x, &two) && two == 2.0f) ||
         (is_op(sq, "Mul") && sq->n_inputs == 2 && sq->inputs[0] == d && sq->inputs[1] == d);
     if (!square || !is_op(div, "Div") || div->inputs[0] != d) return OX_OK;
     struct ox_node *rm2 = only_reader(o, sq->outputs[0]);
     if (!rm2 || !mean_last_axis(o, rm2) || rm2->inputs[0] != sq->outputs[0]) return OX_OK;
     struct ox_node *add_eps = only_reader(o, rm2->outputs[0]);
-    if (!is_op(add_eps, "Add") || !const_scalar(o, other_input(add_eps, rm2->outputs[0]), &eps))
+    if (!is_op(add_eps, "Add") || !const_scalar(o, other_input(add_eps, rm2->outputs[0]), x, &eps))
         return OX_OK;
     struct ox_node *sqrt_n = only_reader(o, add_eps->outputs[0]);
     if (!is_op(sqrt_n, "Sqrt") || only_reader(o, sqrt_n->outputs[0]) != div ||
@@ -499,7 +503,7 @@ static bool gelu_tail(struct opt *o, struct ox_node *add, int f, int x, struct o
                       struct ox_node **mul) {
     struct ox_graph *g = o->g;
     float one, half;
-    if (!is_op(add, "Add") || !const_scalar(o, other_input(add, f), &one) || one != 1.0f)
+    if (!is_op(add, "Add") || !const_scalar(o, other_input(add, f), x, &one) || one != 1.0f)
         return false;
     struct ox_node *m = only_reader(o, add->outputs[0]);
     if (!is_op(m, "Mul")) return false;
@@ -507,8 +511,8 @@ static bool gelu_tail(struct opt *o, struct ox_node *add, int f, int x, struct o
     if (other == x) { /* x (1 + f), then times 0.5 */
         *last = only_reader(o, m->outputs[0]);
         *mul = m;
-        return is_op(*last, "Mul") && const_scalar(o, other_input(*last, m->outputs[0]), &half) &&
-               half == 0.5f;
+        return is_op(*last, "Mul") &&
+               const_scalar(o, other_input(*last, m->outputs[0]), x, &half) && half == 0.5f;
     }
     /* (x 0.5) (1 + f) */
     struct ox_node *extra =
@@ -516,14 +520,14 @@ static bool gelu_tail(struct opt *o, struct ox_node *add, int f, int x, struct o
     *last = m;
     *mul = extra;
     return is_op(extra, "Mul") && o->uses[other] == 1 && other_input(extra, x) >= 0 &&
-           const_scalar(o, other_input(extra, x), &half) && half == 0.5f;
+           const_scalar(o, other_input(extra, x), x, &half) && half == 0.5f;
 }
 
 static ox_status fold_gelu(struct opt *o, struct ox_node *div) {
     struct ox_graph *g = o->g;
     float c;
-    if (!is_op(div, "Div") || div->n_inputs != 2 || !const_scalar(o, div->inputs[1], &c) ||
-        fabsf(c - 1.41421356f) > 1e-6f)
+    if (!is_op(div, "Div") || div->n_inputs != 2 ||
+        !const_scalar(o, div->inputs[1], div->inputs[0], &c) || fabsf(c - 1.41421356f) > 1e-6f)
         return OX_OK;
     int x = div->inputs[0];
     struct ox_node *erf_n = only_reader(o, div->outputs[0]), *last, *mul;
@@ -547,20 +551,21 @@ static bool x_power(struct opt *o, int v, int x, int *pw, double *c, struct ox_n
         ++*pw;
         return true;
     }
-    if (const_scalar(o, v, &k)) {
+    if (const_scalar(o, v, x, &k)) {
         *c *= k;
         return true;
     }
     int p = v >= 0 && o->uses[v] == 1 ? o->g->values[v].producer : -1;
     struct ox_node *m = p >= 0 && !o->dead[p] ? &o->g->nodes[p] : NULL;
-    if (!m || *n == max || m->n_inputs != 2 || m->n_outputs != 1) return false;
+    if (!m || m->n_inputs != 2 || m->n_outputs != 1) return false;
     if (is_op(m, "Pow")) {
-        if (m->inputs[0] != x || !const_scalar(o, m->inputs[1], &k) || k != 3.0f) return false;
+        if (m->inputs[0] != x || !const_scalar(o, m->inputs[1], x, &k) || k != 3.0f) return false;
         *pw += 3;
     } else if (!is_op(m, "Mul") || !x_power(o, m->inputs[0], x, pw, c, chain, n, max) ||
                !x_power(o, m->inputs[1], x, pw, c, chain, n, max)) {
         return false;
     }
+    if (*n == max) return false; /* (checked here: the operands append first) */
     chain[(*n)++] = m;
     return true;
 }
@@ -575,7 +580,7 @@ static ox_status fold_gelu_tanh(struct opt *o, struct ox_node *t) {
     float c;
     int n = 0, s = -1;
     for (int k = 0; k < 2 && is_op(scale, "Mul") && scale->n_inputs == 2 && s < 0; k++)
-        if (const_scalar(o, scale->inputs[k], &c) && fabs(c - 0.7978845608) < 1e-6)
+        if (const_scalar(o, scale->inputs[k], -1, &c) && fabs(c - 0.7978845608) < 1e-6)
             s = scale->inputs[1 - k];
     struct ox_node *sum = s >= 0 ? producer_once(o, s) : NULL;
     if (!is_op(sum, "Add") || sum->n_inputs != 2) return OX_OK;
@@ -583,7 +588,7 @@ static ox_status fold_gelu_tanh(struct opt *o, struct ox_node *t) {
     for (int k = 0; k < 2 && x < 0; k++) { /* x + 0.044715 x^3, either order */
         int pw = 0, n0 = n;
         double cube = 1.0;
-        if (x_power(o, sum->inputs[1 - k], sum->inputs[k], &pw, &cube, chain, &n, 12) && pw == 3 &&
+        if (x_power(o, sum->inputs[1 - k], sum->inputs[k], &pw, &cube, chain, &n, 11) && pw == 3 &&
             fabs(cube - 0.044715) < 1e-6)
             x = sum->inputs[k];
         else
@@ -1052,8 +1057,8 @@ static bool prog_prepend(struct opt *o, struct ox_node *f, int slot, const int64
     int ops = prog_ops(pg, len);
     int64_t out[ATTN_PROG_MAX];
     int n = 0;
-    if (ops < 0) return false;
-    if (len >= 2 + r && pg[0] == OX_VIEW_TRANSPOSE && pg[1] == r) { /* T(T(x, p), q) */
+    if (ops < 0 || ops > OX_VIEW_MAX_OPS || len > ATTN_PROG_MAX) return false; /* (a model's own) */
+    if (len >= 2 + r && pg[0] == OX_VIEW_TRANSPOSE && pg[1] == r) {            /* T(T(x, p), q) */
         bool identity = true;
         out[n++] = OX_VIEW_TRANSPOSE, out[n++] = r;
         for (int i = 0; i < r; i++) {
@@ -1298,7 +1303,11 @@ ox_status ox_graph_optimize(struct ox_graph *g, bool standard_only, struct ox_op
     for (int i = 0; i < g->n_nodes && !rc && !standard_only && !(fm && !strcmp(fm, "0")); i++)
         if (!o.dead[i]) rc = hoist_transpose(&o, i, &added);
     if (!rc) remove_dead(&o);
-    if (!rc && added) rc = ox_graph_sort(g);
+    if (!rc && added && !(rc = ox_graph_sort(g))) {
+        /* in order again: what only the appended Transposes' unread Shapes read goes too */
+        memset(o.dead, 0, sizeof(bool) * (size_t)g->n_nodes);
+        if (!(rc = count_uses(&o))) remove_dead(&o);
+    }
     free(o.uses);
     free(o.dead);
     return rc;

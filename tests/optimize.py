@@ -98,8 +98,10 @@ class Case:
                 for n in self.outputs]
         inits = [numpy_helper.from_array(a, n) for n, a in self.inits.items()]
         g = helper.make_graph(self.nodes, self.name, ins, outs, initializer=inits)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", self.opset)],
-                              producer_name="tests/optimize.py")
+        imports = [helper.make_opsetid("", self.opset)]
+        if any(n.domain == "ai.onnxexec" for n in self.nodes):  # a node of onnxexec's own
+            imports.append(helper.make_opsetid("ai.onnxexec", 1))
+        m = helper.make_model(g, opset_imports=imports, producer_name="tests/optimize.py")
         m.ir_version = 7
         onnx.checker.check_model(m)
         return m
@@ -762,6 +764,28 @@ def cases():
                     {"ai.onnxexec.Gelu": 0, "Tanh": 1},
                     {"Y": 0.5 * xg * (1 + np.tanh(np.sqrt(2 / np.pi) * (xg + 0.044715 * xg ** 2)))},
                     opset=17))
+    # a cube term of 12 Muls (x x x times ten constants whose product is 0.044715): past the
+    # matcher's chain, kept (it once overflowed the chain array: caught under ASan)
+    long = [helper.make_node("Mul", ["X", "X"], ["m0"]), helper.make_node("Mul", ["m0", "X"], ["m1"])]
+    for i in range(10):
+        long.append(helper.make_node("Mul", ["m%d" % (i + 1), "k" if i == 0 else "one"],
+                                     ["kx3" if i == 9 else "m%d" % (i + 2)]))
+    long += [n for n in forms["torch"] if n.output[0] not in ("x2", "x3", "kx3")]
+    out.append(Case("24g_gelu_tanh_long_cube_no_fusion", long, {"X": Xg}, ["Y"], tinits,
+                    {"ai.onnxexec.Gelu": 0, "Tanh": 1}, {"Y": gelu_t}, opset=17))
+    # a one-element constant of higher rank than x broadcasts the result up ([1, 1, 1] 0.5):
+    # the fused node would not, so neither form fuses
+    rinits = dict(tinits, half=np.array([[[0.5]]], np.float32))
+    out.append(Case("24h_gelu_tanh_rank3_half_no_fusion", forms["torch"], {"X": Xg}, ["Y"], rinits,
+                    {"ai.onnxexec.Gelu": 0, "Tanh": 1}, {"Y": gelu_t[None]}, opset=17))
+    ginits3 = dict(ginits, half=np.array([[[0.5]]], np.float32))
+    out.append(Case(
+        "24i_gelu_rank3_half_no_fusion",
+        [helper.make_node("Div", ["X", "sqrt2"], ["a"]), helper.make_node("Erf", ["a"], ["e"]),
+         helper.make_node("Add", ["e", "one"], ["p"]), helper.make_node("Mul", ["X", "p"], ["q"]),
+         helper.make_node("Mul", ["q", "half"], ["Y"])],
+        {"X": Xg}, ["Y"], ginits3, {"ai.onnxexec.Gelu": 0, "Erf": 1}, {"Y": gelu[None]},
+        opset=17))
     # 25. Gemm -> BatchNormalization (an MLP's BatchNorm1d) -> Relu: folded, then fused
     A = rnd(rng, (5, 12))
     for tb, with_c in ((1, True), (0, True), (1, False)):
@@ -1435,6 +1459,25 @@ def cases():
     out.append(Case("29_transpose_into_attention_merged_perms", nodes, {"X": x}, ["Y"],
                     {"W" + t: ws[t] for t in "qkv"}, {FA: 1, "Transpose": 0, "MatMul": 3},
                     {"Y": y}, opset=13, run_ops={"MatMul": 3, "FusedAttention": 1}))
+
+    # a FusedAttention the model itself holds, whose projection only an unread Shape reads
+    # besides: the Transpose moves, and neither the old one nor the one made for the Shape is
+    # left in the graph (a second dead-code pass after the sort)
+    r = np.random.default_rng(293)
+    x = rnd(r, (2, 5, 3, 8))
+    w = weights(r, (8, 8))
+    nodes = [helper.make_node("Transpose", ["X"], ["x0"], perm=[0, 2, 1, 3]),
+             helper.make_node("Transpose", ["x0"], ["xt"], perm=[1, 2, 0, 3]),
+             helper.make_node("MatMul", ["xt", "W"], ["P"]),
+             helper.make_node("FusedAttention", ["P", "P", "P"], ["Y"], domain="ai.onnxexec",
+                              view_q=[1, 4, 2, 0, 1, 3], view_k=[1, 4, 2, 0, 3, 1],
+                              view_v=[1, 4, 2, 0, 1, 3]),
+             helper.make_node("Shape", ["P"], ["sh"])]
+    pr = mm(x.astype(np.float64).transpose(0, 2, 1, 3).transpose(1, 2, 0, 3), w)
+    q = pr.transpose(2, 0, 1, 3)
+    out.append(Case("29_transpose_into_attention_unread_shape", nodes, {"X": x}, ["Y"], {"W": w},
+                    {FA: 1, "Transpose": 0, "Shape": 0, "MatMul": 1},
+                    {"Y": sdpa_ref(q, pr.transpose(2, 0, 3, 1), q)}, opset=17))
 
     # weights per position ([S, E, E]: MatMul batched over the transposed input's first
     # axis) and a Transpose that moves the last axis: the Transpose stays where it is
