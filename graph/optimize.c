@@ -70,8 +70,17 @@ struct opt {
 };
 
 /* Constant data the pass may read: an initializer that no caller can override, or the
- * tensor of a Constant node. */
+ * tensor of a Constant node, directly or through Identity nodes (torch writes an Identity of
+ * the first for each initializer equal to another: an untrained LayerNorm's ones and zeros). */
 static const ox_tensor *const_of(const struct opt *o, int v) {
+    for (int hops = 0; v >= 0 && hops < 8; hops++) {
+        const struct ox_value *val = &o->g->values[v];
+        if (ox_graph_is_input(o->g, v) || (!val->init && val->producer < 0)) return NULL;
+        const struct ox_node *n =
+            val->init || o->dead[val->producer] ? NULL : &o->g->nodes[val->producer];
+        if (!n || n->domain[0] || strcmp(n->op_type, "Identity") != 0 || n->n_inputs != 1) break;
+        v = n->inputs[0];
+    }
     if (v < 0 || ox_graph_is_input(o->g, v)) return NULL;
     const struct ox_value *val = &o->g->values[v];
     if (val->init) return val->init;

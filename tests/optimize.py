@@ -638,6 +638,13 @@ def cases():
     out.append(Case("23d_layernorm_pattern_opset17", ln_nodes("pow"), {"X": X}, ["Y"], inits,
                     {"LayerNormalization": 1, "ai.onnxexec.LayerNormalization": 0,
                      "ReduceMean": 0, "Sub": 0, "Sqrt": 0}, {"Y": want}, opset=17))
+    # torch's export of equal initializers: the second an Identity of the first (an
+    # untrained LayerNorm's ones and zeros): gamma and beta through Identity nodes still fold
+    dedup = [helper.make_node("Identity", ["gamma0"], ["gamma"]),
+             helper.make_node("Identity", ["beta0"], ["beta"])] + ln_nodes("pow")
+    out.append(Case("23e_layernorm_pattern_identity_params", dedup, {"X": X}, ["Y"],
+                    dict({k: v for k, v in inits.items() if k not in ("gamma", "beta")},
+                         gamma0=gm, beta0=bt), gone, {"Y": want}, opset=14))
     out.append(Case("23c_layernorm_pattern_d_read_elsewhere_no_fusion",
                     ln_nodes("pow", extra_reader=True), {"X": X}, ["Y", "D"], inits,
                     {"LayerNormalization": 0, "ReduceMean": 2, "Sqrt": 1},
