@@ -67,6 +67,7 @@ struct opt {
     int cap_uses;
     bool *dead; /* per node */
     struct ox_opt_stats *st;
+    bool move_transposes; /* unless OX_MOVE_TRANSPOSE=0 (hoist_transpose, skip_perm) */
 };
 
 /* Constant data the pass may read: an initializer that no caller can override, or the
@@ -124,6 +125,11 @@ static struct ox_node *only_reader(struct opt *o, int v) {
 
 static bool is_op(const struct ox_node *n, const char *type) {
     return n && n->domain[0] == '\0' && strcmp(n->op_type, type) == 0;
+}
+
+/* Whether n is onnxexec's own op `type` (domain ai.onnxexec). */
+static bool is_fused(const struct ox_node *n, const char *type) {
+    return strcmp(n->domain, OX_DOMAIN_ONNXEXEC) == 0 && strcmp(n->op_type, type) == 0;
 }
 
 /* The one node writing v, when v is read once (so that the node may be fused away). */
@@ -435,7 +441,6 @@ static bool mean_last_axis(struct opt *o, const struct ox_node *n) {
     return t && t->dtype == OX_INT64 && ox_tensor_numel(t) == 1 && *(const int64_t *)t->data == -1;
 }
 
-/* The one float value of a constant scalar (or one-element tensor) v. */
 /* A one-element float constant v (its value in *out) that cannot raise the rank of what it
  * meets in a pattern over x: rank 0, or no more than x's known rank (a [1, 1, 1] factor
  * broadcasts a matrix up to rank 3, which the fused node would not). */
@@ -503,14 +508,11 @@ static ox_status fold_layernorm(struct opt *o, struct ox_node *rm1) {
 
 /* ---- GELU from its exported pieces ----------------------------------------------------- */
 
-/* Div(x, sqrt 2) -> Erf -> Add(1) -> Mul(x, .) -> Mul(0.5) (or Mul(Mul(x, 0.5), .)): Gelu(x),
- * opset 20's op (exact, erf form), as torch exports nn.GELU. */
 /* The tail 0.5 x (1 + f) both GELU forms share, from the Add(f, 1) node `add` on: x (1 + f)
  * then times 0.5, or (x 0.5) (1 + f). The node that gives the result in *last, the other Mul
  * in *mul; false when the tail is not there. */
 static bool gelu_tail(struct opt *o, struct ox_node *add, int f, int x, struct ox_node **last,
                       struct ox_node **mul) {
-    struct ox_graph *g = o->g;
     float one, half;
     if (!is_op(add, "Add") || !const_scalar(o, other_input(add, f), x, &one) || one != 1.0f)
         return false;
@@ -524,14 +526,15 @@ static bool gelu_tail(struct opt *o, struct ox_node *add, int f, int x, struct o
                const_scalar(o, other_input(*last, m->outputs[0]), x, &half) && half == 0.5f;
     }
     /* (x 0.5) (1 + f) */
-    struct ox_node *extra =
-        other >= 0 && g->values[other].producer >= 0 ? &g->nodes[g->values[other].producer] : NULL;
+    struct ox_node *extra = producer_once(o, other);
     *last = m;
     *mul = extra;
-    return is_op(extra, "Mul") && o->uses[other] == 1 && other_input(extra, x) >= 0 &&
+    return is_op(extra, "Mul") && other_input(extra, x) >= 0 &&
            const_scalar(o, other_input(extra, x), x, &half) && half == 0.5f;
 }
 
+/* Div(x, sqrt 2) -> Erf -> Add(1) -> Mul(x, .) -> Mul(0.5) (or Mul(Mul(x, 0.5), .)): Gelu(x),
+ * opset 20's op (exact, erf form), as torch exports nn.GELU. */
 static ox_status fold_gelu(struct opt *o, struct ox_node *div) {
     struct ox_graph *g = o->g;
     float c;
@@ -564,8 +567,7 @@ static bool x_power(struct opt *o, int v, int x, int *pw, double *c, struct ox_n
         *c *= k;
         return true;
     }
-    int p = v >= 0 && o->uses[v] == 1 ? o->g->values[v].producer : -1;
-    struct ox_node *m = p >= 0 && !o->dead[p] ? &o->g->nodes[p] : NULL;
+    struct ox_node *m = producer_once(o, v);
     if (!m || m->n_inputs != 2 || m->n_outputs != 1) return false;
     if (is_op(m, "Pow")) {
         if (m->inputs[0] != x || !const_scalar(o, m->inputs[1], x, &k) || k != 3.0f) return false;
@@ -987,8 +989,7 @@ static const struct ox_attr *rows_transpose(const struct ox_node *t) {
  * (on the GPU: the sum is never written). OX_FUSE_SKIP_LAYERNORM=0: not done. */
 static ox_status fold_skip_layernorm(struct opt *o, struct ox_node *ln) {
     struct ox_graph *g = o->g;
-    bool is_ln = strcmp(ln->op_type, "LayerNormalization") == 0 &&
-                 (ln->domain[0] == '\0' || strcmp(ln->domain, OX_DOMAIN_ONNXEXEC) == 0);
+    bool is_ln = is_op(ln, "LayerNormalization") || is_fused(ln, "LayerNormalization");
     if (!is_ln || ln->n_inputs < 2 || ln->n_inputs > 3 || ln->inputs[0] < 0 || ln->inputs[1] < 0 ||
         ln->n_outputs < 1 || ln->outputs[0] < 0)
         return OX_OK;
@@ -1015,8 +1016,7 @@ static ox_status fold_skip_layernorm(struct opt *o, struct ox_node *ln) {
      * (Add commutes exactly) */
     struct ox_node *chain[] = {add, NULL};
     int n_chain = 1, n_attrs = 2;
-    const char *fm = getenv("OX_MOVE_TRANSPOSE");
-    for (int side = 1; side >= 0 && n_chain == 1 && !(fm && !strcmp(fm, "0")); side--) {
+    for (int side = 1; side >= 0 && n_chain == 1 && o->move_transposes; side--) {
         struct ox_node *t = producer_once(o, ins[side]);
         const struct ox_attr *perm = t ? rows_transpose(t) : NULL;
         if (!perm) continue;
@@ -1135,14 +1135,12 @@ static int shape_readers(struct opt *o, int v, int *budget) {
 static ox_status hoist_transpose(struct opt *o, int fi, bool *added) {
     struct ox_graph *g = o->g;
     struct ox_node *f = &g->nodes[fi];
-    if (strcmp(f->op_type, "FusedAttention") != 0 || strcmp(f->domain, OX_DOMAIN_ONNXEXEC) != 0)
-        return OX_OK;
+    if (!is_fused(f, "FusedAttention")) return OX_OK;
     for (int slot = 0; slot < 3 && slot < f->n_inputs; slot++) {
         int y = f->inputs[slot], pm = y >= 0 ? g->values[y].producer : -1;
         if (pm < 0 || o->dead[pm] || o->uses[y] >= OX_USES_OUTSIDE) continue;
         struct ox_node *m = &g->nodes[pm];
-        bool fused =
-            strcmp(m->domain, OX_DOMAIN_ONNXEXEC) == 0 && strcmp(m->op_type, "FusedMatMul") == 0;
+        bool fused = is_fused(m, "FusedMatMul");
         if (!(is_op(m, "MatMul") || fused) || m->n_inputs < 2 || m->n_outputs != 1 ||
             m->inputs[0] < 0 || m->inputs[0] == m->inputs[1])
             continue;
@@ -1166,8 +1164,7 @@ static ox_status hoist_transpose(struct opt *o, int fi, bool *added) {
         for (int i = 0; i < g->n_nodes && ok; i++) {
             struct ox_node *n = &g->nodes[i];
             if (o->dead[i]) continue;
-            bool fa = strcmp(n->op_type, "FusedAttention") == 0 &&
-                      strcmp(n->domain, OX_DOMAIN_ONNXEXEC) == 0;
+            bool fa = is_fused(n, "FusedAttention");
             for (int k = 0; k < n->n_inputs && ok; k++) {
                 if (n->inputs[k] != y) continue;
                 counted++;
@@ -1208,8 +1205,7 @@ static ox_status hoist_transpose(struct opt *o, int fi, bool *added) {
         g->values[y].producer = -1;
         for (int i = 0; i < g->n_nodes; i++) {
             struct ox_node *n = &g->nodes[i];
-            bool fa = strcmp(n->op_type, "FusedAttention") == 0 &&
-                      strcmp(n->domain, OX_DOMAIN_ONNXEXEC) == 0;
+            bool fa = is_fused(n, "FusedAttention");
             for (int k = 0; k < 3 && k < n->n_inputs && fa && !o->dead[i]; k++)
                 if (n->inputs[k] == y) {
                     if (!prog_prepend(o, n, k, p, r, false))
@@ -1285,8 +1281,11 @@ ox_status ox_graph_optimize(struct ox_graph *g, bool standard_only, struct ox_op
     struct ox_opt_stats dummy;
     if (!st) st = &dummy;
     memset(st, 0, sizeof *st);
-    struct opt o = {
-        .g = g, .dead = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof(bool)), .st = st};
+    const char *fm = getenv("OX_MOVE_TRANSPOSE");
+    struct opt o = {.g = g,
+                    .dead = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof(bool)),
+                    .st = st,
+                    .move_transposes = !(fm && !strcmp(fm, "0"))};
     ox_status rc = o.dead ? count_uses(&o) : ox_err(OX_E_NOMEM, "out of memory");
     for (int i = 0; i < g->n_nodes && !rc; i++)
         if (!o.dead[i]) rc = fold_bn(&o, &g->nodes[i]);
@@ -1307,9 +1306,8 @@ ox_status ox_graph_optimize(struct ox_graph *g, bool standard_only, struct ox_op
     for (int i = 0; i < g->n_nodes && !rc && !standard_only && !(fs && !strcmp(fs, "0")); i++)
         if (!o.dead[i]) rc = fold_skip_layernorm(&o, &g->nodes[i]);
     /* after the epilogue fusions (the projection is a FusedMatMul by then) */
-    const char *fm = getenv("OX_MOVE_TRANSPOSE");
     bool added = false;
-    for (int i = 0; i < g->n_nodes && !rc && !standard_only && !(fm && !strcmp(fm, "0")); i++)
+    for (int i = 0; i < g->n_nodes && !rc && !standard_only && o.move_transposes; i++)
         if (!o.dead[i]) rc = hoist_transpose(&o, i, &added);
     if (!rc) remove_dead(&o);
     if (!rc && added && !(rc = ox_graph_sort(g))) {
