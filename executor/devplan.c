@@ -77,8 +77,8 @@ struct ox_devplan {
                          there is no shared set */
     ox_tensor *dvals; /* per value: its descriptor with the device address (NULL: none) and
                          the device's element type */
-    bool half;        /* float32 values are 16-bit on the device: low */
-    ox_dtype low;     /* OX_FLOAT16 or OX_BFLOAT16 (precision fp16, bf16) */
+    ox_dtype low;     /* float32 values are OX_FLOAT16 or OX_BFLOAT16 on the device (precision
+                         fp16, bf16), or OX_UNDEFINED: float32 */
     void *temp;       /* float32 staging for conversions (temp_bytes) */
     size_t temp_bytes;
     bool *host_ok; /* per value: its host copy is current whenever it is alive */
@@ -101,7 +101,7 @@ static size_t value_bytes(const ox_tensor *t) {
 
 /* Whether value v is converted between float32 (host) and float16 or bfloat16 (device). */
 static bool is_converted(const struct ox_devplan *dp, int v) {
-    return dp->half && dp->p->vals[v].dtype == OX_FLOAT && dp->dvals[v].dtype == dp->low;
+    return dp->low && dp->p->vals[v].dtype == OX_FLOAT && dp->dvals[v].dtype == dp->low;
 }
 
 /* Queue a copy of value v's bytes from the host to the device. */
@@ -188,7 +188,7 @@ static ox_status place_values(struct ox_devplan *dp) {
     struct ox_device *d = dp->dev;
     ox_status st;
     if (p->arena_bytes && (st = d->ops->alloc(d, p->arena_bytes, &dp->arena))) return st;
-    for (int v = 0; v < g->n_values && dp->half; v++) {
+    for (int v = 0; v < g->n_values && dp->low; v++) {
         ox_tensor *t = &dp->dvals[v];
         bool on_device = p->slot[v] != OX_SLOT_DYNAMIC && p->slot[v] != OX_SLOT_NONE &&
                          p->slot[v] != OX_SLOT_OUTER;
@@ -368,8 +368,9 @@ ox_status ox_devplan_build(struct ox_device *d, struct ox_devconsts *shared, str
     dp->shared = shared;
     dp->stage_step = (size_t)4 << 20;
     dp->p = p;
-    dp->half = d->precision == OX_PRECISION_FP16 || d->precision == OX_PRECISION_BF16;
-    dp->low = d->precision == OX_PRECISION_BF16 ? OX_BFLOAT16 : OX_FLOAT16;
+    dp->low = d->precision == OX_PRECISION_FP16   ? OX_FLOAT16
+              : d->precision == OX_PRECISION_BF16 ? OX_BFLOAT16
+                                                  : OX_UNDEFINED;
     ox_status st = OX_E_NOMEM;
     dp->dvals = malloc(sizeof *dp->dvals * (size_t)(g->n_values + 1));
     dp->host_ok = calloc((size_t)g->n_values + 1, sizeof *dp->host_ok);
