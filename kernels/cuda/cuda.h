@@ -101,6 +101,15 @@ ox_status ox_cu_dnn_check(cudnnStatus_t st, const char *what);
 bool ox_cu_tracing(void);
 void ox_cu_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The element types the GPU computes in float (float itself, and float16 and bfloat16 with
+ * float sums), and their names for messages and traces. */
+static inline bool ox_cu_is_float(ox_dtype dt) {
+    return dt == OX_FLOAT || dt == OX_FLOAT16 || dt == OX_BFLOAT16;
+}
+static inline const char *ox_cu_float_name(ox_dtype dt) {
+    return dt == OX_FLOAT ? "float" : dt == OX_FLOAT16 ? "float16" : "bfloat16";
+}
+
 /* Blocks of 256 threads covering n items, at most 65535 * 64 blocks (kernels loop with a
  * grid stride past that). */
 static inline unsigned ox_cu_blocks(int64_t n) {

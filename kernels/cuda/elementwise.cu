@@ -291,12 +291,8 @@ static bool ew_prelu_view(const struct ox_node *n, const ox_tensor *x, const ox_
     return false;
 }
 
-static bool ew_is_flt(ox_dtype dt) {
-    return dt == OX_FLOAT || dt == OX_FLOAT16 || dt == OX_BFLOAT16;
-}
-
 static bool ew_is_num(ox_dtype dt) {
-    return ew_is_flt(dt) || dt == OX_INT32 || dt == OX_INT64;
+    return ox_cu_is_float(dt) || dt == OX_INT32 || dt == OX_INT64;
 }
 
 void ox_cu_ew_release(void *state) {
@@ -555,7 +551,7 @@ static bool un_type_ok(int cls, ox_dtype dt) {
     switch (cls) {
     case UC_NUM: return ew_is_num(dt);
     case UC_FLT:
-    case UC_ISX: return ew_is_flt(dt);
+    case UC_ISX: return ox_cu_is_float(dt);
     case UC_BOOL: return dt == OX_BOOL;
     default: return false;
     }
@@ -935,7 +931,8 @@ static bool bin_types_ok(int cls, ox_dtype ta, ox_dtype tb, ox_dtype ty) {
     case BC_CMP: return ew_is_num(ta) && tb == ta && ty == OX_BOOL;
     case BC_EQ: return (ew_is_num(ta) || ta == OX_BOOL) && tb == ta && ty == OX_BOOL;
     case BC_LOGIC: return ta == OX_BOOL && tb == OX_BOOL && ty == OX_BOOL;
-    case BC_POW: return ty == ta && (tb == ta ? ew_is_num(ta) : ew_is_flt(ta) && ew_is_num(tb));
+    case BC_POW:
+        return ty == ta && (tb == ta ? ew_is_num(ta) : ox_cu_is_float(ta) && ew_is_num(tb));
     default: return false;
     }
 }
@@ -1011,7 +1008,7 @@ ox_status ox_cu_ew_prepare_variadic(struct ox_cuda_ctx *c, const struct ox_node 
     if (v.id < 0 || n->n_inputs < 1 || n->n_outputs < 1 || !ew_is_tensor(out[0]))
         return OX_E_UNSUPPORTED;
     ox_dtype dt = out[0]->dtype;
-    if (!(v.mean ? ew_is_flt(dt) : ew_is_num(dt))) return OX_E_UNSUPPORTED;
+    if (!(v.mean ? ox_cu_is_float(dt) : ew_is_num(dt))) return OX_E_UNSUPPORTED;
     for (int k = 0; k < n->n_inputs; k++) {
         const ox_tensor *x = in[k];
         if (!ew_is_tensor(x) || x->dtype != dt || !ew_broadcasts_to(x, out[0]))

@@ -217,10 +217,6 @@ static bool same_dims(int ra, const int64_t *a, int rb, const int64_t *b) {
     return ra == rb && !memcmp(a, b, sizeof(int64_t) * (size_t)ra);
 }
 
-static bool is_float_type(ox_dtype dt) {
-    return dt == OX_FLOAT || dt == OX_FLOAT16 || dt == OX_BFLOAT16;
-}
-
 static size_t round256(size_t b) {
     return (b + 255) / 256 * 256;
 }
@@ -1467,7 +1463,7 @@ ox_status ox_cu_nn_prepare_conv(struct ox_cuda_ctx *c, const struct ox_node *n,
     ox_tensor *y = out[0];
     if (!x || !w || !y) return OX_E_UNSUPPORTED;
     ox_dtype dt = x->dtype;
-    if (!is_float_type(dt) || w->dtype != dt || y->dtype != dt || (b && b->dtype != dt) ||
+    if (!ox_cu_is_float(dt) || w->dtype != dt || y->dtype != dt || (b && b->dtype != dt) ||
         (z && z->dtype != dt))
         return OX_E_UNSUPPORTED;
     if (w->rank != x->rank || x->rank < 3 || x->rank > 5) return OX_E_UNSUPPORTED;
@@ -1510,10 +1506,7 @@ ox_status ox_cu_nn_prepare_conv(struct ox_cuda_ctx *c, const struct ox_node *n,
             if (s->us[i] >= 0)
                 at += snprintf(times + at, sizeof times - (size_t)at, " %s %.1f", conv_names[i],
                                s->us[i]);
-        ox_cu_trace("conv '%s' %s: %s (timed, us:%s)", n->name,
-                    dt == OX_FLOAT      ? "float"
-                    : dt == OX_BFLOAT16 ? "bfloat16"
-                                        : "float16",
+        ox_cu_trace("conv '%s' %s: %s (timed, us:%s)", n->name, ox_cu_float_name(dt),
                     conv_names[s->mode], at ? times : " none");
     }
     *state = s;
@@ -1662,7 +1655,7 @@ ox_status ox_cu_nn_prepare_convtranspose(struct ox_cuda_ctx *c, const struct ox_
     ox_tensor *y = out[0];
     if (!x || !w || !y) return OX_E_UNSUPPORTED;
     ox_dtype dt = x->dtype;
-    if (!is_float_type(dt) || w->dtype != dt || y->dtype != dt || (b && b->dtype != dt))
+    if (!ox_cu_is_float(dt) || w->dtype != dt || y->dtype != dt || (b && b->dtype != dt))
         return OX_E_UNSUPPORTED;
     if (x->rank < 3 || x->rank > 5 || w->rank != x->rank || y->rank != x->rank)
         return OX_E_UNSUPPORTED;
@@ -1899,7 +1892,7 @@ ox_status ox_cu_nn_prepare_pool(struct ox_cuda_ctx *c, const struct ox_node *n,
     if (!x || !y || y->dtype != x->dtype) return OX_E_UNSUPPORTED;
     if (n->n_outputs > 1 && out[1]) return OX_E_UNSUPPORTED; /* MaxPool's Indices */
     bool int8 = x->dtype == OX_INT8 || x->dtype == OX_UINT8;
-    if (!is_float_type(x->dtype) && !(kind == POOL_MAX && int8)) return OX_E_UNSUPPORTED;
+    if (!ox_cu_is_float(x->dtype) && !(kind == POOL_MAX && int8)) return OX_E_UNSUPPORTED;
     const int64_t *ks;
     int nks = ox_attr_ints(n, "kernel_shape", &ks);
     struct geom g;
@@ -2015,7 +2008,7 @@ ox_status ox_cu_nn_prepare_matmul(struct ox_cuda_ctx *c, const struct ox_node *n
     ox_tensor *y = out[0];
     if (!a || !b || !y) return OX_E_UNSUPPORTED;
     ox_dtype dt = a->dtype;
-    if (!is_float_type(dt) || b->dtype != dt || y->dtype != dt || (z && z->dtype != dt))
+    if (!ox_cu_is_float(dt) || b->dtype != dt || y->dtype != dt || (z && z->dtype != dt))
         return OX_E_UNSUPPORTED;
     struct mm_state *s = (struct mm_state *)calloc(1, sizeof *s);
     if (!s) return ox_node_err(n, OX_E_NOMEM, "out of memory");
@@ -2169,7 +2162,7 @@ ox_status ox_cu_nn_prepare_gemm(struct ox_cuda_ctx *c, const struct ox_node *n,
     ox_tensor *y = out[0];
     if (!a || !b || !y) return OX_E_UNSUPPORTED;
     ox_dtype dt = a->dtype;
-    if (!is_float_type(dt) || b->dtype != dt || y->dtype != dt || (cc && cc->dtype != dt))
+    if (!ox_cu_is_float(dt) || b->dtype != dt || y->dtype != dt || (cc && cc->dtype != dt))
         return OX_E_UNSUPPORTED;
     if (a->rank != 2 || b->rank != 2 || y->rank != 2 || (cc && cc->rank > 2))
         return OX_E_UNSUPPORTED;

@@ -551,9 +551,6 @@ void ox_cu_red_release(void *state) {
 
 /* ---- Reduce* ------------------------------------------------------------------------- */
 
-static bool is_float_type(ox_dtype dt) {
-    return dt == OX_FLOAT || dt == OX_FLOAT16 || dt == OX_BFLOAT16;
-}
 static bool is_int_dtype(ox_dtype dt) {
     return dt == OX_INT32 || dt == OX_INT64;
 }
@@ -633,7 +630,7 @@ ox_status ox_cu_red_prepare_reduce(struct ox_cuda_ctx *c, const struct ox_node *
     const ox_tensor *x = ox_in(n, in, 0);
     if (!x || !out[0] || out[0]->dtype != x->dtype) return OX_E_UNSUPPORTED;
     /* integers: the CPU's exact int64 loop (sums, products, extrema); the rest go there */
-    if (!is_float_type(x->dtype) && !(is_int_dtype(x->dtype) && post == RP_NONE && cls != RC_LSE))
+    if (!ox_cu_is_float(x->dtype) && !(is_int_dtype(x->dtype) && post == RP_NONE && cls != RC_LSE))
         return OX_E_UNSUPPORTED;
 
     /* axes: an attribute before opset 13 (ReduceSum) / 18 (the others), then an input */
@@ -726,7 +723,7 @@ ox_status ox_cu_red_prepare_global_pool(struct ox_cuda_ctx *c, const struct ox_n
     (void)const_inputs;
     (void)workspace;
     const ox_tensor *x = ox_in(n, in, 0);
-    if (!x || x->rank < 3 || !is_float_type(x->dtype) || !out[0] || out[0]->dtype != x->dtype)
+    if (!x || x->rank < 3 || !ox_cu_is_float(x->dtype) || !out[0] || out[0]->dtype != x->dtype)
         return OX_E_UNSUPPORTED;
     bool is_avg = strcmp(n->op_type, "GlobalAveragePool") == 0;
     if (!is_avg && strcmp(n->op_type, "GlobalMaxPool") != 0) return OX_E_UNSUPPORTED;
@@ -760,7 +757,7 @@ ox_status ox_cu_red_prepare_arg(struct ox_cuda_ctx *c, const struct ox_node *n,
     (void)const_inputs;
     (void)workspace;
     const ox_tensor *x = ox_in(n, in, 0);
-    if (!x || x->rank == 0 || !(is_float_type(x->dtype) || is_int_dtype(x->dtype)) || !out[0] ||
+    if (!x || x->rank == 0 || !(ox_cu_is_float(x->dtype) || is_int_dtype(x->dtype)) || !out[0] ||
         out[0]->dtype != OX_INT64)
         return OX_E_UNSUPPORTED;
     int64_t axis = ox_attr_int(n, "axis", 0);
@@ -882,7 +879,7 @@ ox_status ox_cu_red_prepare_softmax(struct ox_cuda_ctx *c, const struct ox_node 
     (void)const_inputs;
     (void)workspace;
     const ox_tensor *x = ox_in(n, in, 0);
-    if (!x || !is_float_type(x->dtype) || !out[0] || out[0]->dtype != x->dtype)
+    if (!x || !ox_cu_is_float(x->dtype) || !out[0] || out[0]->dtype != x->dtype)
         return OX_E_UNSUPPORTED;
     bool is_log = strcmp(n->op_type, "LogSoftmax") == 0;
     if (!is_log && strcmp(n->op_type, "Softmax") != 0) return OX_E_UNSUPPORTED;
@@ -1385,9 +1382,7 @@ ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n
     if (!hs && ox_fattn_parse(n, hin, &a) != OX_OK) hs = OX_E_UNSUPPORTED; /* the CPU says why */
     for (int k = 0; k < n->n_inputs; k++) free(bufs[k]);
     if (hs) return hs;
-    if ((a.dtype != OX_FLOAT && a.dtype != OX_FLOAT16 && a.dtype != OX_BFLOAT16) || !out[0] ||
-        out[0]->dtype != a.dtype)
-        return OX_E_UNSUPPORTED;
+    if (!ox_cu_is_float(a.dtype) || !out[0] || out[0]->dtype != a.dtype) return OX_E_UNSUPPORTED;
     if (a.generic) return OX_E_UNSUPPORTED; /* odd ranks, a mask that grows the scores */
     for (int k = 0; k < 3; k++) /* a view that is not one strided matrix per item: the CPU */
         if (a.how[k] != OX_FATTN_STRIDED) return OX_E_UNSUPPORTED;
@@ -1404,9 +1399,7 @@ ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n
     for (int k = 4; k < 7; k++) {
         const ox_tensor *f = ox_in(n, in, k);
         if (!f) continue;
-        if (!(const_inputs & (1u << k)) ||
-            (f->dtype != OX_FLOAT && f->dtype != OX_FLOAT16 && f->dtype != OX_BFLOAT16))
-            return OX_E_UNSUPPORTED;
+        if (!(const_inputs & (1u << k)) || !ox_cu_is_float(f->dtype)) return OX_E_UNSUPPORTED;
         uint16_t h = 0;
         float v = 0;
         ox_status st =
@@ -1487,9 +1480,7 @@ ox_status ox_cu_red_prepare_fattn(struct ox_cuda_ctx *c, const struct ox_node *n
     *workspace = s->small || s->tc ? 0 : s->scores_bytes + ptrs;
     *state = s;
     ox_cu_trace("attention '%s' %s: %s (%lld items of S %lld, T %lld, Dk %lld, Dv %lld)", n->name,
-                a.dtype == OX_FLOAT     ? "float"
-                : a.dtype == OX_FLOAT16 ? "float16"
-                                        : "bfloat16",
+                ox_cu_float_name(a.dtype),
                 s->small ? "one kernel"
                 : s->tc  ? "tensor cores"
                          : "cuBLAS",
@@ -1842,7 +1833,7 @@ ox_status ox_cu_red_prepare_layernorm(struct ox_cuda_ctx *c, const struct ox_nod
     (void)const_inputs;
     (void)workspace;
     const ox_tensor *x = ox_in(n, in, 0), *scale = ox_in(n, in, 1), *bias = ox_in(n, in, 2);
-    if (!x || !scale || !is_float_type(x->dtype) || scale->dtype != x->dtype ||
+    if (!x || !scale || !ox_cu_is_float(x->dtype) || scale->dtype != x->dtype ||
         (bias && bias->dtype != x->dtype) || !out[0] || out[0]->dtype != x->dtype)
         return OX_E_UNSUPPORTED;
     int64_t axis = ox_attr_int(n, "axis", -1);
@@ -1855,7 +1846,7 @@ ox_status ox_cu_red_prepare_layernorm(struct ox_cuda_ctx *c, const struct ox_nod
     ox_dtype stat = OX_FLOAT;
     for (int k = 1; k < 3 && k < n->n_outputs; k++) {
         if (!out[k]) continue;
-        if (!is_float_type(out[k]->dtype) || ox_tensor_numel(out[k]) != outer)
+        if (!ox_cu_is_float(out[k]->dtype) || ox_tensor_numel(out[k]) != outer)
             return OX_E_UNSUPPORTED;
         stat = out[k]->dtype;
     }
@@ -1947,7 +1938,7 @@ ox_status ox_cu_red_prepare_instancenorm(struct ox_cuda_ctx *c, const struct ox_
     (void)const_inputs;
     (void)workspace;
     const ox_tensor *x = ox_in(n, in, 0), *scale = ox_in(n, in, 1), *bias = ox_in(n, in, 2);
-    if (!x || !scale || !bias || x->rank < 3 || !is_float_type(x->dtype) ||
+    if (!x || !scale || !bias || x->rank < 3 || !ox_cu_is_float(x->dtype) ||
         scale->dtype != x->dtype || bias->dtype != x->dtype || !out[0] || out[0]->dtype != x->dtype)
         return OX_E_UNSUPPORTED;
     int64_t C = x->dims[1], S = 1;
@@ -1974,7 +1965,7 @@ ox_status ox_cu_red_prepare_groupnorm(struct ox_cuda_ctx *c, const struct ox_nod
     (void)const_inputs;
     (void)workspace;
     const ox_tensor *x = ox_in(n, in, 0), *scale = ox_in(n, in, 1), *bias = ox_in(n, in, 2);
-    if (!x || !scale || !bias || x->rank < 2 || !is_float_type(x->dtype) ||
+    if (!x || !scale || !bias || x->rank < 2 || !ox_cu_is_float(x->dtype) ||
         scale->dtype != x->dtype || bias->dtype != x->dtype || !out[0] || out[0]->dtype != x->dtype)
         return OX_E_UNSUPPORTED;
     int64_t G = ox_attr_int(n, "num_groups", 0), C = x->dims[1], S = 1;
@@ -2088,7 +2079,7 @@ ox_status ox_cu_red_prepare_batchnorm(struct ox_cuda_ctx *c, const struct ox_nod
     for (int k = 1; k < n->n_outputs; k++)
         if (out[k]) return OX_E_UNSUPPORTED;
     const ox_tensor *x = in[0];
-    if (!x || x->rank < 2 || !is_float_type(x->dtype) || !out[0] || out[0]->dtype != x->dtype)
+    if (!x || x->rank < 2 || !ox_cu_is_float(x->dtype) || !out[0] || out[0]->dtype != x->dtype)
         return OX_E_UNSUPPORTED;
     int64_t C = x->dims[1], S = 1;
     for (int d = 2; d < x->rank; d++) S *= x->dims[d];

@@ -1053,30 +1053,43 @@ __device__ static inline void sc_atomic(float *p, float v, int red) {
     } while (old != prev);
 }
 
-__device__ static inline void sc_atomic(__half *p, __half v, int red) {
-    unsigned short *q = (unsigned short *)p, old = *q, prev;
+/* The 16-bit float types' bits as a float and back (rounded to nearest even). */
+__device__ static inline float sc_float(unsigned short b, __half) {
+    return __half2float(__ushort_as_half(b));
+}
+__device__ static inline float sc_float(unsigned short b, __nv_bfloat16) {
+    return __bfloat162float(__ushort_as_bfloat16(b));
+}
+__device__ static inline unsigned short sc_bits(float f, __half) {
+    return __half_as_ushort(__float2half_rn(f));
+}
+__device__ static inline unsigned short sc_bits(float f, __nv_bfloat16) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+/* *p = red(*p, v) for a 16-bit float T: a compare-and-swap loop over the element's bits, the
+ * arithmetic in float */
+template <typename T> __device__ static inline void sc_atomic16(T *p, T v, int red) {
+    unsigned short *q = (unsigned short *)p, old = *q, prev, vb;
+    memcpy(&vb, &v, sizeof vb);
+    float b = sc_float(vb, v);
     do {
         prev = old;
-        float a = __half2float(__ushort_as_half(prev)), b = __half2float(v);
-        unsigned short nw = __half_as_ushort(__float2half_rn(sc_apply(a, b, red)));
-        old = atomicCAS(q, prev, nw);
+        old = atomicCAS(q, prev, sc_bits(sc_apply(sc_float(prev, v), b, red), v));
     } while (old != prev);
 }
 
+__device__ static inline void sc_atomic(__half *p, __half v, int red) {
+    sc_atomic16(p, v, red);
+}
+
 /* add: the hardware's bfloat16 atomic (sm_90; cuda_bf16.h loops on older GPUs), which rounds
- * the exact sum once, as the loop below would */
+ * the exact sum once, as the loop would */
 __device__ static inline void sc_atomic(__nv_bfloat16 *p, __nv_bfloat16 v, int red) {
-    if (red == SC_ADD) {
+    if (red == SC_ADD)
         atomicAdd(p, v);
-        return;
-    }
-    unsigned short *q = (unsigned short *)p, old = *q, prev;
-    do {
-        prev = old;
-        float a = __bfloat162float(__ushort_as_bfloat16(prev)), b = __bfloat162float(v);
-        unsigned short nw = __bfloat16_as_ushort(__float2bfloat16_rn(sc_apply(a, b, red)));
-        old = atomicCAS(q, prev, nw);
-    } while (old != prev);
+    else
+        sc_atomic16(p, v, red);
 }
 
 __device__ static inline void sc_atomic(int32_t *p, int32_t v, int red) {
