@@ -258,7 +258,13 @@ def forward_arg_names(torch, path):
 def test_models(exe, work, everything, rx):
     import torch
     torch.set_num_threads(2)
-    items = small_models(torch) + vision_models(torch, everything)
+    run_items(torch, exe, work, small_models(torch) + vision_models(torch, everything), rx)
+
+
+def run_items(torch, exe, work, items, rx, strict=False):
+    """Check each (name, model or maker, input shapes, kinds) into RESULTS. A model torch
+    cannot trace or script is skipped, or with strict (every case is ours) fails, as do
+    non-finite expected outputs."""
     for name, model, shapes, kinds in items:
         for kind in kinds:
             if rx and not rx.search("%s_%s" % (name, kind)):
@@ -269,10 +275,13 @@ def test_models(exe, work, everything, rx):
                 m = model() if callable(model) and not isinstance(model, torch.nn.Module) else model
                 xs, want = save_model(torch, m, shapes, kind, path)
                 arg_names = forward_arg_names(torch, path)[:len(xs)]
+                if strict and not all(np.all(np.isfinite(np.asarray(w, np.float64))) for w in want):
+                    raise ValueError("torch gives non-finite values")
             except Exception as e:  # torch itself cannot trace/script it: not ours
-                RESULTS.append((name, kind, "SKIP", None, None,
+                status = "FAIL" if strict else "SKIP"
+                RESULTS.append((name, kind, status, None, None,
                                 "torch: " + " ".join(str(e).split())[:150]))
-                print("SKIP %s %s (torch: %s)" % (name, kind, str(e).splitlines()[0][:100]))
+                print("%s %s %s (torch: %s)" % (status, name, kind, str(e).splitlines()[0][:100]))
                 continue
             status, errs, note = check_model(exe, work, name, kind, path, xs, want, arg_names)
             e_pt = errs[0] if errs else None

@@ -25,6 +25,8 @@ static ox_status op_str(struct ev *e, struct tv **a, int n, struct tv **out);
 static ox_status make_filled(struct ev *e, struct tv *size, struct tv *dtype, double v,
                              ox_dtype dflt, struct tv **out);
 static void note_view(struct tv *x, int64_t d, int64_t s, int64_t step, bool drop, struct tv *out);
+static ox_status op_adaptive_max_pool_any(struct ev *e, struct tv *x, int k, const int64_t *o,
+                                          struct tv **out);
 
 /* ---- small helpers --------------------------------------------------------------------- */
 
@@ -867,6 +869,22 @@ static ox_status op_identity(struct ev *e, struct tv **a, int n, struct tv **out
     return OX_OK;
 }
 
+/* clone: a tensor of its own (in-place writes to it must not reach the original) */
+static ox_status op_clone(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    if (!is_t(x)) return (*out = x, OX_OK);
+    if (x->cdata && x->vid < 0) { /* a constant: its own copy of the data */
+        ox_tensor t = {0};
+        if (ox_tensor_copy(&t, x->cdata)) return oom(e);
+        return (*out = tv_const(e, &t)) ? OX_OK : oom(e);
+    }
+    if (!(*out = tv_new(e, TV_TENSOR))) return oom(e);
+    **out = *x;
+    (*out)->vbase = NULL;
+    return OX_OK;
+}
+
 static ox_status op_softmax_like(struct ev *e, struct tv **a, const char *op, struct tv **out) {
     int64_t d;
     struct tv *x = a[0];
@@ -910,6 +928,14 @@ static ox_status op_masked_fill(struct ev *e, struct tv **a, int n, struct tv **
 static ox_status op_where(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
     struct tv *c = a[0], *x = a[1], *y = a[2];
+    if (!is_t(x) && !is_t(y)) { /* two numbers: the default float type, or int64 */
+        bool fl = x->k == TV_FLOAT || y->k == TV_FLOAT;
+        if (!(x = num_tensor(e, x,
+                             fl                                   ? OX_FLOAT
+                             : x->k == TV_BOOL && y->k == TV_BOOL ? OX_BOOL
+                                                                  : OX_INT64)))
+            return oom(e);
+    }
     ox_status st = promote(e, &x, &y);
     if (!st && c->dt != OX_BOOL) st = cast(e, c, OX_BOOL, &c);
     struct tv *in[3] = {c, x, y};
@@ -1146,16 +1172,19 @@ static ox_status op_tslice(struct ev *e, struct tv **a, int n, struct tv **out) 
     return st;
 }
 
-/* The view mapping of a constant tensor: its base (itself when not a view), the offset of
- * its first element and its strides there. False when x is not a changeable constant. */
-static bool view_of(struct tv *x, struct tv **base, int64_t *off, int64_t *strides) {
+/* The view mapping of x: its base (itself when not a view), the offset of its first element
+ * and its strides there. False when x has no known shape, or (constants_only) when x is not
+ * a changeable constant. Views are what slices and selects make (note_view). */
+static bool view_of_any(struct tv *x, bool constants_only, struct tv **base, int64_t *off,
+                        int64_t *strides) {
     if (x->vbase) {
+        if (constants_only && (!x->cdata || !x->vbase->cdata || x->vbase->vid >= 0)) return false;
         *base = x->vbase;
         *off = x->voff;
         memcpy(strides, x->vstride, sizeof(int64_t) * (size_t)x->rank);
         return true;
     }
-    if (!x->cdata || x->vid >= 0 || x->rank < 0) return false;
+    if (x->rank < 0 || (constants_only && (!x->cdata || x->vid >= 0))) return false;
     *base = x;
     *off = 0;
     int64_t st = 1;
@@ -1166,11 +1195,15 @@ static bool view_of(struct tv *x, struct tv **base, int64_t *off, int64_t *strid
     return true;
 }
 
+static bool view_of(struct tv *x, struct tv **base, int64_t *off, int64_t *strides) {
+    return view_of_any(x, true, base, off, strides);
+}
+
 /* Record that `out` is x[d: s..t step] (or x[d = s] when drop) as a view of x's base. */
 static void note_view(struct tv *x, int64_t d, int64_t s, int64_t step, bool drop, struct tv *out) {
     struct tv *base;
     int64_t off, str[OX_MAX_RANK];
-    if (!out->cdata || !view_of(x, &base, &off, str) || step <= 0) return;
+    if (out == x || !view_of_any(x, false, &base, &off, str) || step <= 0) return;
     int64_t len = x->dims[d];
     if (s < 0) s += len;
     s = s < 0 ? 0 : s > len ? len : s;
@@ -1183,6 +1216,60 @@ static void note_view(struct tv *x, int64_t d, int64_t s, int64_t step, bool dro
     }
 }
 
+/* An in-place write: x takes val's values (cast and broadcast to x); when x is a view (slices
+ * and selects of a base), the base takes them at x's positions (ScatterElements over the
+ * flattened base). x and its base keep their identity, so that every name bound to them
+ * sees the change; x stays a view of the base. */
+static ox_status write_back(struct ev *e, struct tv *x, struct tv *val) {
+    ox_status st = need_t(e, x, "in-place write");
+    if (!st) st = need_t(e, val, "in-place write");
+    if (st) return st;
+    if (x->rank < 0)
+        return ts_err(e, OX_E_UNSUPPORTED, "in-place write to a tensor of unknown rank");
+    if (val->dt != x->dt && (st = cast(e, val, x->dt, &val))) return st;
+    bool same = val->rank == x->rank;
+    for (int i = 0; same && i < x->rank; i++) same = val->dims[i] == x->dims[i];
+    if (!same) {
+        struct tv *in[2] = {val, tv_i64s(e, x->rank, x->dims)};
+        if (!in[1]) return oom(e);
+        if ((st = ts_emit1(e, "Expand", 2, in, NULL, &val))) return st;
+    }
+    struct tv *base = x->vbase;
+    if (base) {
+        int64_t numel = 1, idx[OX_MAX_RANK] = {0}, all = -1;
+        for (int i = 0; i < x->rank; i++) numel *= x->dims[i];
+        void *data;
+        struct tv *pos = tv_const_new(e, OX_INT64, 1, &numel, &data), *fb, *fv, *nb;
+        if (!pos) return oom(e);
+        for (int64_t k = 0; k < numel; k++) {
+            int64_t at = x->voff;
+            for (int d = 0; d < x->rank; d++) at += idx[d] * x->vstride[d];
+            ((int64_t *)data)[k] = at;
+            for (int d = x->rank - 1; d >= 0; d--) {
+                if (++idx[d] < x->dims[d]) break;
+                idx[d] = 0;
+            }
+        }
+        if ((st = reshape(e, base, 1, &all, &fb)) || (st = reshape(e, val, 1, &all, &fv)))
+            return st;
+        struct ts_attrs at = {0};
+        ta_int(&at, "axis", 0);
+        struct tv *in[3] = {fb, pos, fv};
+        if ((st = ts_emit1(e, "ScatterElements", 3, in, &at, &nb)) ||
+            (st = reshape(e, nb, base->rank, base->dims, &nb)))
+            return st;
+        *base = *nb;
+        base->vbase = NULL;
+    }
+    struct tv *vb = x->vbase;
+    int64_t voff = x->voff, vstride[OX_MAX_RANK];
+    memcpy(vstride, x->vstride, sizeof vstride);
+    *x = *val;
+    x->vbase = vb, x->voff = voff;
+    memcpy(x->vstride, vstride, sizeof vstride);
+    return OX_OK;
+}
+
 /* fill_(self, value): the constant self (and what it views) takes the value everywhere. */
 static ox_status op_fill(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
@@ -1193,11 +1280,18 @@ static ox_status op_fill(struct ev *e, struct tv **a, int n, struct tv **out) {
         v = tv_num(a[1]);
     else if (is_t(a[1]) && a[1]->cdata && ox_tensor_numel(a[1]->cdata) == 1)
         v = ox_tensor_get(a[1]->cdata, 0);
-    else
-        return ts_err(e, OX_E_UNSUPPORTED, "fill_ with a value computed at run time");
-    if (!is_t(x) || !view_of(x, &base, &off, str))
-        return ts_err(e, OX_E_UNSUPPORTED, "fill_ of a tensor computed at run time");
-    if (base->vid >= 0) return ts_err(e, OX_E_UNSUPPORTED, "fill_ of a constant after it was used");
+    else if (is_t(a[1]) && is_t(x)) { /* a run-time value */
+        ox_status st = write_back(e, x, a[1]);
+        return st ? st : (*out = x, OX_OK);
+    } else
+        return ts_err(e, OX_E_UNSUPPORTED, "fill_ with a %s", tv_kind_name(a[1]->k));
+    if (!is_t(x) || !view_of(x, &base, &off, str)) { /* a run-time tensor */
+        struct tv *c = is_t(x) ? tv_scalar_tensor(e, v, x->dt) : NULL;
+        if (!is_t(x)) return need_t(e, x, "fill_");
+        if (!c) return oom(e);
+        ox_status st = write_back(e, x, c);
+        return st ? st : (*out = x, OX_OK);
+    }
     int64_t numel = ox_tensor_numel(x->cdata), idx[OX_MAX_RANK] = {0};
     for (int64_t k = 0; k < numel; k++) {
         int64_t at = off;
@@ -1220,13 +1314,16 @@ static ox_status op_copy_(struct ev *e, struct tv **a, int n, struct tv **out) {
         return op_fill(e, a, n, out);
     struct tv *x = a[0], *base;
     int64_t off, str[OX_MAX_RANK];
-    if (!is_t(x) || !view_of(x, &base, &off, str) || !is_t(src) || !src->cdata)
-        return ts_err(e, OX_E_UNSUPPORTED, "copy_ into or from a tensor computed at run time");
-    if (base->vid >= 0)
-        return ts_err(e, OX_E_UNSUPPORTED, "copy_ into a constant after it was used");
+    if (!is_t(x) || !is_t(src)) return need_t(e, is_t(x) ? src : x, "copy_");
+    if (!view_of(x, &base, &off, str) || !src->cdata) { /* a run-time tensor or source */
+        ox_status st = write_back(e, x, src);
+        return st ? st : (*out = x, OX_OK);
+    }
     int64_t numel = ox_tensor_numel(x->cdata), idx[OX_MAX_RANK] = {0};
-    if (ox_tensor_numel(src->cdata) != numel || src->rank != x->rank)
-        return ts_err(e, OX_E_UNSUPPORTED, "copy_ with broadcasting");
+    if (ox_tensor_numel(src->cdata) != numel || src->rank != x->rank) { /* broadcast */
+        ox_status st = write_back(e, x, src);
+        return st ? st : (*out = x, OX_OK);
+    }
     for (int64_t k = 0; k < numel; k++) {
         int64_t at = off;
         for (int d = 0; d < x->rank; d++) at += idx[d] * str[d];
@@ -1306,7 +1403,20 @@ static ox_status op_index(struct ev *e, struct tv **a, int n, struct tv **out) {
         return OX_OK;
     }
     struct tv *idx = l->items[axis];
-    if (idx->dt == OX_BOOL) return ts_err(e, OX_E_UNSUPPORTED, "indexing with a boolean mask");
+    if (idx->dt == OX_BOOL && idx->cdata && idx->rank == 1) { /* a constant mask: positions */
+        int64_t cnt = 0, len = idx->dims[0];
+        for (int64_t i = 0; i < len; i++) cnt += ox_tensor_get(idx->cdata, i) != 0;
+        void *data;
+        struct tv *pos = tv_const_new(e, OX_INT64, 1, &cnt, &data);
+        if (!pos) return oom(e);
+        for (int64_t i = 0, k = 0; i < len; i++)
+            if (ox_tensor_get(idx->cdata, i) != 0) ((int64_t *)data)[k++] = i;
+        idx = pos;
+    }
+    if (idx->dt == OX_BOOL)
+        return ts_err(e, OX_E_UNSUPPORTED,
+                      "indexing with a boolean mask computed at run time (the result's size "
+                      "depends on the data)");
     struct tv *in[2] = {x, idx};
     struct ts_attrs at = {0};
     ta_int(&at, "axis", axis);
@@ -1755,6 +1865,7 @@ static ox_status expand_list(struct ev *e, struct tv *v, int k, int64_t *out) {
     int64_t tmp[OX_MAX_RANK];
     ox_status st = tv_to_ints(e, v, tmp, OX_MAX_RANK, &m);
     if (st) return st;
+    if (m < 1) return ts_err(e, OX_E_INVALID, "an empty list for %d spatial dims", k);
     for (int i = 0; i < k; i++) out[i] = m == 1 ? tmp[0] : i < m ? tmp[i] : tmp[m - 1];
     if (m != 1 && m != k) return ts_err(e, OX_E_INVALID, "%d values for %d spatial dims", m, k);
     return OX_OK;
@@ -1907,7 +2018,7 @@ static ox_status op_group_norm(struct ev *e, struct tv **a, int n, struct tv **o
 
 static ox_status pool(struct ev *e, const char *op, struct tv *x, struct tv *kernel,
                       struct tv *stride, struct tv *padding, struct tv *dilation, struct tv *ceil,
-                      struct tv *count_include_pad, struct tv **out) {
+                      struct tv *count_include_pad, int n_out, struct tv **out) {
     ox_status st = need_t(e, x, op);
     if (st) return st;
     int k = x->rank - 2;
@@ -1938,19 +2049,19 @@ static ox_status pool(struct ev *e, const char *op, struct tv *x, struct tv *ker
         if (count_include_pad && !is_none(count_include_pad)) tv_truthy(count_include_pad, &cip);
         ta_int(&at, "count_include_pad", cip);
     }
-    return ts_emit1(e, op, 1, &x, &at, out);
+    return ts_emit(e, op, 1, &x, &at, n_out, out);
 }
 
 static ox_status op_max_pool(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
-    return pool(e, "MaxPool", a[0], a[1], a[2], a[3], a[4], a[5], NULL, out);
+    return pool(e, "MaxPool", a[0], a[1], a[2], a[3], a[4], a[5], NULL, 1, out);
 }
 
 static ox_status op_avg_pool(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n; /* avg_pool2d(self, kernel, stride=[], padding=0, ceil_mode, count_include_pad,
                divisor_override) */
     if (!is_none(a[6])) return ts_err(e, OX_E_UNSUPPORTED, "avg_pool with divisor_override");
-    return pool(e, "AveragePool", a[0], a[1], a[2], a[3], NULL, a[4], a[5], out);
+    return pool(e, "AveragePool", a[0], a[1], a[2], a[3], NULL, a[4], a[5], 1, out);
 }
 
 /* Adaptive average pooling to any size: along each spatial axis, output i averages input
@@ -2023,10 +2134,14 @@ static ox_status op_adaptive_max_pool(struct ev *e, struct tv **a, int n, struct
     if (!st && (k < 1 || k > 3)) st = ts_err(e, OX_E_UNSUPPORTED, "adaptive pool rank");
     if (!st) st = expand_list(e, a[1], k, o);
     if (st) return st;
-    for (int i = 0; i < k; i++)
-        if (o[i] != 1)
-            return ts_err(e, OX_E_UNSUPPORTED, "adaptive_max_pool to a size other than 1");
-    if ((st = ts_emit1(e, "GlobalMaxPool", 1, &x, NULL, &y))) return st;
+    bool global = true;
+    for (int i = 0; i < k; i++) {
+        if (o[i] == -1) o[i] = x->dims[2 + i];
+        global &= o[i] == 1;
+    }
+    st = global ? ts_emit1(e, "GlobalMaxPool", 1, &x, NULL, &y)
+                : op_adaptive_max_pool_any(e, x, k, o, &y);
+    if (st) return st;
     *out = tv_list(e, TV_TUPLE, 2);
     if (!*out) return oom(e);
     (*out)->items[0] = y;
@@ -2063,6 +2178,23 @@ static ox_status op_pad(struct ev *e, struct tv **a, int n, struct tv **out) {
         pads[x->rank + axis] = pd[2 * i + 1];
     }
     const char *mode = a[2] && a[2]->k == TV_STR ? a[2]->s : "constant";
+    if (!strcmp(mode, "circular")) { /* each axis: its last pads[b] rows, x, its first pads[a] */
+        for (int ax = 0; ax < x->rank; ax++) {
+            int64_t b = pads[ax], f = pads[x->rank + ax], len = x->dims[ax];
+            if (!b && !f) continue;
+            if (b < 0 || f < 0 || b > len || f > len)
+                return ts_err(e, OX_E_UNSUPPORTED, "circular pad of %lld/%lld on a dim of %lld",
+                              (long long)b, (long long)f, (long long)len);
+            struct tv *parts[3];
+            int k = 0;
+            if (b && (st = slice1(e, x, ax, len - b, len, 1, &parts[k++]))) return st;
+            parts[k++] = x;
+            if (f && (st = slice1(e, x, ax, 0, f, 1, &parts[k++]))) return st;
+            if ((st = concat(e, k, parts, ax, &x))) return st;
+        }
+        *out = x;
+        return OX_OK;
+    }
     struct ts_attrs at = {0};
     ta_str(&at, "mode", !strcmp(mode, "replicate") ? "edge" : mode);
     struct tv *in[3] = {x, tv_i64s(e, 2 * x->rank, pads), NULL};
@@ -2078,14 +2210,14 @@ static ox_status op_constant_pad_nd(struct ev *e, struct tv **a, int n, struct t
 }
 
 static ox_status resize(struct ev *e, struct tv *x, struct tv *size, struct tv *scales,
-                        const char *mode, const char *ctm, struct tv **out) {
+                        const char *mode, const char *ctm, const char *nearest, struct tv **out) {
     ox_status st = need_t(e, x, "upsample");
     if (st) return st;
     int k = x->rank - 2;
     struct ts_attrs at = {0};
     ta_str(&at, "mode", mode);
     ta_str(&at, "coordinate_transformation_mode", ctm);
-    if (!strcmp(mode, "nearest")) ta_str(&at, "nearest_mode", "floor");
+    if (!strcmp(mode, "nearest")) ta_str(&at, "nearest_mode", nearest);
     struct tv *in[4] = {x, NULL, NULL, NULL};
     if (!is_none(size)) {
         int64_t s[OX_MAX_RANK], full[OX_MAX_RANK];
@@ -2115,14 +2247,14 @@ static ox_status resize(struct ev *e, struct tv *x, struct tv *size, struct tv *
 
 static ox_status op_upsample_nearest(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n; /* upsample_nearest2d(input, output_size, scales) */
-    return resize(e, a[0], a[1], a[2], "nearest", "asymmetric", out);
+    return resize(e, a[0], a[1], a[2], "nearest", "asymmetric", "floor", out);
 }
 
 static ox_status op_upsample_linear(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n; /* upsample_bilinear2d(input, output_size, align_corners, scale_factors) */
     bool ac = false;
     tv_truthy(a[2], &ac);
-    return resize(e, a[0], a[1], a[3], "linear", ac ? "align_corners" : "half_pixel", out);
+    return resize(e, a[0], a[1], a[3], "linear", ac ? "align_corners" : "half_pixel", NULL, out);
 }
 
 /* ---- attention ------------------------------------------------------------------------- */
@@ -2260,26 +2392,31 @@ static struct tv *regate(struct ev *e, const struct tv *w, int gates, const int 
 
 /* lstm(input, hx[2], params, has_biases, num_layers, dropout, train, bidirectional,
  * batch_first) and gru(input, hx, params, ...): one ONNX node per layer. */
-static ox_status recurrent(struct ev *e, struct tv **a, bool lstm, struct tv **out) {
+/* The recurrent layers: kind 'l' LSTM, 'g' GRU, 't' RNN with tanh, 'r' RNN with relu. */
+static ox_status recurrent(struct ev *e, struct tv **a, char kind, struct tv **out) {
+    static const char *const names[] = {"lstm", "gru", "rnn"};
+    bool lstm = kind == 'l', rnn = kind == 't' || kind == 'r';
+    const char *name = names[lstm ? 0 : rnn ? 2 : 1];
     struct tv *x = a[0], *hx = a[1], *params = a[2];
     int64_t layers;
     bool has_b = true, bidir = false, batch_first = false;
-    ox_status st = need_t(e, x, lstm ? "lstm" : "gru");
+    ox_status st = need_t(e, x, name);
     if (!st) st = tv_to_int(e, a[4], &layers);
     if (st) return st;
     tv_truthy(a[3], &has_b);
     tv_truthy(a[7], &bidir);
     tv_truthy(a[8], &batch_first);
-    int dirs = bidir ? 2 : 1, per = has_b ? 4 : 2, gates = lstm ? 4 : 3;
+    int dirs = bidir ? 2 : 1, per = has_b ? 4 : 2, gates = lstm ? 4 : rnn ? 1 : 3;
     if (params->k != TV_LIST || params->n != layers * dirs * per)
-        return ts_err(e, OX_E_UNSUPPORTED, "%s: %d weights for %lld layers", lstm ? "lstm" : "gru",
+        return ts_err(e, OX_E_UNSUPPORTED, "%s: %d weights for %lld layers", name,
                       params->k == TV_LIST ? params->n : -1, (long long)layers);
     struct tv *h0 = lstm ? (hx->k == TV_LIST && hx->n == 2 ? hx->items[0] : NULL) : hx;
     struct tv *c0 = lstm && hx->k == TV_LIST && hx->n == 2 ? hx->items[1] : NULL;
     if (!is_t(h0) || (lstm && !is_t(c0))) return ts_err(e, OX_E_UNSUPPORTED, "recurrent state");
     static const int lstm_order[4] = {0, 3, 1, 2}; /* torch i,f,g,o -> ONNX i,o,f,c */
     static const int gru_order[3] = {1, 0, 2};     /* torch r,z,n -> ONNX z,r,h */
-    const int *order = lstm ? lstm_order : gru_order;
+    static const int rnn_order[1] = {0};
+    const int *order = lstm ? lstm_order : rnn ? rnn_order : gru_order;
     if (batch_first && (st = transpose(e, x, 3, (int64_t[]){1, 0, 2}, &x))) return st;
     int64_t H = h0->dims[2];
     struct tv *hs[64], *cs[64];
@@ -2320,9 +2457,16 @@ static ox_status recurrent(struct ev *e, struct tv **a, bool lstm, struct tv **o
         struct ts_attrs at = {0};
         ta_int(&at, "hidden_size", H);
         ta_str(&at, "direction", bidir ? "bidirectional" : "forward");
-        if (!lstm) ta_int(&at, "linear_before_reset", 1);
+        if (kind == 'g') ta_int(&at, "linear_before_reset", 1);
+        const char *acts[2] = {kind == 'r' ? "Relu" : "Tanh", kind == 'r' ? "Relu" : "Tanh"};
+        size_t act_lens[2];
+        if (rnn) ta_strs(&at, "activations", dirs, acts, act_lens);
         struct tv *in[7] = {x, Ws, Rs, Bs, NULL, hl, cl}, *res[3];
-        if ((st = ts_emit(e, lstm ? "LSTM" : "GRU", lstm ? 7 : 6, in, &at, lstm ? 3 : 2, res)))
+        if ((st = ts_emit(e,
+                          lstm  ? "LSTM"
+                          : rnn ? "RNN"
+                                : "GRU",
+                          lstm ? 7 : 6, in, &at, lstm ? 3 : 2, res)))
             return st;
         /* Y [seq, dirs, batch, H] -> [seq, batch, dirs*H] */
         struct tv *y;
@@ -2347,12 +2491,22 @@ static ox_status recurrent(struct ev *e, struct tv **a, bool lstm, struct tv **o
 
 static ox_status op_lstm(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
-    return recurrent(e, a, true, out);
+    return recurrent(e, a, 'l', out);
 }
 
 static ox_status op_gru(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
-    return recurrent(e, a, false, out);
+    return recurrent(e, a, 'g', out);
+}
+
+static ox_status op_rnn_tanh(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return recurrent(e, a, 't', out);
+}
+
+static ox_status op_rnn_relu(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return recurrent(e, a, 'r', out);
 }
 
 /* ---- tensor properties ----------------------------------------------------------------- */
@@ -2561,6 +2715,2065 @@ static ox_status op_any(struct ev *e, struct tv **a, int n, struct tv **out) {
     return all_any(e, a, n, false, out);
 }
 
+/* ---- more operators: math, activations, reductions -------------------------------------- */
+
+static ox_status tuple2(struct ev *e, struct tv *a, struct tv *b, struct tv **out) {
+    *out = tv_list(e, TV_TUPLE, 2);
+    if (!*out) return oom(e);
+    (*out)->items[0] = a;
+    (*out)->items[1] = b;
+    return OX_OK;
+}
+
+/* A number known at import time: an int, float or bool, or a one-element constant tensor
+ * (what prim::NumToTensor of a static size gives); *fl says whether it is a float. */
+static ox_status num_arg(struct ev *e, const struct tv *v, double *out, bool *fl) {
+    if (tv_is_num(v)) {
+        *out = tv_num(v);
+        if (fl) *fl = v->k == TV_FLOAT;
+        return OX_OK;
+    }
+    if (is_t(v) && v->cdata && ox_tensor_numel(v->cdata) == 1) {
+        *out = ox_tensor_get(v->cdata, 0);
+        if (fl) *fl = ox_dtype_is_float(v->cdata->dtype);
+        return OX_OK;
+    }
+    return ts_err(e, OX_E_UNSUPPORTED, "expected a number known at import time, got a %s%s",
+                  v ? tv_kind_name(v->k) : "nothing",
+                  v && v->k == TV_TENSOR ? " computed at run time" : "");
+}
+
+/* A scalar constant of x's float type (float32 when x is not floating). */
+static struct tv *fscalar(struct ev *e, double v, const struct tv *x) {
+    return tv_scalar_tensor(e, v, ox_dtype_is_float(x->dt) ? x->dt : OX_FLOAT);
+}
+
+/* x as floating point (integers and bools become float32, as torch's math ops do). */
+static ox_status as_float(struct ev *e, struct tv *x, struct tv **out) {
+    ox_status st = need_t(e, x, "math");
+    if (st) return st;
+    return ox_dtype_is_float(x->dt) ? (*out = x, OX_OK) : cast(e, x, OX_FLOAT, out);
+}
+
+static ox_status fun(struct ev *e, const char *op, struct tv *x, struct tv **out) {
+    ox_status st = as_float(e, x, &x);
+    return st ? st : ts_emit1(e, op, 1, &x, NULL, out);
+}
+
+#define FUNARY(fname, onnx)                                                                        \
+    static ox_status fname(struct ev *e, struct tv **a, int n, struct tv **out) {                  \
+        (void)n;                                                                                   \
+        return fun(e, onnx, a[0], out);                                                            \
+    }
+FUNARY(op_tan, "Tan")
+FUNARY(op_atan, "Atan")
+FUNARY(op_asin, "Asin")
+FUNARY(op_acos, "Acos")
+FUNARY(op_sinh, "Sinh")
+FUNARY(op_cosh, "Cosh")
+FUNARY(op_asinh, "Asinh")
+FUNARY(op_acosh, "Acosh")
+FUNARY(op_atanh, "Atanh")
+UNARY(op_sign, "Sign")
+
+static ox_status op_round(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* round(self, *, decimals=0): halves to even, as ONNX Round */
+    struct tv *x = a[0];
+    int64_t dec = 0;
+    ox_status st = need_t(e, x, "round");
+    if (!st && !is_none(a[1])) st = tv_to_int(e, a[1], &dec);
+    if (st || !ox_dtype_is_float(x->dt)) return st ? st : (*out = x, OX_OK);
+    if (dec == 0) return ts_emit1(e, "Round", 1, &x, NULL, out);
+    struct tv *k = fscalar(e, pow(10.0, (double)dec), x), *m, *r;
+    if (!k) return oom(e);
+    if ((st = bin(e, "Mul", x, k, &m)) || (st = ts_emit1(e, "Round", 1, &m, NULL, &r))) return st;
+    return bin(e, "Div", r, k, out);
+}
+
+/* trunc(x) = sign(x) floor(|x|); frac(x) = x - trunc(x) */
+static ox_status trunc_of(struct ev *e, struct tv *x, struct tv **out) {
+    struct tv *s, *ab, *f;
+    ox_status st = need_t(e, x, "trunc");
+    if (st || !ox_dtype_is_float(x->dt)) return st ? st : (*out = x, OX_OK);
+    if ((st = un(e, "Sign", x, &s)) || (st = un(e, "Abs", x, &ab)) || (st = un(e, "Floor", ab, &f)))
+        return st;
+    return bin(e, "Mul", s, f, out);
+}
+
+static ox_status op_trunc(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return trunc_of(e, a[0], out);
+}
+
+static ox_status op_frac(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *t;
+    ox_status st = trunc_of(e, a[0], &t);
+    return st ? st : bin(e, "Sub", a[0], t, out);
+}
+
+static ox_status op_log1p(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x, *p;
+    ox_status st = as_float(e, a[0], &x);
+    struct tv *one = st ? NULL : fscalar(e, 1, x);
+    if (st || !one) return st ? st : oom(e);
+    return (st = bin(e, "Add", x, one, &p)) ? st : un(e, "Log", p, out);
+}
+
+static ox_status op_expm1(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x, *p;
+    ox_status st = as_float(e, a[0], &x);
+    struct tv *one = st ? NULL : fscalar(e, 1, x);
+    if (st || !one) return st ? st : oom(e);
+    return (st = un(e, "Exp", x, &p)) ? st : bin(e, "Sub", p, one, out);
+}
+
+static ox_status log_base(struct ev *e, struct tv *x, double base, struct tv **out) {
+    struct tv *l;
+    ox_status st = as_float(e, x, &x);
+    struct tv *k = st ? NULL : fscalar(e, log(base), x);
+    if (st || !k) return st ? st : oom(e);
+    return (st = un(e, "Log", x, &l)) ? st : bin(e, "Div", l, k, out);
+}
+
+static ox_status op_log2(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return log_base(e, a[0], 2, out);
+}
+
+static ox_status op_log10(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return log_base(e, a[0], 10, out);
+}
+
+static ox_status op_exp2(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x;
+    ox_status st = as_float(e, a[0], &x);
+    struct tv *two = st ? NULL : fscalar(e, 2, x);
+    if (st || !two) return st ? st : oom(e);
+    struct tv *in[2] = {two, x};
+    return ts_emit1(e, "Pow", 2, in, NULL, out);
+}
+
+static ox_status op_square(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    if (tv_is_num(a[0])) return scalar_arith(e, "mul", a[0], a[0], out);
+    return bin(e, "Mul", a[0], a[0], out);
+}
+
+static ox_status op_isnan(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    ox_status st = need_t(e, a[0], "isnan");
+    if (st) return st;
+    if (!ox_dtype_is_float(a[0]->dt)) return like(e, (struct tv *[]){a[0], tv_int(e, 11)}, 0, out);
+    return ts_emit1(e, "IsNaN", 1, &a[0], NULL, out);
+}
+
+static ox_status op_isinf(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    ox_status st = need_t(e, a[0], "isinf");
+    if (st) return st;
+    if (!ox_dtype_is_float(a[0]->dt)) return like(e, (struct tv *[]){a[0], tv_int(e, 11)}, 0, out);
+    return ts_emit1(e, "IsInf", 1, &a[0], NULL, out);
+}
+
+static ox_status op_isfinite(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *i, *nn, *o;
+    ox_status st = need_t(e, a[0], "isfinite");
+    if (st) return st;
+    if (!ox_dtype_is_float(a[0]->dt)) return like(e, (struct tv *[]){a[0], tv_int(e, 11)}, 1, out);
+    if ((st = ts_emit1(e, "IsInf", 1, &a[0], NULL, &i)) ||
+        (st = ts_emit1(e, "IsNaN", 1, &a[0], NULL, &nn)) || (st = bin(e, "Or", i, nn, &o)))
+        return st;
+    return un(e, "Not", o, out);
+}
+
+/* nan_to_num(self, nan=0, posinf=None, neginf=None): None is the type's largest value */
+static ox_status op_nan_to_num(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    ox_status st = need_t(e, x, "nan_to_num");
+    if (st || !ox_dtype_is_float(x->dt)) return st ? st : (*out = x, OX_OK);
+    double big = x->dt == OX_DOUBLE     ? 1.7976931348623157e308
+                 : x->dt == OX_FLOAT16  ? 65504.0
+                 : x->dt == OX_BFLOAT16 ? 3.3895313892515355e38
+                                        : 3.4028234663852886e38;
+    double v[3] = {is_none(a[1]) ? 0 : tv_num(a[1]), is_none(a[2]) ? big : tv_num(a[2]),
+                   is_none(a[3]) ? -big : tv_num(a[3])};
+    struct tv *y = x;
+    for (int k = 0; k < 3; k++) {
+        struct tv *m, *c = tv_scalar_tensor(e, v[k], x->dt);
+        struct ts_attrs at = {0};
+        if (!c) return oom(e);
+        if (k == 0) {
+            st = ts_emit1(e, "IsNaN", 1, &x, NULL, &m);
+        } else {
+            ta_int(&at, "detect_positive", k == 1);
+            ta_int(&at, "detect_negative", k == 2);
+            st = ts_emit1(e, "IsInf", 1, &x, &at, &m);
+        }
+        struct tv *in[3] = {m, c, y};
+        if (st || (st = ts_emit1(e, "Where", 3, in, NULL, &y))) return st;
+    }
+    *out = y;
+    return OX_OK;
+}
+
+/* ---- activations ------------------------------------------------------------------------ */
+
+static ox_status act1(struct ev *e, const char *op, struct tv *x, const char *attr, double v,
+                      struct tv **out) {
+    struct ts_attrs at = {0};
+    if (attr) ta_float(&at, attr, (float)v);
+    ox_status st = need_t(e, x, op);
+    return st ? st : ts_emit1(e, op, 1, &x, &at, out);
+}
+
+static ox_status op_elu(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* elu(self, alpha=1, scale=1, input_scale=1) */
+    double alpha = tv_num(a[1]), scale = tv_num(a[2]), in_scale = tv_num(a[3]);
+    if (scale == 1 && in_scale == 1) return act1(e, "Elu", a[0], "alpha", alpha, out);
+    /* scale (x > 0 ? x : alpha (exp(x in_scale) - 1)) */
+    struct tv *x = a[0], *pos, *xs, *neg, *z = fscalar(e, 0, x), *k = fscalar(e, in_scale, x),
+              *sc = fscalar(e, scale, x), *c;
+    ox_status st = need_t(e, x, "elu");
+    if (st || !z || !k || !sc) return st ? st : oom(e);
+    if ((st = bin(e, "Mul", x, k, &xs)) || (st = act1(e, "Elu", xs, "alpha", alpha, &neg)) ||
+        (st = bin(e, "Greater", x, z, &pos)))
+        return st;
+    struct tv *in[3] = {pos, x, neg};
+    if ((st = ts_emit1(e, "Where", 3, in, NULL, &c))) return st;
+    return bin(e, "Mul", c, sc, out);
+}
+
+static ox_status op_selu(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return act1(e, "Selu", a[0], NULL, 0, out);
+}
+
+static ox_status op_celu(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return act1(e, "Celu", a[0], "alpha", tv_num(a[1]), out);
+}
+
+static ox_status op_prelu(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* the weight (one value, or one per channel: dim 1) */
+    struct tv *x = a[0], *w = a[1];
+    ox_status st = need_t(e, x, "prelu");
+    if (!st) st = need_t(e, w, "prelu weight");
+    if (st) return st;
+    int64_t numel = 1;
+    for (int i = 0; i < w->rank; i++) numel *= w->dims[i];
+    if (numel > 1 && x->rank >= 2) {
+        int64_t shape[OX_MAX_RANK];
+        shape[0] = numel;
+        for (int i = 1; i < x->rank - 1; i++) shape[i] = 1;
+        if ((st = reshape(e, w, x->rank - 1, shape, &w))) return st;
+    }
+    if (w->dt != x->dt && (st = cast(e, w, x->dt, &w))) return st;
+    struct tv *in[2] = {x, w};
+    return ts_emit1(e, "PRelu", 2, in, NULL, out);
+}
+
+/* softplus(self, beta=1, threshold=20): log(1 + exp(beta x)) / beta, x where beta x > threshold */
+static ox_status softplus(struct ev *e, struct tv *x, double beta, double thr, struct tv **out) {
+    struct tv *bx = x, *sp, *y, *gt;
+    ox_status st = as_float(e, x, &x);
+    if (st) return st;
+    struct tv *b = fscalar(e, beta, x), *t = fscalar(e, thr, x);
+    if (!b || !t) return oom(e);
+    bx = x;
+    if (beta != 1 && (st = bin(e, "Mul", x, b, &bx))) return st;
+    if ((st = un(e, "Softplus", bx, &sp))) return st;
+    y = sp;
+    if (beta != 1 && (st = bin(e, "Div", sp, b, &y))) return st;
+    if ((st = bin(e, "Greater", bx, t, &gt))) return st;
+    struct tv *in[3] = {gt, x, y};
+    return ts_emit1(e, "Where", 3, in, NULL, out);
+}
+
+static ox_status op_softplus(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return softplus(e, a[0], tv_num(a[1]), tv_num(a[2]), out);
+}
+
+static ox_status op_mish(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* x tanh(softplus(x)) */
+    struct tv *sp, *t;
+    ox_status st = softplus(e, a[0], 1, 20, &sp);
+    if (!st) st = un(e, "Tanh", sp, &t);
+    return st ? st : bin(e, "Mul", a[0], t, out);
+}
+
+static ox_status op_log_sigmoid(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* -softplus(-x) */
+    struct tv *x, *nx, *sp;
+    ox_status st = as_float(e, a[0], &x);
+    if (!st) st = un(e, "Neg", x, &nx);
+    if (!st) st = un(e, "Softplus", nx, &sp);
+    return st ? st : un(e, "Neg", sp, out);
+}
+
+static ox_status shrink(struct ev *e, struct tv *x, double lambd, double bias, struct tv **out) {
+    struct ts_attrs at = {0};
+    ta_float(&at, "lambd", (float)lambd);
+    ta_float(&at, "bias", (float)bias);
+    ox_status st = need_t(e, x, "shrink");
+    return st ? st : ts_emit1(e, "Shrink", 1, &x, &at, out);
+}
+
+static ox_status op_hardshrink(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return shrink(e, a[0], tv_num(a[1]), 0, out);
+}
+
+static ox_status op_softshrink(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return shrink(e, a[0], tv_num(a[1]), tv_num(a[1]), out);
+}
+
+static ox_status op_threshold(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* threshold(self, threshold, value): x > threshold ? x : value */
+    struct tv *x = a[0], *gt;
+    ox_status st = need_t(e, x, "threshold");
+    if (st) return st;
+    struct tv *t = num_tensor(e, a[1], x->dt), *v = num_tensor(e, a[2], x->dt);
+    if (!t || !v) return oom(e);
+    if ((st = bin(e, "Greater", x, t, &gt))) return st;
+    struct tv *in[3] = {gt, x, v};
+    return ts_emit1(e, "Where", 3, in, NULL, out);
+}
+
+static ox_status op_glu(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* first half times the sigmoid of the second, along dim */
+    struct tv *x = a[0], *p, *q, *s;
+    int64_t d;
+    ox_status st = need_t(e, x, "glu");
+    if (!st) st = tv_to_int(e, a[1], &d);
+    if (!st) st = norm_dim(e, d, x->rank, &d);
+    if (st) return st;
+    int64_t h = x->dims[d] / 2;
+    if (x->dims[d] % 2) return ts_err(e, OX_E_INVALID, "glu of an odd dimension");
+    if ((st = slice1(e, x, d, 0, h, 1, &p)) || (st = slice1(e, x, d, h, 2 * h, 1, &q)) ||
+        (st = un(e, "Sigmoid", q, &s)))
+        return st;
+    return bin(e, "Mul", p, s, out);
+}
+
+static ox_status op_rrelu(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* rrelu(self, lower, upper, training=False): the mean slope in evaluation */
+    bool train = false;
+    tv_truthy(a[3], &train);
+    if (train) return ts_err(e, OX_E_UNSUPPORTED, "rrelu in training mode");
+    return act1(e, "LeakyRelu", a[0], "alpha", (tv_num(a[1]) + tv_num(a[2])) / 2, out);
+}
+
+/* ---- more reductions -------------------------------------------------------------------- */
+
+static ox_status arg_reduce(struct ev *e, const char *op, struct tv **a, struct tv **out) {
+    struct tv *x = a[0];
+    ox_status st = need_t(e, x, op);
+    if (st) return st;
+    int64_t d = 0;
+    bool kd = false;
+    tv_truthy(a[2], &kd);
+    if (is_none(a[1])) { /* over the flattened tensor */
+        int64_t all = -1;
+        if ((st = reshape(e, x, 1, &all, &x))) return st;
+        kd = false;
+    } else if ((st = tv_to_int(e, a[1], &d)) || (st = norm_dim(e, d, x->rank, &d))) {
+        return st;
+    }
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", d);
+    ta_int(&at, "keepdims", kd);
+    return ts_emit1(e, op, 1, &x, &at, out);
+}
+
+static ox_status op_argmax(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return arg_reduce(e, "ArgMax", a, out);
+}
+
+static ox_status op_argmin(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return arg_reduce(e, "ArgMin", a, out);
+}
+
+static ox_status op_amin(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return reduce(e, "ReduceMin", a[0], a[1], a[2], NULL, out);
+}
+
+static ox_status op_prod(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    ox_status st = need_t(e, x, "prod");
+    if (st) return st;
+    if (is_none(a[3]) && !ox_dtype_is_float(x->dt) && x->dt != OX_INT64 &&
+        (st = cast(e, x, OX_INT64, &x)))
+        return st; /* torch multiplies integers as int64 */
+    return reduce(e, "ReduceProd", x, a[1], a[2], a[3], out);
+}
+
+static ox_status op_logsumexp(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x;
+    ox_status st = as_float(e, a[0], &x);
+    return st ? st : reduce(e, "ReduceLogSumExp", x, a[1], a[2], NULL, out);
+}
+
+static ox_status op_count_nonzero(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0], *z, *eq, *ne, *i;
+    ox_status st = need_t(e, x, "count_nonzero");
+    if (st) return st;
+    if (!(z = tv_scalar_tensor(e, 0, x->dt))) return oom(e);
+    if ((st = bin(e, "Equal", x, z, &eq)) || (st = un(e, "Not", eq, &ne)) ||
+        (st = cast(e, ne, OX_INT64, &i)))
+        return st;
+    return reduce(e, "ReduceSum", i, a[1], NULL, NULL, out);
+}
+
+/* The p-norm of x over axes (all when dims is None or empty). */
+static ox_status pnorm(struct ev *e, struct tv *x, double p, struct tv *dims, struct tv *keep,
+                       struct tv **out) {
+    ox_status st = as_float(e, x, &x);
+    if (st) return st;
+    struct tv *ab, *r;
+    if (dims && (dims->k == TV_LIST || dims->k == TV_TUPLE) && dims->n == 0) dims = NULL;
+    if (p == 2) return reduce(e, "ReduceL2", x, dims, keep, NULL, out);
+    if (p == 1) return reduce(e, "ReduceL1", x, dims, keep, NULL, out);
+    if ((st = un(e, "Abs", x, &ab))) return st;
+    if (isinf(p)) return reduce(e, p > 0 ? "ReduceMax" : "ReduceMin", ab, dims, keep, NULL, out);
+    if (p == 0) { /* the number of nonzero values */
+        struct tv *z = fscalar(e, 0, x), *gt, *f;
+        if (!z) return oom(e);
+        if ((st = bin(e, "Greater", ab, z, &gt)) || (st = cast(e, gt, x->dt, &f))) return st;
+        return reduce(e, "ReduceSum", f, dims, keep, NULL, out);
+    }
+    struct tv *pp = fscalar(e, p, x), *ip = fscalar(e, 1 / p, x), *pw;
+    if (!pp || !ip) return oom(e);
+    struct tv *in[2] = {ab, pp};
+    if ((st = ts_emit1(e, "Pow", 2, in, NULL, &pw)) ||
+        (st = reduce(e, "ReduceSum", pw, dims, keep, NULL, &r)))
+        return st;
+    struct tv *in2[2] = {r, ip};
+    return ts_emit1(e, "Pow", 2, in2, NULL, out);
+}
+
+static ox_status p_of(struct ev *e, const struct tv *v, double dflt, double *p) {
+    if (is_none(v)) return (*p = dflt, OX_OK);
+    if (v->k == TV_STR) {
+        if (!strcmp(v->s, "fro")) return (*p = 2, OX_OK);
+        return ts_err(e, OX_E_UNSUPPORTED, "the '%s' norm", v->s);
+    }
+    return num_arg(e, v, p, NULL);
+}
+
+static ox_status op_norm(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* norm(self, p=2, dim=None, keepdim=False, *, dtype=None) */
+    double p;
+    struct tv *x = a[0];
+    ox_status st = p_of(e, a[1], 2, &p);
+    if (!st && !is_none(a[4])) {
+        int64_t t;
+        if (!(st = tv_to_int(e, a[4], &t))) st = cast(e, x, torch_dtype(t), &x);
+    }
+    return st ? st : pnorm(e, x, p, a[2], a[3], out);
+}
+
+static ox_status op_frobenius_norm(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return pnorm(e, a[0], 2, a[1], a[2], out);
+}
+
+static ox_status op_vector_norm(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None) */
+    return op_norm(e, a, n, out);
+}
+
+/* var/std(self, dim=None, unbiased=None, keepdim=False, *, correction=None); var(self,
+ * unbiased) puts a bool where dim is. Returns the variance and the mean (keepdim applied). */
+static ox_status moments(struct ev *e, struct tv **a, struct tv **var, struct tv **mean) {
+    struct tv *x, *dims = a[1], *unb = a[2], *m, *d, *sq, *s;
+    ox_status st = as_float(e, a[0], &x);
+    if (st) return st;
+    if (dims && dims->k == TV_BOOL) unb = dims, dims = NULL;
+    if (dims && (dims->k == TV_LIST || dims->k == TV_TUPLE) && dims->n == 0) dims = NULL;
+    double corr = 1;
+    bool u = true;
+    if (!is_none(a[4])) {
+        if ((st = num_arg(e, a[4], &corr, NULL))) return st;
+    } else if (!is_none(unb) && tv_truthy(unb, &u)) {
+        corr = u ? 1 : 0;
+    }
+    int64_t axes[OX_MAX_RANK], count = 1;
+    int k = 0;
+    if (!is_none(dims) && (st = tv_to_ints(e, dims, axes, OX_MAX_RANK, &k))) return st;
+    for (int i = 0; i < k; i++)
+        if ((st = norm_dim(e, axes[i], x->rank, &axes[i]))) return st;
+    if (k == 0)
+        for (int i = 0; i < x->rank; i++) axes[k++] = i;
+    for (int i = 0; i < k; i++) count *= x->dims[axes[i]];
+    struct tv *ax = tv_list(e, TV_LIST, k), *yes = tv_bool(e, true),
+              *den = fscalar(e, (double)count - corr, x);
+    if (!ax || !yes || !den) return oom(e);
+    for (int i = 0; i < k; i++)
+        if (!(ax->items[i] = tv_int(e, axes[i]))) return oom(e);
+    if ((st = reduce(e, "ReduceMean", x, ax, yes, NULL, &m)) || (st = bin(e, "Sub", x, m, &d)) ||
+        (st = bin(e, "Mul", d, d, &sq)) || (st = reduce(e, "ReduceSum", sq, ax, a[3], NULL, &s)) ||
+        (st = bin(e, "Div", s, den, var)))
+        return st;
+    bool kd = false;
+    tv_truthy(a[3], &kd);
+    if (kd) return (*mean = m, OX_OK);
+    return axes_op(e, "Squeeze", m, k, axes, mean);
+}
+
+static ox_status op_var(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *m;
+    return moments(e, a, out, &m);
+}
+
+static ox_status op_std(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *v, *m;
+    ox_status st = moments(e, a, &v, &m);
+    return st ? st : un(e, "Sqrt", v, out);
+}
+
+static ox_status op_var_mean(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *v, *m;
+    ox_status st = moments(e, a, &v, &m);
+    return st ? st : tuple2(e, v, m, out);
+}
+
+static ox_status op_std_mean(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *v, *m, *s;
+    ox_status st = moments(e, a, &v, &m);
+    if (!st) st = un(e, "Sqrt", v, &s);
+    return st ? st : tuple2(e, s, m, out);
+}
+
+static ox_status op_cumsum(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* cumsum(self, dim, *, dtype=None): integers and bools sum as int64 */
+    struct tv *x = a[0];
+    int64_t d, t;
+    ox_status st = need_t(e, x, "cumsum");
+    if (!st) st = tv_to_int(e, a[1], &d);
+    if (!st) st = norm_dim(e, d, x->rank, &d);
+    if (!st && !is_none(a[2]) && !(st = tv_to_int(e, a[2], &t)))
+        st = cast(e, x, torch_dtype(t), &x);
+    if (!st && !ox_dtype_is_float(x->dt) && x->dt != OX_INT64 && x->dt != OX_INT32)
+        st = cast(e, x, OX_INT64, &x);
+    if (!st && x->dt == OX_INT32 && is_none(a[2])) st = cast(e, x, OX_INT64, &x);
+    if (st) return st;
+    if (x->rank == 0) return (*out = x, OX_OK);
+    struct tv *in[2] = {x, tv_scalar_tensor(e, (double)d, OX_INT64)};
+    return in[1] ? ts_emit1(e, "CumSum", 2, in, NULL, out) : oom(e);
+}
+
+static ox_status op_cumprod(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* no ONNX op: the running product, one slice at a time */
+    struct tv *x = a[0];
+    int64_t d, t;
+    ox_status st = need_t(e, x, "cumprod");
+    if (!st) st = tv_to_int(e, a[1], &d);
+    if (!st) st = norm_dim(e, d, x->rank, &d);
+    if (!st && !is_none(a[2]) && !(st = tv_to_int(e, a[2], &t)))
+        st = cast(e, x, torch_dtype(t), &x);
+    if (!st && !ox_dtype_is_float(x->dt) && x->dt != OX_INT64) st = cast(e, x, OX_INT64, &x);
+    if (st) return st;
+    if (x->rank == 0) return (*out = x, OX_OK);
+    int64_t len = x->dims[d];
+    if (len > 4096)
+        return ts_err(e, OX_E_UNSUPPORTED, "cumprod along a dimension of %lld (at most 4096)",
+                      (long long)len);
+    if (len <= 1) return (*out = x, OX_OK);
+    struct tv **parts = ox_arena_alloc(&e->a, sizeof *parts * (size_t)len);
+    if (!parts) return oom(e);
+    for (int64_t i = 0; i < len; i++) {
+        struct tv *s;
+        if ((st = slice1(e, x, d, i, i + 1, 1, &s))) return st;
+        if (i && (st = bin(e, "Mul", parts[i - 1], s, &s))) return st;
+        parts[i] = s;
+    }
+    return concat(e, (int)len, parts, d, out);
+}
+
+/* Concat of any number of parts (nodes take at most TS_MAX_IN operands: groups first). */
+static ox_status concat_many(struct ev *e, int n, struct tv **xs, int64_t axis, struct tv **out) {
+    while (n > TS_MAX_IN) {
+        int m = 0;
+        for (int i = 0; i < n; i += TS_MAX_IN, m++) {
+            int k = n - i < TS_MAX_IN ? n - i : TS_MAX_IN;
+            ox_status st = k == 1 ? (xs[m] = xs[i], OX_OK) : concat(e, k, xs + i, axis, &xs[m]);
+            if (st) return st;
+        }
+        n = m;
+    }
+    return n == 1 ? (*out = xs[0], OX_OK) : concat(e, n, xs, axis, out);
+}
+
+/* ---- more elementwise binary ops -------------------------------------------------------- */
+
+static ox_status op_maximum(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return bin(e, "Max", a[0], a[1], out);
+}
+
+static ox_status op_minimum(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return bin(e, "Min", a[0], a[1], out);
+}
+
+/* clamp_min / clamp_max: Clip for a number, Max / Min for a tensor bound */
+static ox_status clamp_side(struct ev *e, struct tv *x, struct tv *b, bool lo, struct tv **out) {
+    if (is_t(b) && b->rank > 0) return bin(e, lo ? "Max" : "Min", x, b, out);
+    struct tv *none = tv_none(e);
+    if (!none) return oom(e);
+    return clip(e, x, lo ? b : none, lo ? none : b, out);
+}
+
+static ox_status op_clamp_min(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return clamp_side(e, a[0], a[1], true, out);
+}
+
+static ox_status op_clamp_max(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return clamp_side(e, a[0], a[1], false, out);
+}
+
+static ox_status op_fmod(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* the remainder with the dividend's sign (C fmod) */
+    struct tv *x = a[0], *y = a[1];
+    ox_status st = promote(e, &x, &y);
+    if (st) return st;
+    struct ts_attrs at = {0};
+    ta_int(&at, "fmod", 1);
+    struct tv *in[2] = {x, y};
+    return ts_emit1(e, "Mod", 2, in, &at, out);
+}
+
+/* v's sign bit (-0 included): 1 / v < 0 */
+static ox_status signbit_of(struct ev *e, struct tv *v, struct tv *zero, struct tv **out) {
+    struct tv *r;
+    ox_status st = un(e, "Reciprocal", v, &r);
+    return st ? st : bin(e, "Less", r, zero, out);
+}
+
+static ox_status op_atan2(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* atan(y / x), moved by pi into x < 0's half-plane; x = +-0: +-pi/2 by y's sign,
+               and for y = +-0 as C's atan2: y itself (x = +0) or +-pi (x = -0) */
+    struct tv *y, *x, *q, *at, *xneg, *yneg, *xlt, *x0, *y0, *sy, *r1, *r2, *pim, *moved;
+    ox_status st = as_float(e, a[0], &y);
+    if (!st) st = as_float(e, a[1], &x);
+    if (!st) st = promote(e, &y, &x);
+    if (st) return st;
+    struct tv *z = fscalar(e, 0, x), *pi = fscalar(e, M_PI, x), *mpi = fscalar(e, -M_PI, x),
+              *h = fscalar(e, M_PI / 2, x);
+    if (!z || !pi || !mpi || !h) return oom(e);
+    if ((st = bin(e, "Div", y, x, &q)) || (st = un(e, "Atan", q, &at)) ||
+        (st = signbit_of(e, x, z, &xneg)) || (st = signbit_of(e, y, z, &yneg)) ||
+        (st = bin(e, "Less", x, z, &xlt)) || (st = bin(e, "Equal", x, z, &x0)) ||
+        (st = bin(e, "Equal", y, z, &y0)) || (st = un(e, "Sign", y, &sy)))
+        return st;
+    struct tv *w1[3] = {yneg, mpi, pi};
+    if ((st = ts_emit1(e, "Where", 3, w1, NULL, &pim)) || (st = bin(e, "Add", at, pim, &moved)))
+        return st;
+    struct tv *w2[3] = {xlt, moved, at};
+    if ((st = ts_emit1(e, "Where", 3, w2, NULL, &r1)) || (st = bin(e, "Mul", sy, h, &r2)))
+        return st;
+    struct tv *w3[3] = {xneg, pim, y}, *zz, *zres;
+    if ((st = ts_emit1(e, "Where", 3, w3, NULL, &zz))) return st;
+    struct tv *w4[3] = {y0, zz, r2};
+    if ((st = ts_emit1(e, "Where", 3, w4, NULL, &zres))) return st;
+    struct tv *w5[3] = {x0, zres, r1};
+    return ts_emit1(e, "Where", 3, w5, NULL, out);
+}
+
+static ox_status op_lerp(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* self + weight (end - self) */
+    struct tv *d, *w;
+    ox_status st = bin(e, "Sub", a[1], a[0], &d);
+    if (!st) st = bin(e, "Mul", d, a[2], &w);
+    return st ? st : bin(e, "Add", a[0], w, out);
+}
+
+static ox_status addc(struct ev *e, struct tv **a, const char *op, struct tv **out) {
+    struct tv *p;
+    ox_status st = bin(e, op, a[1], a[2], &p);
+    if (st) return st;
+    if (!(tv_is_num(a[3]) && tv_num(a[3]) == 1) && (st = bin(e, "Mul", p, a[3], &p))) return st;
+    return bin(e, "Add", a[0], p, out);
+}
+
+static ox_status op_addcmul(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* self + value tensor1 tensor2 */
+    return addc(e, a, "Mul", out);
+}
+
+static ox_status op_addcdiv(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* self + value tensor1 / tensor2 */
+    return addc(e, a, "Div", out);
+}
+
+static ox_status logical(struct ev *e, const char *op, struct tv *x, struct tv *y,
+                         struct tv **out) {
+    ox_status st = need_t(e, x, op);
+    if (!st && !is_t(y) && !(y = num_tensor(e, y, OX_BOOL))) return oom(e);
+    if (!st && x->dt != OX_BOOL) st = cast(e, x, OX_BOOL, &x);
+    if (!st && y->dt != OX_BOOL) st = cast(e, y, OX_BOOL, &y);
+    struct tv *in[2] = {x, y};
+    return st ? st : ts_emit1(e, op, 2, in, NULL, out);
+}
+
+static ox_status op_logical_and(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return logical(e, "And", a[0], a[1], out);
+}
+
+static ox_status op_logical_or(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return logical(e, "Or", a[0], a[1], out);
+}
+
+static ox_status op_logical_xor(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return logical(e, "Xor", a[0], a[1], out);
+}
+
+static ox_status op_xor(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* a ^ b: booleans (tensors or numbers) */
+    if (!is_t(a[0]) && !is_t(a[1])) {
+        if (a[0]->k == TV_BOOL && a[1]->k == TV_BOOL)
+            return (*out = tv_bool(e, a[0]->b != a[1]->b)) ? OX_OK : oom(e);
+        if (a[0]->k == TV_INT && a[1]->k == TV_INT)
+            return (*out = tv_int(e, a[0]->i ^ a[1]->i)) ? OX_OK : oom(e);
+    }
+    struct tv *x = is_t(a[0]) ? a[0] : a[1];
+    if (x->dt != OX_BOOL || (is_t(a[1]) && a[1]->dt != OX_BOOL))
+        return ts_err(e, OX_E_UNSUPPORTED, "^ of integer tensors");
+    return logical(e, "Xor", a[0], a[1], out);
+}
+
+static ox_status op_bitwise_not(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* Not for bools; -x - 1 for integers (two's complement) */
+    struct tv *x = a[0], *ng;
+    ox_status st = need_t(e, x, "bitwise_not");
+    if (st) return st;
+    if (x->dt == OX_BOOL) return un(e, "Not", x, out);
+    if (ox_dtype_is_float(x->dt)) return ts_err(e, OX_E_INVALID, "bitwise_not of a float tensor");
+    struct tv *one = tv_scalar_tensor(e, 1, x->dt);
+    if (!one) return oom(e);
+    return (st = un(e, "Neg", x, &ng)) ? st : bin(e, "Sub", ng, one, out);
+}
+
+/* ---- more shapes ------------------------------------------------------------------------ */
+
+static ox_status op_narrow(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* narrow(self, dim, start, length) */
+    struct tv *x = a[0];
+    int64_t d, s, len;
+    ox_status st = need_t(e, x, "narrow");
+    if (!st) st = tv_to_int(e, a[1], &d);
+    if (!st) st = tv_to_int(e, a[2], &s);
+    if (!st) st = tv_to_int(e, a[3], &len);
+    if (!st) st = norm_dim(e, d, x->rank, &d);
+    if (st) return st;
+    if (s < 0) s += x->dims[d];
+    if (s < 0 || len < 0 || s + len > x->dims[d])
+        return ts_err(e, OX_E_INVALID, "narrow(%lld, %lld) of a dimension of %lld", (long long)s,
+                      (long long)len, (long long)x->dims[d]);
+    return slice1(e, x, d, s, s + len, 1, out);
+}
+
+static ox_status op_unbind(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    int64_t d;
+    ox_status st = need_t(e, x, "unbind");
+    if (!st) st = tv_to_int(e, a[1], &d);
+    if (!st) st = norm_dim(e, d, x->rank, &d);
+    if (st) return st;
+    if (x->dims[d] > 4096)
+        return ts_err(e, OX_E_UNSUPPORTED, "unbind into %lld", (long long)x->dims[d]);
+    *out = tv_list(e, TV_LIST, (int)x->dims[d]);
+    if (!*out) return oom(e);
+    for (int64_t i = 0; i < x->dims[d]; i++) {
+        struct tv *b[3] = {x, tv_int(e, d), tv_int(e, i)};
+        if (!b[1] || !b[2]) return oom(e);
+        if ((st = op_select(e, b, 3, &(*out)->items[i]))) return st;
+    }
+    return OX_OK;
+}
+
+static ox_status op_movedim(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* movedim(self, source, destination): ints or lists */
+    struct tv *x = a[0];
+    int64_t src[OX_MAX_RANK], dst[OX_MAX_RANK], perm[OX_MAX_RANK];
+    int ns, nd;
+    ox_status st = need_t(e, x, "movedim");
+    if (!st) st = tv_to_ints(e, a[1], src, OX_MAX_RANK, &ns);
+    if (!st) st = tv_to_ints(e, a[2], dst, OX_MAX_RANK, &nd);
+    if (st) return st;
+    if (ns != nd) return ts_err(e, OX_E_INVALID, "movedim: %d sources, %d destinations", ns, nd);
+    bool used[OX_MAX_RANK] = {false}, placed[OX_MAX_RANK] = {false};
+    for (int i = 0; i < ns; i++) {
+        if ((st = norm_dim(e, src[i], x->rank, &src[i])) ||
+            (st = norm_dim(e, dst[i], x->rank, &dst[i])))
+            return st;
+        if (used[src[i]] || placed[dst[i]])
+            return ts_err(e, OX_E_INVALID, "movedim: repeated dims");
+        perm[dst[i]] = src[i];
+        used[src[i]] = placed[dst[i]] = true;
+    }
+    for (int i = 0, s = 0; i < x->rank; i++) {
+        if (placed[i]) continue;
+        while (used[s]) s++;
+        perm[i] = s++;
+    }
+    return transpose(e, x, x->rank, perm, out);
+}
+
+static ox_status op_expand_as(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    ox_status st = need_t(e, a[0], "expand_as");
+    if (!st) st = need_t(e, a[1], "expand_as");
+    if (st) return st;
+    struct tv *in[2] = {a[0], tv_i64s(e, a[1]->rank, a[1]->dims)};
+    return in[1] ? ts_emit1(e, "Expand", 2, in, NULL, out) : oom(e);
+}
+
+static ox_status op_view_as(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    ox_status st = need_t(e, a[0], "view_as");
+    if (!st) st = need_t(e, a[1], "view_as");
+    return st ? st : reshape(e, a[0], a[1]->rank, a[1]->dims, out);
+}
+
+static ox_status op_repeat_interleave(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* repeat_interleave(self, repeats, dim=None, *, output_size=None) */
+    struct tv *x = a[0];
+    int64_t d = 0;
+    ox_status st = need_t(e, x, "repeat_interleave");
+    if (st) return st;
+    if (is_none(a[2])) {
+        int64_t all = -1;
+        if ((st = reshape(e, x, 1, &all, &x))) return st;
+    } else if ((st = tv_to_int(e, a[2], &d)) || (st = norm_dim(e, d, x->rank, &d))) {
+        return st;
+    }
+    int64_t len = x->dims[d], total = 0;
+    const struct tv *r = a[1];
+    bool each = !is_t(r) || (r->cdata && ox_tensor_numel(r->cdata) == 1);
+    if (is_t(r) && !r->cdata)
+        return ts_err(e, OX_E_UNSUPPORTED, "repeat_interleave with repeats computed at run time");
+    if (!each && ox_tensor_numel(r->cdata) != len)
+        return ts_err(e, OX_E_INVALID, "repeat_interleave: %lld repeats for a dimension of %lld",
+                      (long long)ox_tensor_numel(r->cdata), (long long)len);
+    for (int64_t i = 0; i < len; i++) {
+        double v =
+            each ? (is_t(r) ? ox_tensor_get(r->cdata, 0) : tv_num(r)) : ox_tensor_get(r->cdata, i);
+        if (v < 0) return ts_err(e, OX_E_INVALID, "repeat_interleave: a negative repeat");
+        total += (int64_t)v;
+    }
+    void *data;
+    struct tv *idx = tv_const_new(e, OX_INT64, 1, &total, &data);
+    if (!idx) return oom(e);
+    int64_t *ix = data, k = 0;
+    for (int64_t i = 0; i < len; i++) {
+        int64_t c = (int64_t)(each ? (is_t(r) ? ox_tensor_get(r->cdata, 0) : tv_num(r))
+                                   : ox_tensor_get(r->cdata, i));
+        for (int64_t j = 0; j < c; j++) ix[k++] = i;
+    }
+    struct tv *in[2] = {x, idx};
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", d);
+    return ts_emit1(e, "Gather", 2, in, &at, out);
+}
+
+static ox_status op_tile(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* tile(self, dims): repeat, with leading ones where dims is shorter */
+    struct tv *x = a[0];
+    int64_t d[OX_MAX_RANK], full[OX_MAX_RANK];
+    int k;
+    ox_status st = need_t(e, x, "tile");
+    if (!st) st = tv_to_ints(e, a[1], d, OX_MAX_RANK, &k);
+    if (st) return st;
+    int r = k > x->rank ? k : x->rank;
+    for (int i = 0; i < r; i++) full[i] = i < r - k ? 1 : d[i - (r - k)];
+    struct tv *l = tv_list(e, TV_LIST, r);
+    if (!l) return oom(e);
+    for (int i = 0; i < r; i++)
+        if (!(l->items[i] = tv_int(e, full[i]))) return oom(e);
+    struct tv *b[2] = {x, l};
+    return op_repeat(e, b, 2, out);
+}
+
+static ox_status trilu(struct ev *e, struct tv **a, bool upper, struct tv **out) {
+    struct tv *x = a[0];
+    int64_t k = 0;
+    ox_status st = need_t(e, x, upper ? "triu" : "tril");
+    if (!st && !is_none(a[1])) st = tv_to_int(e, a[1], &k);
+    if (st) return st;
+    struct ts_attrs at = {0};
+    ta_int(&at, "upper", upper);
+    struct tv *in[2] = {x, tv_scalar_tensor(e, (double)k, OX_INT64)};
+    return in[1] ? ts_emit1(e, "Trilu", 2, in, &at, out) : oom(e);
+}
+
+static ox_status op_tril(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return trilu(e, a, false, out);
+}
+
+static ox_status op_triu(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return trilu(e, a, true, out);
+}
+
+static ox_status op_diagonal(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* diagonal(self, offset=0, dim1=0, dim2=1): the diagonal becomes the last dim */
+    struct tv *x = a[0], *t, *f;
+    int64_t off, d1, d2;
+    ox_status st = need_t(e, x, "diagonal");
+    if (!st) st = tv_to_int(e, a[1], &off);
+    if (!st) st = tv_to_int(e, a[2], &d1);
+    if (!st) st = tv_to_int(e, a[3], &d2);
+    if (!st) st = norm_dim(e, d1, x->rank, &d1);
+    if (!st) st = norm_dim(e, d2, x->rank, &d2);
+    if (st) return st;
+    if (d1 == d2) return ts_err(e, OX_E_INVALID, "diagonal of one dimension with itself");
+    int64_t perm[OX_MAX_RANK], shape[OX_MAX_RANK];
+    int r = 0;
+    for (int i = 0; i < x->rank; i++)
+        if (i != d1 && i != d2) perm[r] = i, shape[r] = x->dims[i], r++;
+    perm[r] = d1, perm[r + 1] = d2;
+    int64_t rows = x->dims[d1], cols = x->dims[d2];
+    int64_t len = off >= 0 ? (rows < cols - off ? rows : cols - off)
+                           : (rows + off < cols ? rows + off : cols);
+    if (len < 0) len = 0;
+    shape[r] = rows * cols;
+    void *data;
+    struct tv *idx = tv_const_new(e, OX_INT64, 1, &len, &data);
+    if (!idx) return oom(e);
+    for (int64_t i = 0; i < len; i++)
+        ((int64_t *)data)[i] = off >= 0 ? i * cols + i + off : (i - off) * cols + i;
+    if ((st = transpose(e, x, x->rank, perm, &t)) || (st = reshape(e, t, r + 1, shape, &f)))
+        return st;
+    struct tv *in[2] = {f, idx};
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", r);
+    return ts_emit1(e, "Gather", 2, in, &at, out);
+}
+
+static ox_status op_outer(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *p, *q;
+    int64_t one = 1, zero = 0;
+    ox_status st = need_t(e, a[0], "outer");
+    if (!st) st = need_t(e, a[1], "outer");
+    if (!st) st = axes_op(e, "Unsqueeze", a[0], 1, &one, &p);
+    if (!st) st = axes_op(e, "Unsqueeze", a[1], 1, &zero, &q);
+    return st ? st : bin(e, "Mul", p, q, out);
+}
+
+static ox_status op_cross(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* cross(self, other, dim=None): None is the first dimension of size 3 */
+    struct tv *x = a[0], *y = a[1];
+    int64_t d = -1;
+    ox_status st = promote(e, &x, &y);
+    if (st) return st;
+    if (is_none(a[2])) {
+        for (int i = 0; i < x->rank && d < 0; i++)
+            if (x->dims[i] == 3) d = i;
+        if (d < 0) return ts_err(e, OX_E_INVALID, "cross: no dimension of size 3");
+    } else if ((st = tv_to_int(e, a[2], &d)) || (st = norm_dim(e, d, x->rank, &d))) {
+        return st;
+    }
+    if (x->dims[d] != 3 || y->dims[d] != 3)
+        return ts_err(e, OX_E_INVALID, "cross: dimension %lld is not of size 3", (long long)d);
+    struct tv *xs[3], *ys[3], *c[3];
+    for (int i = 0; i < 3; i++)
+        if ((st = slice1(e, x, d, i, i + 1, 1, &xs[i])) ||
+            (st = slice1(e, y, d, i, i + 1, 1, &ys[i])))
+            return st;
+    for (int i = 0; i < 3; i++) {
+        int j = (i + 1) % 3, k = (i + 2) % 3;
+        struct tv *p, *q;
+        if ((st = bin(e, "Mul", xs[j], ys[k], &p)) || (st = bin(e, "Mul", xs[k], ys[j], &q)) ||
+            (st = bin(e, "Sub", p, q, &c[i])))
+            return st;
+    }
+    return concat(e, 3, c, d, out);
+}
+
+static ox_status op_einsum(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* einsum(equation, tensors, *, path=None) */
+    if (a[0]->k != TV_STR) return ts_err(e, OX_E_INVALID, "einsum: the equation is not a string");
+    ox_status st = list_of_tensors(e, a[1], "einsum");
+    if (st) return st;
+    int k = a[1]->n;
+    if (k < 1 || k > TS_MAX_IN) return ts_err(e, OX_E_UNSUPPORTED, "einsum of %d operands", k);
+    struct tv **in = ox_arena_alloc(&e->a, sizeof *in * (size_t)k);
+    if (!in) return oom(e);
+    in[0] = a[1]->items[0];
+    for (int i = 1; i < k; i++) {
+        struct tv *p = in[0], *q = a[1]->items[i];
+        if ((st = promote(e, &p, &q))) return st;
+        in[i] = q;
+        if (p != in[0])
+            for (int j = 0; j < i; j++)
+                if ((st = cast(e, in[j], p->dt, &in[j]))) return st;
+    }
+    char eq[256];
+    size_t w = 0;
+    for (size_t i = 0; i < a[0]->s_len && w + 1 < sizeof eq; i++)
+        if (a[0]->s[i] != ' ') eq[w++] = a[0]->s[i];
+    eq[w] = 0;
+    struct ts_attrs at = {0};
+    ta_str(&at, "equation", ox_arena_strndup(&e->a, eq, w));
+    return ts_emit1(e, "Einsum", k, in, &at, out);
+}
+
+static ox_status op_dot(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* dot, mv, vdot of real tensors: MatMul */
+    struct tv *x = a[0], *y = a[1];
+    ox_status st = promote(e, &x, &y);
+    struct tv *in[2] = {x, y};
+    return st ? st : ts_emit1(e, "MatMul", 2, in, NULL, out);
+}
+
+/* x1 [.., P, M], x2 [.., R, M] -> the p-distances [.., P, R] (the direct difference) */
+static ox_status op_cdist(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* cdist(x1, x2, p=2., compute_mode=None) */
+    struct tv *x, *y, *xu, *yu, *d;
+    double p;
+    ox_status st = as_float(e, a[0], &x);
+    if (!st) st = as_float(e, a[1], &y);
+    if (!st) st = num_arg(e, a[2], &p, NULL);
+    if (!st && (x->rank < 2 || y->rank < 2))
+        st = ts_err(e, OX_E_INVALID, "cdist of tensors of rank below 2");
+    if (st) return st;
+    int64_t ax = x->rank - 1, ay = y->rank - 2;
+    struct tv *dims = tv_int(e, -1);
+    if (!dims) return oom(e);
+    if ((st = axes_op(e, "Unsqueeze", x, 1, &ax, &xu)) ||
+        (st = axes_op(e, "Unsqueeze", y, 1, &ay, &yu)) || (st = bin(e, "Sub", xu, yu, &d)))
+        return st;
+    return pnorm(e, d, p, dims, NULL, out);
+}
+
+static ox_status op_pairwise_distance(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* pairwise_distance(x1, x2, p=2., eps=1e-06, keepdim=False): ||x1 - x2 + eps|| */
+    struct tv *d, *de;
+    double p = 2;
+    ox_status st = num_arg(e, a[2], &p, NULL);
+    if (!st) st = bin(e, "Sub", a[0], a[1], &d);
+    if (!st) st = bin(e, "Add", d, a[3], &de);
+    struct tv *dims = tv_int(e, -1);
+    if (!st && !dims) return oom(e);
+    return st ? st : pnorm(e, de, p, dims, a[4], out);
+}
+
+static ox_status op_cosine_similarity(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* sum(x1 x2) / sqrt(max(sum(x1^2) sum(x2^2), eps^2)) along dim (torch 1.13) */
+    struct tv *x = a[0], *y = a[1], *xy, *xx, *yy, *w12, *w1, *w2, *nn, *c, *s;
+    double eps;
+    ox_status st = promote(e, &x, &y);
+    if (!st) st = num_arg(e, a[3], &eps, NULL);
+    if (st) return st;
+    struct tv *e2 = fscalar(e, eps * eps, x);
+    if (!e2) return oom(e);
+    if ((st = bin(e, "Mul", x, y, &xy)) || (st = bin(e, "Mul", x, x, &xx)) ||
+        (st = bin(e, "Mul", y, y, &yy)) ||
+        (st = reduce(e, "ReduceSum", xy, a[2], NULL, NULL, &w12)) ||
+        (st = reduce(e, "ReduceSum", xx, a[2], NULL, NULL, &w1)) ||
+        (st = reduce(e, "ReduceSum", yy, a[2], NULL, NULL, &w2)) ||
+        (st = bin(e, "Mul", w1, w2, &nn)) || (st = bin(e, "Max", nn, e2, &c)) ||
+        (st = un(e, "Sqrt", c, &s)))
+        return st;
+    return bin(e, "Div", w12, s, out);
+}
+
+static ox_status op_one_hot(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* one_hot(self, num_classes=-1): int64 */
+    struct tv *x = a[0];
+    int64_t k;
+    ox_status st = need_t(e, x, "one_hot");
+    if (!st) st = tv_to_int(e, a[1], &k);
+    if (st) return st;
+    if (k < 0) {
+        if (!x->cdata)
+            return ts_err(e, OX_E_UNSUPPORTED, "one_hot without num_classes of run-time indices");
+        k = 0;
+        for (int64_t i = 0; i < ox_tensor_numel(x->cdata); i++)
+            if ((int64_t)ox_tensor_get(x->cdata, i) + 1 > k)
+                k = (int64_t)ox_tensor_get(x->cdata, i) + 1;
+    }
+    int64_t two = 2;
+    void *data;
+    struct tv *vals = tv_const_new(e, OX_INT64, 1, &two, &data);
+    if (!vals) return oom(e);
+    ((int64_t *)data)[1] = 1;
+    struct tv *in[3] = {x, tv_scalar_tensor(e, (double)k, OX_INT64), vals};
+    if (!in[1]) return oom(e);
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", -1);
+    return ts_emit1(e, "OneHot", 3, in, &at, out);
+}
+
+/* ---- creation --------------------------------------------------------------------------- */
+
+static ox_status dtype_arg(struct ev *e, const struct tv *v, ox_dtype dflt, ox_dtype *dt) {
+    int64_t t;
+    if (is_none(v)) return (*dt = dflt, OX_OK);
+    ox_status st = tv_to_int(e, v, &t);
+    if (st) return st;
+    if ((*dt = torch_dtype(t)) == OX_UNDEFINED)
+        return ts_err(e, OX_E_UNSUPPORTED, "dtype %lld", (long long)t);
+    return OX_OK;
+}
+
+static ox_status op_arange(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* arange(end) / arange(start, end) / arange(start, end, step), dtype= */
+    double v[3] = {0, 0, 1};
+    bool fl = false, f;
+    struct tv *s[3] = {a[0], a[1], a[2]};
+    if (is_none(a[1])) s[0] = NULL, s[1] = a[0], s[2] = NULL;
+    for (int i = 0; i < 3; i++) {
+        if (!s[i] || is_none(s[i])) continue;
+        ox_status st = num_arg(e, s[i], &v[i], &f);
+        if (st) return st;
+        fl |= f;
+    }
+    if (v[2] == 0) return ts_err(e, OX_E_INVALID, "arange with step 0");
+    ox_dtype dt;
+    ox_status st = dtype_arg(e, a[3], fl ? OX_FLOAT : OX_INT64, &dt);
+    if (st) return st;
+    double cnt = ceil((v[1] - v[0]) / v[2]);
+    int64_t len = cnt > 0 ? (int64_t)cnt : 0;
+    if (len > ((int64_t)1 << 31))
+        return ts_err(e, OX_E_LIMIT, "arange of %lld values", (long long)len);
+    *out = tv_const_new(e, dt, 1, &len, NULL);
+    if (!*out) return oom(e);
+    for (int64_t i = 0; i < len; i++)
+        ox_tensor_set((ox_tensor *)(*out)->cdata, i, v[0] + (double)i * v[2]);
+    return OX_OK;
+}
+
+static ox_status op_linspace(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* linspace(start, end, steps, *, dtype=None) */
+    double s, t;
+    int64_t k;
+    ox_dtype dt;
+    ox_status st = num_arg(e, a[0], &s, NULL);
+    if (!st) st = num_arg(e, a[1], &t, NULL);
+    if (!st) st = tv_to_int(e, a[2], &k);
+    if (!st) st = dtype_arg(e, a[3], OX_FLOAT, &dt);
+    if (st) return st;
+    if (k < 0 || k > ((int64_t)1 << 31))
+        return ts_err(e, OX_E_INVALID, "linspace of %lld steps", (long long)k);
+    *out = tv_const_new(e, dt, 1, &k, NULL);
+    if (!*out) return oom(e);
+    double step = k > 1 ? (t - s) / (double)(k - 1) : 0;
+    for (int64_t i = 0; i < k; i++) /* both halves from their own end, as torch */
+        ox_tensor_set((ox_tensor *)(*out)->cdata, i,
+                      i < k / 2 ? s + step * (double)i : t - step * (double)(k - 1 - i));
+    return OX_OK;
+}
+
+static ox_status op_full_like(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* full_like(self, fill_value, *, dtype=None, ...) */
+    struct tv *b[2] = {a[0], a[2]};
+    double v = 0;
+    ox_status st = num_arg(e, a[1], &v, NULL);
+    return st ? st : like(e, b, v, out);
+}
+
+static ox_status op_empty_like(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* empty_like: zeros (the values are unspecified) */
+    return like(e, a, 0, out);
+}
+
+static ox_status op_new_full(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* new_full(self, size, fill_value, *, dtype=None, ...): self's dtype by default */
+    double v;
+    ox_status st = need_t(e, a[0], "new_full");
+    if (!st) st = num_arg(e, a[2], &v, NULL);
+    return st ? st : make_filled(e, a[1], a[3], v, a[0]->dt, out);
+}
+
+static ox_status op_new_empty(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    ox_status st = need_t(e, a[0], "new_empty");
+    return st ? st : make_filled(e, a[1], a[2], 0, a[0]->dt, out);
+}
+
+static ox_status op_empty(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return make_filled(e, a[0], a[1], 0, OX_FLOAT, out);
+}
+
+static ox_status op_eye(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* eye(n, m=None, *, dtype=None, ...) */
+    int64_t d[2], m;
+    ox_dtype dt;
+    ox_status st = tv_to_int(e, a[0], &d[0]);
+    if (!st) st = is_none(a[1]) ? (d[1] = d[0], OX_OK) : tv_to_int(e, a[1], &d[1]);
+    if (!st) st = dtype_arg(e, a[2], OX_FLOAT, &dt);
+    if (st) return st;
+    if (d[0] < 0 || d[1] < 0 || d[0] * d[1] > ((int64_t)1 << 31))
+        return ts_err(e, OX_E_INVALID, "eye(%lld, %lld)", (long long)d[0], (long long)d[1]);
+    if (!(*out = tv_const_new(e, dt, 2, d, NULL))) return oom(e);
+    m = d[0] < d[1] ? d[0] : d[1];
+    for (int64_t i = 0; i < m; i++) ox_tensor_set((ox_tensor *)(*out)->cdata, i * d[1] + i, 1);
+    return OX_OK;
+}
+
+static ox_status op_meshgrid(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* meshgrid(tensors, *, indexing="ij"): each 1-D input expanded over the grid */
+    ox_status st = list_of_tensors(e, a[0], "meshgrid");
+    if (st) return st;
+    int k = a[0]->n;
+    bool xy = a[1] && a[1]->k == TV_STR && !strcmp(a[1]->s, "xy");
+    if (k > OX_MAX_RANK) return ts_err(e, OX_E_UNSUPPORTED, "meshgrid of %d tensors", k);
+    int64_t full[OX_MAX_RANK];
+    for (int i = 0; i < k; i++) {
+        struct tv *t = a[0]->items[i];
+        full[i] = t->rank == 0 ? 1 : t->dims[0];
+    }
+    if (xy && k >= 2) { /* the first two axes swap */
+        int64_t t = full[0];
+        full[0] = full[1], full[1] = t;
+    }
+    *out = tv_list(e, TV_LIST, k);
+    if (!*out) return oom(e);
+    for (int i = 0; i < k; i++) {
+        int pos = xy && k >= 2 && i < 2 ? 1 - i : i;
+        int64_t shape[OX_MAX_RANK];
+        for (int j = 0; j < k; j++) shape[j] = j == pos ? full[j] : 1;
+        struct tv *r, *in[2];
+        if ((st = reshape(e, a[0]->items[i], k, shape, &r))) return st;
+        in[0] = r;
+        if (!(in[1] = tv_i64s(e, k, full))) return oom(e);
+        if ((st = ts_emit1(e, "Expand", 2, in, NULL, &(*out)->items[i]))) return st;
+    }
+    return OX_OK;
+}
+
+static ox_status op_numel(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    ox_status st = need_t(e, a[0], "numel");
+    if (st) return st;
+    if (a[0]->rank < 0) return ts_err(e, OX_E_UNSUPPORTED, "numel of a tensor of unknown rank");
+    int64_t k = 1;
+    for (int i = 0; i < a[0]->rank; i++) k *= a[0]->dims[i];
+    return (*out = tv_int(e, k)) ? OX_OK : oom(e);
+}
+
+static ox_status op_range_length(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* __range_length(lo, hi, step): len(range(lo, hi, step)) */
+    int64_t lo, hi, step, len;
+    ox_status st = tv_to_int(e, a[0], &lo);
+    if (!st) st = tv_to_int(e, a[1], &hi);
+    if (!st) st = tv_to_int(e, a[2], &step);
+    if (st) return st;
+    if (step == 0) return ts_err(e, OX_E_INVALID, "range() with step 0");
+    len = step > 0 ? (hi > lo ? (hi - lo + step - 1) / step : 0)
+                   : (lo > hi ? (lo - hi - step - 1) / -step : 0);
+    return (*out = tv_int(e, len)) ? OX_OK : oom(e);
+}
+
+static ox_status op_derive_index(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* __derive_index(index, start, step): start + index step */
+    int64_t i, s, k;
+    ox_status st = tv_to_int(e, a[0], &i);
+    if (!st) st = tv_to_int(e, a[1], &s);
+    if (!st) st = tv_to_int(e, a[2], &k);
+    return st ? st : (*out = tv_int(e, s + i * k)) ? OX_OK : oom(e);
+}
+
+/* ---- ordering and indexing -------------------------------------------------------------- */
+
+static ox_status op_flip(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0];
+    int64_t d[OX_MAX_RANK], s[OX_MAX_RANK], t[OX_MAX_RANK], st1[OX_MAX_RANK];
+    int k;
+    ox_status st = need_t(e, x, "flip");
+    if (!st) st = tv_to_ints(e, a[1], d, OX_MAX_RANK, &k);
+    if (st) return st;
+    if (k == 0) return (*out = x, OX_OK);
+    for (int i = 0; i < k; i++) {
+        if ((st = norm_dim(e, d[i], x->rank, &d[i]))) return st;
+        s[i] = -1, t[i] = INT64_MIN, st1[i] = -1;
+    }
+    struct tv *in[5] = {x, tv_i64s(e, k, s), tv_i64s(e, k, t), tv_i64s(e, k, d),
+                        tv_i64s(e, k, st1)};
+    for (int i = 1; i < 5; i++)
+        if (!in[i]) return oom(e);
+    return ts_emit1(e, "Slice", 5, in, NULL, out);
+}
+
+/* TopK along d: values and int64 indices, sorted (ties: the lower index first). */
+static ox_status topk(struct ev *e, struct tv *x, int64_t k, int64_t d, bool largest,
+                      struct tv **out) {
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", d);
+    ta_int(&at, "largest", largest);
+    ta_int(&at, "sorted", 1);
+    struct tv *in[2] = {x, tv_i64s(e, 1, &k)}, *r[2];
+    if (!in[1]) return oom(e);
+    ox_status st = ts_emit(e, "TopK", 2, in, &at, 2, r);
+    return st ? st : tuple2(e, r[0], r[1], out);
+}
+
+static ox_status op_topk(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* topk(self, k, dim=-1, largest=True, sorted=True) */
+    struct tv *x = a[0];
+    int64_t k, d;
+    bool lg = true;
+    ox_status st = need_t(e, x, "topk");
+    if (!st) st = tv_to_int(e, a[1], &k);
+    if (!st) st = tv_to_int(e, a[2], &d);
+    if (!st) st = norm_dim(e, d, x->rank, &d);
+    if (st) return st;
+    tv_truthy(a[3], &lg);
+    if (x->rank == 0) return tuple2(e, x, tv_scalar_tensor(e, 0, OX_INT64), out);
+    return topk(e, x, k, d, lg, out);
+}
+
+static ox_status op_sort(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* sort(self, dim=-1, descending=False, *, stable=None) */
+    struct tv *x = a[0];
+    int64_t d;
+    bool desc = false;
+    ox_status st = need_t(e, x, "sort");
+    if (!st) st = tv_to_int(e, a[1], &d);
+    if (!st) st = norm_dim(e, d, x->rank, &d);
+    if (st) return st;
+    tv_truthy(a[2], &desc);
+    if (x->rank == 0) return tuple2(e, x, tv_scalar_tensor(e, 0, OX_INT64), out);
+    return topk(e, x, x->dims[d], d, desc, out);
+}
+
+static ox_status op_argsort(struct ev *e, struct tv **a, int n, struct tv **out) {
+    struct tv *r;
+    ox_status st = op_sort(e, a, n, &r);
+    return st ? st : (*out = r->items[1], OX_OK);
+}
+
+static ox_status op_gather(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* gather(self, dim, index, *, sparse_grad=False) */
+    struct tv *x = a[0];
+    int64_t d;
+    ox_status st = need_t(e, x, "gather");
+    if (!st) st = need_t(e, a[2], "gather index");
+    if (!st) st = tv_to_int(e, a[1], &d);
+    if (!st) st = norm_dim(e, d, x->rank, &d);
+    if (st) return st;
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", d);
+    struct tv *in[2] = {x, a[2]};
+    return ts_emit1(e, "GatherElements", 2, in, &at, out);
+}
+
+/* scatter(self, dim, index, src or value, *, reduce=None) and scatter_add: a number
+ * becomes a tensor of index's shape. */
+static ox_status scatter(struct ev *e, struct tv **a, const char *red, struct tv **out) {
+    struct tv *x = a[0], *idx = a[2], *src = a[3];
+    int64_t d;
+    ox_status st = need_t(e, x, "scatter");
+    if (!st) st = need_t(e, idx, "scatter index");
+    if (!st) st = tv_to_int(e, a[1], &d);
+    if (!st) st = norm_dim(e, d, x->rank, &d);
+    if (st) return st;
+    if (!is_t(src)) {
+        struct tv *v = num_tensor(e, src, x->dt), *in[2] = {v, tv_i64s(e, idx->rank, idx->dims)};
+        if (!v || !in[1]) return oom(e);
+        if ((st = ts_emit1(e, "Expand", 2, in, NULL, &src))) return st;
+    } else if (src->dt != x->dt && (st = cast(e, src, x->dt, &src))) {
+        return st;
+    }
+    bool same = src->rank == idx->rank;
+    for (int i = 0; same && i < idx->rank; i++) same = src->dims[i] == idx->dims[i];
+    if (!same) { /* torch reads src over index's extent only */
+        int64_t s0[OX_MAX_RANK], s1[OX_MAX_RANK], ax[OX_MAX_RANK];
+        for (int i = 0; i < idx->rank; i++) s0[i] = 0, s1[i] = idx->dims[i], ax[i] = i;
+        struct tv *in[4] = {src, tv_i64s(e, idx->rank, s0), tv_i64s(e, idx->rank, s1),
+                            tv_i64s(e, idx->rank, ax)};
+        if (!in[1] || !in[2] || !in[3]) return oom(e);
+        if ((st = ts_emit1(e, "Slice", 4, in, NULL, &src))) return st;
+    }
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", d);
+    if (red) ta_str(&at, "reduction", red);
+    struct tv *in[3] = {x, idx, src};
+    return ts_emit1(e, "ScatterElements", 3, in, &at, out);
+}
+
+static ox_status op_scatter(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    const char *red = NULL;
+    if (!is_none(a[4])) {
+        if (a[4]->k != TV_STR) return ts_err(e, OX_E_INVALID, "scatter: reduce is not a string");
+        red = !strcmp(a[4]->s, "add") ? "add" : !strcmp(a[4]->s, "multiply") ? "mul" : NULL;
+        if (!red) return ts_err(e, OX_E_UNSUPPORTED, "scatter with reduce '%s'", a[4]->s);
+    }
+    return scatter(e, a, red, out);
+}
+
+static ox_status op_scatter_add(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return scatter(e, a, "add", out);
+}
+
+static ox_status op_scatter_reduce(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* scatter_reduce(self, dim, index, src, reduce, *, include_self=True) */
+    bool inc = true;
+    tv_truthy(a[5], &inc);
+    if (a[4]->k != TV_STR) return ts_err(e, OX_E_INVALID, "scatter_reduce: reduce is not a string");
+    const char *r = a[4]->s, *red = !strcmp(r, "sum")    ? "add"
+                                    : !strcmp(r, "prod") ? "mul"
+                                    : !strcmp(r, "amax") ? "max"
+                                    : !strcmp(r, "amin") ? "min"
+                                                         : NULL;
+    if (!red || !inc)
+        return ts_err(e, OX_E_UNSUPPORTED, "scatter_reduce '%s'%s", r, inc ? "" : " without self");
+    return scatter(e, a, red, out);
+}
+
+/* index_put(self, indices, values, accumulate=False) with one index tensor (the other
+ * entries None: whole dims). A boolean mask: Where. Integer positions along an axis:
+ * ScatterND with that axis moved first, for values that broadcast over the indexed shape. */
+static ox_status op_index_put(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0], *l = a[1], *v = a[2], *idx = NULL;
+    bool acc = false;
+    ox_status st = need_t(e, x, "index_put");
+    if (st) return st;
+    tv_truthy(a[3], &acc);
+    if (l->k != TV_LIST && l->k != TV_TUPLE)
+        return ts_err(e, OX_E_UNSUPPORTED, "index_put with a %s", tv_kind_name(l->k));
+    int axis = -1;
+    for (int i = 0; i < l->n; i++) {
+        if (is_none(l->items[i])) continue;
+        if (axis >= 0)
+            return ts_err(e, OX_E_UNSUPPORTED, "index_put with more than one index tensor");
+        axis = i, idx = l->items[i];
+    }
+    if (!idx) return ts_err(e, OX_E_INVALID, "index_put without an index");
+    struct tv *vals = is_t(v) ? v : num_tensor(e, v, x->dt);
+    if (!vals) return oom(e);
+    if (vals->dt != x->dt && (st = cast(e, vals, x->dt, &vals))) return st;
+    if (idx->dt == OX_BOOL) { /* x[mask] = value: the mask covers x's leading dims */
+        if (axis != 0 || acc || vals->rank > 0 || idx->rank > x->rank)
+            return ts_err(e, OX_E_UNSUPPORTED, "index_put with a mask and a tensor of values");
+        int64_t shape[OX_MAX_RANK];
+        for (int i = 0; i < x->rank; i++) shape[i] = i < idx->rank ? idx->dims[i] : 1;
+        struct tv *m = idx;
+        if (idx->rank < x->rank && (st = reshape(e, idx, x->rank, shape, &m))) return st;
+        struct tv *in[3] = {m, vals, x};
+        return ts_emit1(e, "Where", 3, in, NULL, out);
+    }
+    int64_t perm[OX_MAX_RANK], inv[OX_MAX_RANK], vshape[OX_MAX_RANK], last = idx->rank;
+    perm[0] = axis;
+    for (int i = 0, j = 1; i < x->rank; i++)
+        if (i != axis) perm[j++] = i;
+    for (int i = 0; i < x->rank; i++) inv[perm[i]] = i;
+    int vr = 0, trail = x->rank - 1 - axis;
+    if (idx->rank + x->rank - 1 > OX_MAX_RANK)
+        return ts_err(e, OX_E_UNSUPPORTED, "index_put of too high a rank");
+    for (int i = 0; i < idx->rank; i++) vshape[vr++] = idx->dims[i];
+    for (int i = 1; i < x->rank; i++) vshape[vr++] = x->dims[perm[i]];
+    int full = axis + idx->rank + trail; /* the rank of x[.., idx, ..] */
+    if (vals->rank > full)
+        return ts_err(e, OX_E_INVALID, "index_put: values of rank %d for a rank-%d selection",
+                      vals->rank, full);
+    if (axis > 0 && vals->rank > trail) { /* values laid out around the index: move it first */
+        int64_t vd[OX_MAX_RANK], vp[OX_MAX_RANK];
+        for (int i = 0; i < full; i++) {
+            int src = i - (full - vals->rank);
+            vd[i] = src >= 0 ? vals->dims[src] : 1;
+        }
+        if (vals->rank < full && (st = reshape(e, vals, full, vd, &vals))) return st;
+        int r = 0;
+        for (int i = 0; i < idx->rank; i++) vp[r++] = axis + i;
+        for (int i = 0; i < axis; i++) vp[r++] = i;
+        for (int i = axis + idx->rank; i < full; i++) vp[r++] = i;
+        if ((st = transpose(e, vals, full, vp, &vals))) return st;
+    }
+    struct tv *xt = x, *pos, *y;
+    if (axis && (st = transpose(e, x, x->rank, perm, &xt))) return st;
+    if ((st = axes_op(e, "Unsqueeze", idx, 1, &last, &pos))) return st;
+    if (pos->dt != OX_INT64 && (st = cast(e, pos, OX_INT64, &pos))) return st;
+    struct tv *ein[2] = {vals, tv_i64s(e, vr, vshape)};
+    if (!ein[1]) return oom(e);
+    if ((st = ts_emit1(e, "Expand", 2, ein, NULL, &vals))) return st;
+    struct ts_attrs at = {0};
+    if (acc) ta_str(&at, "reduction", "add");
+    struct tv *in[3] = {xt, pos, vals};
+    if ((st = ts_emit1(e, "ScatterND", 3, in, &at, &y))) return st;
+    return axis ? transpose(e, y, x->rank, inv, out) : (*out = y, OX_OK);
+}
+
+static ox_status op_index_fill(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* index_fill(self, dim, index, value): the value at those positions of dim */
+    struct tv *x = a[0], *idx = a[2];
+    int64_t d;
+    ox_status st = need_t(e, x, "index_fill");
+    if (!st) st = need_t(e, idx, "index_fill index");
+    if (!st) st = tv_to_int(e, a[1], &d);
+    if (!st) st = norm_dim(e, d, x->rank, &d);
+    if (st) return st;
+    /* a mask along d: OneHot-free, as Equal of arange(len) with each index, any over them */
+    int64_t len = x->dims[d], one = 1;
+    void *data;
+    struct tv *ar = tv_const_new(e, OX_INT64, 1, &len, &data), *iu, *eq, *hit, *mask;
+    if (!ar) return oom(e);
+    for (int64_t i = 0; i < len; i++) ((int64_t *)data)[i] = i;
+    int64_t flat = -1, zero = 0;
+    struct tv *ix = idx;
+    if ((st = reshape(e, idx, 1, &flat, &ix))) return st;
+    if (ix->dt != OX_INT64 && (st = cast(e, ix, OX_INT64, &ix))) return st;
+    if ((st = axes_op(e, "Unsqueeze", ix, 1, &one, &iu))) return st;
+    /* negative indices count from the end */
+    struct tv *lz = tv_scalar_tensor(e, 0, OX_INT64),
+              *ln = tv_scalar_tensor(e, (double)len, OX_INT64), *neg, *wrapped;
+    if (!lz || !ln) return oom(e);
+    if ((st = bin(e, "Less", iu, lz, &neg)) || (st = bin(e, "Add", iu, ln, &wrapped))) return st;
+    struct tv *w[3] = {neg, wrapped, iu};
+    if ((st = ts_emit1(e, "Where", 3, w, NULL, &iu)) || (st = bin(e, "Equal", iu, ar, &eq)) ||
+        (st = cast(e, eq, OX_INT32, &hit)))
+        return st;
+    struct ts_attrs at = {0};
+    ta_int(&at, "keepdims", 0);
+    ta_ints(&at, "axes", 1, &zero);
+    if ((st = ts_emit1(e, "ReduceMax", 1, &hit, &at, &hit)) || (st = cast(e, hit, OX_BOOL, &mask)))
+        return st;
+    int64_t shape[OX_MAX_RANK];
+    for (int i = 0; i < x->rank; i++) shape[i] = i == d ? len : 1;
+    if (x->rank > 1 && (st = reshape(e, mask, x->rank, shape, &mask))) return st;
+    struct tv *v = is_t(a[3]) ? a[3] : num_tensor(e, a[3], x->dt);
+    if (!v) return oom(e);
+    if (v->dt != x->dt && (st = cast(e, v, x->dt, &v))) return st;
+    struct tv *in[3] = {mask, v, x};
+    return ts_emit1(e, "Where", 3, in, NULL, out);
+}
+
+static ox_status op_bucketize(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* bucketize(self, boundaries, *, out_int32=False, right=False): how many
+               boundaries lie below x (right: at or below) */
+    struct tv *x = a[0], *b = a[1], *xu, *c, *ci, *r;
+    bool right = false, i32 = false;
+    ox_status st = need_t(e, x, "bucketize");
+    if (!st) st = need_t(e, b, "bucketize boundaries");
+    if (st) return st;
+    tv_truthy(a[3], &right);
+    tv_truthy(a[2], &i32);
+    int64_t last = x->rank;
+    if ((st = axes_op(e, "Unsqueeze", x, 1, &last, &xu))) return st;
+    st = right ? bin(e, "LessOrEqual", b, xu, &c) : bin(e, "Less", b, xu, &c);
+    if (!st) st = cast(e, c, OX_INT64, &ci);
+    struct tv *ax = tv_int(e, -1);
+    if (!st && !ax) return oom(e);
+    if (!st) st = reduce(e, "ReduceSum", ci, ax, NULL, NULL, &r);
+    return st ? st : cast(e, r, i32 ? OX_INT32 : OX_INT64, out);
+}
+
+/* ---- more vision and normalization ------------------------------------------------------ */
+
+static ox_status op_instance_norm(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* instance_norm(input, weight, bias, running_mean, running_var, use_input_stats,
+               momentum, eps, cudnn_enabled): group_norm with a group per channel */
+    struct tv *x = a[0];
+    bool stats = true;
+    ox_status st = need_t(e, x, "instance_norm");
+    if (st) return st;
+    tv_truthy(a[5], &stats);
+    if (!stats) { /* the running statistics: batch_norm in evaluation */
+        struct tv *no = tv_bool(e, false), *b[9] = {x, a[1], a[2], a[3], a[4], no, a[6], a[7], no};
+        if (!no) return oom(e);
+        return op_batch_norm(e, b, 9, out);
+    }
+    if (x->rank < 2) return ts_err(e, OX_E_INVALID, "instance_norm of rank %d", x->rank);
+    struct tv *g = tv_int(e, x->dims[1]), *b[5] = {x, g, a[1], a[2], a[7]};
+    if (!g) return oom(e);
+    return op_group_norm(e, b, 5, out);
+}
+
+/* [*, C r^2, H, W] <-> [*, C, H r, W r] by reshape and transpose */
+static ox_status shuffle(struct ev *e, struct tv *x, int64_t r, bool up, struct tv **out) {
+    ox_status st = need_t(e, x, "pixel_shuffle");
+    if (st) return st;
+    int lead = x->rank - 3;
+    if (lead < 0 || lead + 6 > OX_MAX_RANK)
+        return ts_err(e, OX_E_INVALID, "pixel_shuffle of rank %d", x->rank);
+    if (r < 1) return ts_err(e, OX_E_INVALID, "pixel_shuffle factor %lld", (long long)r);
+    int64_t c = x->dims[lead], h = x->dims[lead + 1], w = x->dims[lead + 2];
+    int64_t s6[OX_MAX_RANK], perm[OX_MAX_RANK], fin[OX_MAX_RANK];
+    for (int i = 0; i < lead; i++) s6[i] = fin[i] = x->dims[i], perm[i] = i;
+    int L = lead;
+    if (up) { /* [C, r, r, H, W] -> [C, H, r, W, r] */
+        if (c % (r * r))
+            return ts_err(e, OX_E_INVALID, "pixel_shuffle: %lld channels", (long long)c);
+        int64_t oc = c / (r * r), sh[5] = {oc, r, r, h, w}, p[5] = {0, 3, 1, 4, 2},
+                f[3] = {oc, h * r, w * r};
+        for (int i = 0; i < 5; i++) s6[L + i] = sh[i], perm[L + i] = L + p[i];
+        for (int i = 0; i < 3; i++) fin[L + i] = f[i];
+    } else { /* [C, H/r, r, W/r, r] -> [C, r, r, H/r, W/r] */
+        if (h % r || w % r)
+            return ts_err(e, OX_E_INVALID, "pixel_unshuffle of %lldx%lld by %lld", (long long)h,
+                          (long long)w, (long long)r);
+        int64_t sh[5] = {c, h / r, r, w / r, r}, p[5] = {0, 2, 4, 1, 3},
+                f[3] = {c * r * r, h / r, w / r};
+        for (int i = 0; i < 5; i++) s6[L + i] = sh[i], perm[L + i] = L + p[i];
+        for (int i = 0; i < 3; i++) fin[L + i] = f[i];
+    }
+    struct tv *a1, *t;
+    if ((st = reshape(e, x, L + 5, s6, &a1)) || (st = transpose(e, a1, L + 5, perm, &t))) return st;
+    return reshape(e, t, L + 3, fin, out);
+}
+
+static ox_status op_pixel_shuffle(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    int64_t r;
+    ox_status st = tv_to_int(e, a[1], &r);
+    return st ? st : shuffle(e, a[0], r, true, out);
+}
+
+static ox_status op_pixel_unshuffle(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    int64_t r;
+    ox_status st = tv_to_int(e, a[1], &r);
+    return st ? st : shuffle(e, a[0], r, false, out);
+}
+
+static ox_status op_channel_shuffle(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* channel_shuffle(self, groups): [N, g, C/g, ...] -> [N, C/g, g, ...] */
+    struct tv *x = a[0], *r, *t;
+    int64_t g;
+    ox_status st = need_t(e, x, "channel_shuffle");
+    if (!st) st = tv_to_int(e, a[1], &g);
+    if (st) return st;
+    if (x->rank < 2 || x->rank + 1 > OX_MAX_RANK || g < 1 || x->dims[1] % g)
+        return ts_err(e, OX_E_INVALID, "channel_shuffle into %lld groups", (long long)g);
+    int64_t sh[OX_MAX_RANK], perm[OX_MAX_RANK];
+    sh[0] = x->dims[0], sh[1] = g, sh[2] = x->dims[1] / g;
+    for (int i = 2; i < x->rank; i++) sh[i + 1] = x->dims[i];
+    for (int i = 0; i <= x->rank; i++) perm[i] = i;
+    perm[1] = 2, perm[2] = 1;
+    if ((st = reshape(e, x, x->rank + 1, sh, &r)) || (st = transpose(e, r, x->rank + 1, perm, &t)))
+        return st;
+    return reshape(e, t, x->rank, x->dims, out);
+}
+
+static ox_status op_upsample_nearest_exact(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* _upsample_nearest_exact2d(input, output_size, scales): floor((i + 0.5) / s),
+               the half_pixel coordinate rounded half up */
+    return resize(e, a[0], a[1], a[2], "nearest", "half_pixel", "round_prefer_ceil", out);
+}
+
+static ox_status op_upsample_bicubic(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* upsample_bicubic2d(input, output_size, align_corners, scale_factors) */
+    bool ac = false;
+    tv_truthy(a[2], &ac);
+    return resize(e, a[0], a[1], a[3], "cubic", ac ? "align_corners" : "half_pixel", NULL, out);
+}
+
+/* adaptive_max_pool to any size: along each spatial axis, output i is the max of input
+ * [floor(i in / out), ceil((i + 1) in / out)) (one axis at a time: max is separable). */
+static ox_status op_adaptive_max_pool_any(struct ev *e, struct tv *x, int k, const int64_t *o,
+                                          struct tv **out) {
+    ox_status st = OX_OK;
+    for (int s = 0; s < k; s++) {
+        int64_t axis = 2 + s, in = x->dims[axis], on = o[s];
+        if (in == on) continue;
+        if (on < 1 || on > 4096)
+            return ts_err(e, OX_E_UNSUPPORTED, "adaptive_max_pool to %lld", (long long)on);
+        struct tv **parts = ox_arena_alloc(&e->a, sizeof *parts * (size_t)on);
+        if (!parts) return oom(e);
+        for (int64_t i = 0; i < on; i++) {
+            int64_t b = (i * in) / on, t = ((i + 1) * in + on - 1) / on;
+            struct tv *sl, *ax = tv_int(e, axis), *yes = tv_bool(e, true);
+            if (!ax || !yes) return oom(e);
+            if ((st = slice1(e, x, axis, b, t, 1, &sl)) ||
+                (st = reduce(e, "ReduceMax", sl, ax, yes, NULL, &parts[i])))
+                return st;
+        }
+        if ((st = concat_many(e, (int)on, parts, axis, &x))) return st;
+    }
+    *out = x;
+    return OX_OK;
+}
+
+/* MaxPool's indices count over the whole input x; torch's over each (N, C) plane of it */
+static ox_status plane_indices(struct ev *e, const struct tv *x, struct tv *idx, struct tv **out) {
+    int64_t plane = 1, nc[2] = {idx->dims[0], idx->dims[1]};
+    for (int i = 2; i < x->rank; i++) plane *= x->dims[i];
+    int64_t shape[OX_MAX_RANK];
+    shape[0] = nc[0], shape[1] = nc[1];
+    for (int i = 2; i < idx->rank; i++) shape[i] = 1;
+    void *data;
+    struct tv *off = tv_const_new(e, OX_INT64, idx->rank, shape, &data);
+    if (!off) return oom(e);
+    for (int64_t i = 0; i < nc[0] * nc[1]; i++) ((int64_t *)data)[i] = i * plane;
+    return bin(e, "Sub", idx, off, out);
+}
+
+static ox_status op_max_pool_with_indices(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* max_pool2d_with_indices(self, kernel_size, stride=[], padding=0, dilation=1,
+               ceil_mode=False) -> (values, indices in each plane) */
+    struct tv *r[2], *idx;
+    if (is_t(a[0]) && a[0]->rank < 3)
+        return ts_err(e, OX_E_UNSUPPORTED, "max_pool with indices of rank %d", a[0]->rank);
+    ox_status st = pool(e, "MaxPool", a[0], a[1], a[2], a[3], a[4], a[5], NULL, 2, r);
+    if (!st) st = plane_indices(e, a[0], r[1], &idx);
+    return st ? st : tuple2(e, r[0], idx, out);
+}
+
+static ox_status op_max_unpool(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* max_unpool2d(self, indices, output_size): scatter into zeros by the indices */
+    struct tv *x = a[0], *idx, *flat, *fi, *z;
+    int64_t os[OX_MAX_RANK];
+    int k;
+    ox_status st = need_t(e, x, "max_unpool");
+    if (!st) st = need_t(e, a[1], "max_unpool indices");
+    if (!st) st = tv_to_ints(e, a[2], os, OX_MAX_RANK, &k);
+    if (st) return st;
+    if (k != x->rank - 2) return ts_err(e, OX_E_INVALID, "max_unpool to %d dims", k);
+    int64_t shape[3] = {x->dims[0], x->dims[1], 1};
+    for (int i = 0; i < k; i++) shape[2] *= os[i];
+    /* per plane: [N, C, plane] zeros, ScatterElements along the last axis */
+    int64_t fs[3] = {x->dims[0], x->dims[1], -1};
+    idx = a[1];
+    if (idx->dt != OX_INT64 && (st = cast(e, idx, OX_INT64, &idx))) return st;
+    if ((st = reshape(e, x, 3, fs, &flat)) || (st = reshape(e, idx, 3, fs, &fi))) return st;
+    if (!(z = tv_const_new(e, x->dt, 3, shape, NULL))) return oom(e);
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", 2);
+    struct tv *in[3] = {z, fi, flat}, *y;
+    if ((st = ts_emit1(e, "ScatterElements", 3, in, &at, &y))) return st;
+    int64_t full[OX_MAX_RANK];
+    full[0] = x->dims[0], full[1] = x->dims[1];
+    for (int i = 0; i < k; i++) full[2 + i] = os[i];
+    return reshape(e, y, x->rank, full, out);
+}
+
+static ox_status op_convolution_mode(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* _convolution_mode(input, weight, bias, stride, padding: "same"/"valid",
+               dilation, groups) */
+    return conv(e, a[0], a[1], a[2], a[3], a[4], a[5], false, NULL, a[6], out);
+}
+
+/* One-hot weights [C k, 1, kh, kw] (k = kh kw): a depthwise convolution with them copies
+ * each channel's patch out (im2col), its transpose adds patches back (col2im). */
+static ox_status patch_weights(struct ev *e, ox_dtype dt, int64_t c, const int64_t *ks,
+                               struct tv **out) {
+    int64_t kk = ks[0] * ks[1], shape[4] = {c * kk, 1, ks[0], ks[1]};
+    if (c * kk > (1 << 24))
+        return ts_err(e, OX_E_LIMIT, "unfold of %lld patches", (long long)(c * kk));
+    if (!(*out = tv_const_new(e, dt, 4, shape, NULL))) return oom(e);
+    for (int64_t i = 0; i < c * kk; i++)
+        ox_tensor_set((ox_tensor *)(*out)->cdata, i * kk + i % kk, 1);
+    return OX_OK;
+}
+
+static ox_status fold_attrs(struct ev *e, struct tv **a, int64_t *ks, int64_t *d, int64_t *p,
+                            int64_t *s, struct ts_attrs *at) {
+    ox_status st = expand_list(e, a[0], 2, ks);
+    if (!st) st = expand_list(e, a[1], 2, d);
+    if (!st) st = expand_list(e, a[2], 2, p);
+    if (!st) st = expand_list(e, a[3], 2, s);
+    if (st) return st;
+    p[2] = p[0], p[3] = p[1];
+    ta_ints(at, "kernel_shape", 2, ks);
+    ta_ints(at, "dilations", 2, d);
+    ta_ints(at, "pads", 4, p);
+    ta_ints(at, "strides", 2, s);
+    return OX_OK;
+}
+
+static ox_status op_im2col(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* im2col(self, kernel_size, dilation, padding, stride): [N, C kh kw, L] */
+    struct tv *x = a[0], *w, *y;
+    int64_t ks[2], d[2], p[4], s[2];
+    struct ts_attrs at = {0};
+    ox_status st = need_t(e, x, "unfold");
+    if (!st && x->rank != 4) st = ts_err(e, OX_E_UNSUPPORTED, "unfold of rank %d", x->rank);
+    if (!st) st = fold_attrs(e, a + 1, ks, d, p, s, &at);
+    if (!st) st = patch_weights(e, x->dt, x->dims[1], ks, &w);
+    if (st) return st;
+    ta_int(&at, "group", x->dims[1]);
+    struct tv *in[2] = {x, w};
+    if ((st = ts_emit1(e, "Conv", 2, in, &at, &y))) return st;
+    int64_t shape[3] = {x->dims[0], x->dims[1] * ks[0] * ks[1], -1};
+    return reshape(e, y, 3, shape, out);
+}
+
+static ox_status op_col2im(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* col2im(self, output_size, kernel_size, dilation, padding, stride) */
+    struct tv *x = a[0], *w, *r;
+    int64_t ks[2], os[2], d[2], p[4], s[2];
+    struct ts_attrs at = {0};
+    ox_status st = need_t(e, x, "fold");
+    if (!st && x->rank != 3) st = ts_err(e, OX_E_UNSUPPORTED, "fold of rank %d", x->rank);
+    if (!st) st = expand_list(e, a[1], 2, os);
+    if (!st) st = fold_attrs(e, a + 2, ks, d, p, s, &at);
+    if (st) return st;
+    int64_t kk = ks[0] * ks[1], c = x->dims[1] / kk, bl[2], op[2];
+    if (x->dims[1] % kk)
+        return ts_err(e, OX_E_INVALID, "fold: %lld rows for a %lldx%lld kernel",
+                      (long long)x->dims[1], (long long)ks[0], (long long)ks[1]);
+    for (int i = 0; i < 2; i++) { /* the blocks' grid, from the output size */
+        bl[i] = (os[i] + 2 * p[i] - d[i] * (ks[i] - 1) - 1) / s[i] + 1;
+        op[i] = os[i] + 2 * p[i] - ((bl[i] - 1) * s[i] + d[i] * (ks[i] - 1) + 1);
+    }
+    if (bl[0] * bl[1] != x->dims[2])
+        return ts_err(e, OX_E_INVALID, "fold: %lld blocks where the sizes give %lld",
+                      (long long)x->dims[2], (long long)(bl[0] * bl[1]));
+    int64_t shape[4] = {x->dims[0], c * kk, bl[0], bl[1]};
+    if ((st = reshape(e, x, 4, shape, &r)) || (st = patch_weights(e, x->dt, c, ks, &w))) return st;
+    ta_int(&at, "group", c);
+    ta_ints(&at, "output_padding", 2, op);
+    struct tv *in[2] = {r, w};
+    return ts_emit1(e, "ConvTranspose", 2, in, &at, out);
+}
+
+static ox_status op_affine_grid(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* affine_grid_generator(theta [N, 2, 3], size [N, C, H, W], align_corners):
+               base [H W, 3] (x, y, 1) times theta^T -> [N, H, W, 2] */
+    struct tv *th = a[0], *base, *t, *m;
+    int64_t sz[OX_MAX_RANK];
+    int k;
+    bool ac = false;
+    ox_status st = need_t(e, th, "affine_grid");
+    if (!st) st = tv_to_ints(e, a[1], sz, OX_MAX_RANK, &k);
+    if (st) return st;
+    tv_truthy(a[2], &ac);
+    if (k != 4) return ts_err(e, OX_E_UNSUPPORTED, "affine_grid of a %d-D size", k);
+    int64_t h = sz[2], w = sz[3], bs[2] = {h * w, 3};
+    void *data;
+    if (!(base = tv_const_new(e, th->dt, 2, bs, &data))) return oom(e);
+    for (int64_t i = 0; i < h; i++)
+        for (int64_t j = 0; j < w; j++) {
+            double x = w > 1 ? -1 + 2.0 * (double)j / (double)(w - 1) : 0,
+                   y = h > 1 ? -1 + 2.0 * (double)i / (double)(h - 1) : 0;
+            if (!ac) x = x * (double)(w - 1) / (double)w, y = y * (double)(h - 1) / (double)h;
+            int64_t r = (i * w + j) * 3;
+            ox_tensor_set((ox_tensor *)base->cdata, r, x);
+            ox_tensor_set((ox_tensor *)base->cdata, r + 1, y);
+            ox_tensor_set((ox_tensor *)base->cdata, r + 2, 1);
+        }
+    int64_t perm[3] = {0, 2, 1}, fin[4] = {sz[0], h, w, 2};
+    if ((st = transpose(e, th, 3, perm, &t))) return st;
+    struct tv *in[2] = {base, t};
+    if ((st = ts_emit1(e, "MatMul", 2, in, NULL, &m))) return st;
+    return reshape(e, m, 4, fin, out);
+}
+
+static ox_status op_grid_sampler(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners) */
+    static const char *const modes[] = {"bilinear", "nearest", "bicubic"},
+                             *pads[] = {"zeros", "border", "reflection"};
+    int64_t im, pm;
+    bool ac = false;
+    ox_status st = need_t(e, a[0], "grid_sample");
+    if (!st) st = tv_to_int(e, a[2], &im);
+    if (!st) st = tv_to_int(e, a[3], &pm);
+    if (st) return st;
+    if (im < 0 || im > 2 || pm < 0 || pm > 2 || a[0]->rank != 4)
+        return ts_err(e, OX_E_UNSUPPORTED, "grid_sample mode %lld, padding %lld, rank %d",
+                      (long long)im, (long long)pm, a[0]->rank);
+    tv_truthy(a[4], &ac);
+    struct ts_attrs at = {0};
+    ta_str(&at, "mode", modes[im]);
+    ta_str(&at, "padding_mode", pads[pm]);
+    ta_int(&at, "align_corners", ac);
+    struct tv *in[2] = {a[0], a[1]};
+    return ts_emit1(e, "GridSample", 2, in, &at, out);
+}
+
+static ox_status op_embedding_bag(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+               per_sample_weights, include_last_offset, padding_idx): 1-D indices in bags
+               that start at the (import-time) offsets; mode 0 sum, 1 mean, 2 max */
+    struct tv *w = a[0], *idx = a[1], *off = a[2], *g;
+    int64_t mode;
+    bool last = false;
+    ox_status st = need_t(e, w, "embedding_bag");
+    if (!st) st = need_t(e, idx, "embedding_bag indices");
+    if (!st) st = tv_to_int(e, a[4], &mode);
+    if (st) return st;
+    tv_truthy(a[7], &last);
+    if (!is_none(a[6]) || (!is_none(a[8]) && tv_num(a[8]) >= 0))
+        return ts_err(e, OX_E_UNSUPPORTED, "embedding_bag with per_sample_weights or padding_idx");
+    if (idx->rank != 1 || !is_t(off) || !off->cdata || off->rank != 1)
+        return ts_err(e, OX_E_UNSUPPORTED, "embedding_bag without import-time offsets");
+    int64_t nb = ox_tensor_numel(off->cdata) - (last ? 1 : 0), total = idx->dims[0];
+    if (nb < 1 || nb > 4096)
+        return ts_err(e, OX_E_UNSUPPORTED, "embedding_bag of %lld bags", (long long)nb);
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", 0);
+    struct tv *in[2] = {w, idx};
+    if ((st = ts_emit1(e, "Gather", 2, in, &at, &g))) return st;
+    static const char *const red[] = {"ReduceSum", "ReduceMean", "ReduceMax"};
+    if (mode < 0 || mode > 2)
+        return ts_err(e, OX_E_INVALID, "embedding_bag mode %lld", (long long)mode);
+    struct tv **bags = ox_arena_alloc(&e->a, sizeof *bags * (size_t)nb);
+    if (!bags) return oom(e);
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t s = (int64_t)ox_tensor_get(off->cdata, b),
+                t = b + 1 < ox_tensor_numel(off->cdata) ? (int64_t)ox_tensor_get(off->cdata, b + 1)
+                                                        : total;
+        struct tv *sl, *ax = tv_int(e, 0), *yes = tv_bool(e, true);
+        if (!ax || !yes) return oom(e);
+        if (s < 0 || t > total || s > t)
+            return ts_err(e, OX_E_INVALID, "embedding_bag offsets out of order");
+        if (s == t) { /* an empty bag: zeros */
+            int64_t zs[2] = {1, w->dims[1]};
+            if (!(bags[b] = tv_const_new(e, w->dt, 2, zs, NULL))) return oom(e);
+            continue;
+        }
+        if ((st = slice1(e, g, 0, s, t, 1, &sl)) ||
+            (st = reduce(e, red[mode], sl, ax, yes, NULL, &bags[b])))
+            return st;
+    }
+    struct tv *y, *z = tv_scalar_tensor(e, 0, OX_INT64);
+    if (!z) return oom(e);
+    if ((st = concat_many(e, (int)nb, bags, 0, &y))) return st;
+    struct tv *items = tv_list(e, TV_TUPLE, 4);
+    if (!items) return oom(e);
+    items->items[0] = y;
+    items->items[1] = items->items[2] = items->items[3] = z; /* offset2bag etc.: not computed */
+    *out = items;
+    return OX_OK;
+}
+
+static ox_status op_det(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x;
+    ox_status st = as_float(e, a[0], &x);
+    return st ? st : ts_emit1(e, "Det", 1, &x, NULL, out);
+}
+
+/* The cells (one step; scripted nn.LSTMCell, GRUCell, RNNCell): input [B, I] or [I]. */
+static ox_status cell_gates(struct ev *e, struct tv **a, struct tv *h, struct tv **gi,
+                            struct tv **gh) {
+    ox_status st = linear(e, a[0], a[2], is_none(a[4]) ? NULL : a[4], gi);
+    return st ? st : linear(e, h, a[3], is_none(a[5]) ? NULL : a[5], gh);
+}
+
+static ox_status op_lstm_cell(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* lstm_cell(input, hx [h, c], w_ih, w_hh, b_ih=None, b_hh=None) -> (h, c) */
+    struct tv *hx = a[1], *gi, *gh, *g, *parts, *i, *f, *c, *o, *fc, *ic, *cy, *tc, *hy;
+    if (hx->k != TV_LIST || hx->n != 2 || !is_t(hx->items[0]) || !is_t(hx->items[1]))
+        return ts_err(e, OX_E_UNSUPPORTED, "lstm_cell state");
+    ox_status st = cell_gates(e, a, hx->items[0], &gi, &gh);
+    if (!st) st = bin(e, "Add", gi, gh, &g);
+    struct tv *ch[3] = {g, tv_int(e, 4), tv_int(e, -1)};
+    if (!st && (!ch[1] || !ch[2])) return oom(e);
+    if (!st) st = op_chunk(e, ch, 3, &parts);
+    if (!st) st = un(e, "Sigmoid", parts->items[0], &i);
+    if (!st) st = un(e, "Sigmoid", parts->items[1], &f);
+    if (!st) st = un(e, "Tanh", parts->items[2], &c);
+    if (!st) st = un(e, "Sigmoid", parts->items[3], &o);
+    if (!st) st = bin(e, "Mul", f, hx->items[1], &fc);
+    if (!st) st = bin(e, "Mul", i, c, &ic);
+    if (!st) st = bin(e, "Add", fc, ic, &cy);
+    if (!st) st = un(e, "Tanh", cy, &tc);
+    if (!st) st = bin(e, "Mul", o, tc, &hy);
+    return st ? st : tuple2(e, hy, cy, out);
+}
+
+static ox_status op_gru_cell(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* r, z = sigmoid; n = tanh(in + r hn); h' = n + z (h - n) */
+    struct tv *h = a[1], *gi, *gh, *pi, *ph, *r, *z, *s, *rh, *nn, *d, *zd;
+    ox_status st = need_t(e, h, "gru_cell state");
+    if (!st) st = cell_gates(e, a, h, &gi, &gh);
+    struct tv *c1[3] = {gi, tv_int(e, 3), tv_int(e, -1)}, *c2[3] = {gh, c1[1], c1[2]};
+    if (!st && (!c1[1] || !c1[2])) return oom(e);
+    if (!st) st = op_chunk(e, c1, 3, &pi);
+    if (!st) st = op_chunk(e, c2, 3, &ph);
+    if (!st) st = bin(e, "Add", pi->items[0], ph->items[0], &s);
+    if (!st) st = un(e, "Sigmoid", s, &r);
+    if (!st) st = bin(e, "Add", pi->items[1], ph->items[1], &s);
+    if (!st) st = un(e, "Sigmoid", s, &z);
+    if (!st) st = bin(e, "Mul", r, ph->items[2], &rh);
+    if (!st) st = bin(e, "Add", pi->items[2], rh, &s);
+    if (!st) st = un(e, "Tanh", s, &nn);
+    if (!st) st = bin(e, "Sub", h, nn, &d);
+    if (!st) st = bin(e, "Mul", z, d, &zd);
+    return st ? st : bin(e, "Add", nn, zd, out);
+}
+
+static ox_status rnn_cell(struct ev *e, struct tv **a, const char *act, struct tv **out) {
+    struct tv *gi, *gh, *s;
+    ox_status st = need_t(e, a[1], "rnn cell state");
+    if (!st) st = cell_gates(e, a, a[1], &gi, &gh);
+    if (!st) st = bin(e, "Add", gi, gh, &s);
+    return st ? st : un(e, act, s, out);
+}
+
+static ox_status op_rnn_tanh_cell(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return rnn_cell(e, a, "Tanh", out);
+}
+
+static ox_status op_rnn_relu_cell(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return rnn_cell(e, a, "Relu", out);
+}
+
+static ox_status op_dict(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)a; /* dict(): an empty dict (filled by _set_item) */
+    if (n) return ts_err(e, OX_E_UNSUPPORTED, "dict() of arguments");
+    return (*out = tv_list(e, TV_DICT, 0)) ? OX_OK : oom(e);
+}
+
+static ox_status op_tensor_unfold(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* unfold(self, dimension, size, step): windows along dim, the window last */
+    struct tv *x = a[0], *g;
+    int64_t d, size, step;
+    ox_status st = need_t(e, x, "unfold");
+    if (!st) st = tv_to_int(e, a[1], &d);
+    if (!st) st = tv_to_int(e, a[2], &size);
+    if (!st) st = tv_to_int(e, a[3], &step);
+    if (!st) st = norm_dim(e, d, x->rank, &d);
+    if (st) return st;
+    int64_t len = x->rank ? x->dims[d] : 1;
+    if (size < 0 || size > len || step < 1 || x->rank + 1 > OX_MAX_RANK)
+        return ts_err(e, OX_E_INVALID, "unfold of size %lld step %lld on a dim of %lld",
+                      (long long)size, (long long)step, (long long)len);
+    int64_t wins[2] = {(len - size) / step + 1, size};
+    void *data;
+    struct tv *idx = tv_const_new(e, OX_INT64, 2, wins, &data);
+    if (!idx) return oom(e);
+    for (int64_t w = 0; w < wins[0]; w++)
+        for (int64_t j = 0; j < size; j++) ((int64_t *)data)[w * size + j] = w * step + j;
+    struct ts_attrs at = {0};
+    ta_int(&at, "axis", d);
+    struct tv *in[2] = {x, idx};
+    if ((st = ts_emit1(e, "Gather", 2, in, &at, &g))) return st;
+    int64_t perm[OX_MAX_RANK]; /* [.., W, size, ..] -> [.., W, .., size] */
+    int r = 0;
+    for (int i = 0; i <= x->rank; i++)
+        if (i != d + 1) perm[r++] = i;
+    perm[r++] = d + 1;
+    return d + 1 == x->rank ? (*out = g, OX_OK) : transpose(e, g, r, perm, out);
+}
+
 /* ---- the table ------------------------------------------------------------------------- */
 
 static const struct aten_op ops[] = {
@@ -2680,7 +4893,7 @@ static const struct aten_op ops[] = {
     {"torch.where", "condition, self, other", op_where},
     {"torch.contiguous", "self, memory_format=0", op_identity},
     {"torch.detach", "self", op_identity},
-    {"torch.clone", "self, *, memory_format=None", op_identity},
+    {"torch.clone", "self, *, memory_format=None", op_clone},
     {"torch.dropout", "input, p, train", op_dropout},
     {"torch.dropout_", "input, p, train", op_dropout},
     {"torch.feature_dropout", "input, p, train", op_dropout},
@@ -2805,6 +5018,229 @@ static const struct aten_op ops[] = {
     {"torch.gru",
      "input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first",
      op_gru},
+    {"torch.lstm_cell", "input, hx, w_ih, w_hh, b_ih=None, b_hh=None", op_lstm_cell},
+    {"torch.gru_cell", "input, hx, w_ih, w_hh, b_ih=None, b_hh=None", op_gru_cell},
+    {"torch.rnn_tanh_cell", "input, hx, w_ih, w_hh, b_ih=None, b_hh=None", op_rnn_tanh_cell},
+    {"torch.rnn_relu_cell", "input, hx, w_ih, w_hh, b_ih=None, b_hh=None", op_rnn_relu_cell},
+    {"torch.rnn_tanh",
+     "input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first",
+     op_rnn_tanh},
+    {"torch.rnn_relu",
+     "input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first",
+     op_rnn_relu},
+    /* math */
+    {"torch.tan", "self", op_tan},
+    {"torch.atan", "self", op_atan},
+    {"torch.arctan", "self", op_atan},
+    {"torch.asin", "self", op_asin},
+    {"torch.arcsin", "self", op_asin},
+    {"torch.acos", "self", op_acos},
+    {"torch.arccos", "self", op_acos},
+    {"torch.sinh", "self", op_sinh},
+    {"torch.cosh", "self", op_cosh},
+    {"torch.asinh", "self", op_asinh},
+    {"torch.acosh", "self", op_acosh},
+    {"torch.atanh", "self", op_atanh},
+    {"torch.sign", "self", op_sign},
+    {"torch.round", "self, *, decimals=0", op_round},
+    {"torch.trunc", "self", op_trunc},
+    {"torch.fix", "self", op_trunc},
+    {"torch.frac", "self", op_frac},
+    {"torch.log1p", "self", op_log1p},
+    {"torch.expm1", "self", op_expm1},
+    {"torch.log2", "self", op_log2},
+    {"torch.log10", "self", op_log10},
+    {"torch.exp2", "self", op_exp2},
+    {"torch.square", "self", op_square},
+    {"torch.isnan", "self", op_isnan},
+    {"torch.isinf", "self", op_isinf},
+    {"torch.isfinite", "self", op_isfinite},
+    {"torch.nan_to_num", "self, nan=None, posinf=None, neginf=None", op_nan_to_num},
+    {"torch.maximum", "self, other", op_maximum},
+    {"torch.minimum", "self, other", op_minimum},
+    {"torch.fmax", "self, other", op_maximum},
+    {"torch.fmin", "self, other", op_minimum},
+    {"torch.clamp_min", "self, min", op_clamp_min},
+    {"torch.clamp_min_", "self, min", op_clamp_min},
+    {"torch.clamp_max", "self, max", op_clamp_max},
+    {"torch.clamp_max_", "self, max", op_clamp_max},
+    {"torch.fmod", "self, other", op_fmod},
+    {"torch.atan2", "self, other", op_atan2},
+    {"torch.arctan2", "self, other", op_atan2},
+    {"torch.lerp", "self, end, weight", op_lerp},
+    {"torch.addcmul", "self, tensor1, tensor2, *, value=1", op_addcmul},
+    {"torch.addcdiv", "self, tensor1, tensor2, *, value=1", op_addcdiv},
+    {"torch.logical_and", "self, other", op_logical_and},
+    {"torch.logical_or", "self, other", op_logical_or},
+    {"torch.logical_xor", "self, other", op_logical_xor},
+    {"torch.__xor__", "a, b", op_xor},
+    {"torch.bitwise_not", "self", op_bitwise_not},
+    /* activations */
+    {"torch.elu", "self, alpha=1, scale=1, input_scale=1", op_elu},
+    {"torch.elu_", "self, alpha=1, scale=1, input_scale=1", op_elu},
+    {"torch.selu", "self", op_selu},
+    {"torch.selu_", "self", op_selu},
+    {"torch.celu", "self, alpha=1.", op_celu},
+    {"torch.celu_", "self, alpha=1.", op_celu},
+    {"torch.prelu", "self, weight", op_prelu},
+    {"torch.softplus", "self, beta=1, threshold=20", op_softplus},
+    {"torch.mish", "self", op_mish},
+    {"torch.mish_", "self", op_mish},
+    {"torch.log_sigmoid", "self", op_log_sigmoid},
+    {"torch.hardshrink", "self, lambd=0.5", op_hardshrink},
+    {"torch.softshrink", "self, lambd=0.5", op_softshrink},
+    {"torch.threshold", "self, threshold, value", op_threshold},
+    {"torch.threshold_", "self, threshold, value", op_threshold},
+    {"torch.glu", "self, dim=-1", op_glu},
+    {"torch.rrelu", "self, lower=0.125, upper=0.33333333333333331, training=False, generator=None",
+     op_rrelu},
+    /* more reductions */
+    {"torch.argmax", "self, dim=None, keepdim=False", op_argmax},
+    {"torch.argmin", "self, dim=None, keepdim=False", op_argmin},
+    {"torch.amin", "self, dim=[], keepdim=False", op_amin},
+    {"torch.prod", "self, dim=None, keepdim=False, *, dtype=None", op_prod},
+    {"torch.logsumexp", "self, dim, keepdim=False", op_logsumexp},
+    {"torch.count_nonzero", "self, dim=None", op_count_nonzero},
+    {"torch.norm", "self, p=None, dim=None, keepdim=False, *, dtype=None", op_norm},
+    {"torch.frobenius_norm", "self, dim=[], keepdim=False", op_frobenius_norm},
+    {"torch.linalg_vector_norm", "self, ord=2, dim=None, keepdim=False, *, dtype=None",
+     op_vector_norm},
+    {"torch.var", "self, dim=None, unbiased=None, keepdim=False, *, correction=None", op_var},
+    {"torch.std", "self, dim=None, unbiased=None, keepdim=False, *, correction=None", op_std},
+    {"torch.var_mean", "self, dim=None, unbiased=None, keepdim=False, *, correction=None",
+     op_var_mean},
+    {"torch.std_mean", "self, dim=None, unbiased=None, keepdim=False, *, correction=None",
+     op_std_mean},
+    {"torch.cumsum", "self, dim, *, dtype=None", op_cumsum},
+    {"torch.cumprod", "self, dim, *, dtype=None", op_cumprod},
+    /* more shapes */
+    {"torch.narrow", "self, dim, start, length", op_narrow},
+    {"torch.unbind", "self, dim=0", op_unbind},
+    {"torch.movedim", "self, source, destination", op_movedim},
+    {"torch.moveaxis", "self, source, destination", op_movedim},
+    {"torch.swapaxes", "self, dim0, dim1", op_transpose},
+    {"torch.swapdims", "self, dim0, dim1", op_transpose},
+    {"torch.expand_as", "self, other", op_expand_as},
+    {"torch.view_as", "self, other", op_view_as},
+    {"torch.reshape_as", "self, other", op_view_as},
+    {"torch.repeat_interleave", "self, repeats, dim=None, *, output_size=None",
+     op_repeat_interleave},
+    {"torch.tile", "self, dims", op_tile},
+    {"torch.tril", "self, diagonal=0", op_tril},
+    {"torch.triu", "self, diagonal=0", op_triu},
+    {"torch.diagonal", "self, offset=0, dim1=0, dim2=1", op_diagonal},
+    {"torch.flip", "self, dims", op_flip},
+    {"torch.unsafe_chunk", "self, chunks, dim=0", op_chunk},
+    {"torch.unsafe_split", "self, split_size, dim=0", op_split},
+    {"torch.numel", "self", op_numel},
+    {"torch.dict", NULL, op_dict},
+    {"torch.unfold", "self, dimension, size, step", op_tensor_unfold},
+    {"torch.__range_length", "lo, hi, step", op_range_length},
+    {"torch.__derive_index", "index, start, step", op_derive_index},
+    /* creation */
+    {"torch.arange",
+     "start, end=None, step=None, *, dtype=None, layout=None, device=None, pin_memory=None",
+     op_arange},
+    {"torch.linspace",
+     "start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None", op_linspace},
+    {"torch.full_like",
+     "self, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None, "
+     "memory_format=None",
+     op_full_like},
+    {"torch.empty_like",
+     "self, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None",
+     op_empty_like},
+    {"torch.new_full",
+     "self, size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None",
+     op_new_full},
+    {"torch.new_empty", "self, size, *, dtype=None, layout=None, device=None, pin_memory=None",
+     op_new_empty},
+    {"torch.empty",
+     "size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None",
+     op_empty},
+    {"torch.eye", "n, m=None, *, dtype=None, layout=None, device=None, pin_memory=None", op_eye},
+    {"torch.meshgrid", "tensors, *, indexing=\"ij\"", op_meshgrid},
+    {"torch.one_hot", "self, num_classes=-1", op_one_hot},
+    /* ordering and indexing */
+    {"torch.topk", "self, k, dim=-1, largest=True, sorted=True", op_topk},
+    {"torch.sort", "self, dim=-1, descending=False, *, stable=None", op_sort},
+    {"torch.argsort", "self, dim=-1, descending=False, *, stable=None", op_argsort},
+    {"torch.gather", "self, dim, index, *, sparse_grad=False", op_gather},
+    {"torch.scatter", "self, dim, index, src, *, reduce=None", op_scatter},
+    {"torch.scatter_", "self, dim, index, src, *, reduce=None", op_scatter},
+    {"torch.scatter_add", "self, dim, index, src", op_scatter_add},
+    {"torch.scatter_add_", "self, dim, index, src", op_scatter_add},
+    {"torch.scatter_reduce", "self, dim, index, src, reduce, *, include_self=True",
+     op_scatter_reduce},
+    {"torch.index_put", "self, indices, values, accumulate=False", op_index_put},
+    {"torch.index_put_", "self, indices, values, accumulate=False", op_index_put},
+    {"torch.index_fill", "self, dim, index, value", op_index_fill},
+    {"torch.index_fill_", "self, dim, index, value", op_index_fill},
+    {"torch.bucketize", "self, boundaries, *, out_int32=False, right=False", op_bucketize},
+    /* linear algebra */
+    {"torch.einsum", "equation, tensors, *, path=None", op_einsum},
+    {"torch.dot", "self, tensor", op_dot},
+    {"torch.vdot", "self, other", op_dot},
+    {"torch.mv", "self, vec", op_dot},
+    {"torch.outer", "self, vec2", op_outer},
+    {"torch.ger", "self, vec2", op_outer},
+    {"torch.cross", "self, other, dim=None", op_cross},
+    {"torch.linalg_cross", "self, other, dim=-1", op_cross},
+    {"torch.cdist", "x1, x2, p=2., compute_mode=None", op_cdist},
+    {"torch.pairwise_distance", "x1, x2, p=2., eps=9.9999999999999995e-07, keepdim=False",
+     op_pairwise_distance},
+    {"torch.cosine_similarity", "x1, x2, dim=1, eps=1e-08", op_cosine_similarity},
+    {"torch.linalg_det", "A", op_det},
+    {"torch.det", "self", op_det},
+    /* vision and normalization */
+    {"torch.instance_norm",
+     "input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, "
+     "cudnn_enabled",
+     op_instance_norm},
+    {"torch.pixel_shuffle", "self, upscale_factor", op_pixel_shuffle},
+    {"torch.pixel_unshuffle", "self, downscale_factor", op_pixel_unshuffle},
+    {"torch.channel_shuffle", "self, groups", op_channel_shuffle},
+    {"torch.native_channel_shuffle", "self, groups", op_channel_shuffle},
+    {"torch.upsample_nearest1d", "input, output_size, scale_factors", op_upsample_nearest},
+    {"torch.upsample_nearest3d", "input, output_size, scale_factors", op_upsample_nearest},
+    {"torch._upsample_nearest_exact1d", "input, output_size, scale_factors",
+     op_upsample_nearest_exact},
+    {"torch._upsample_nearest_exact2d", "input, output_size, scale_factors",
+     op_upsample_nearest_exact},
+    {"torch._upsample_nearest_exact3d", "input, output_size, scale_factors",
+     op_upsample_nearest_exact},
+    {"torch.upsample_linear1d", "input, output_size, align_corners, scale_factors",
+     op_upsample_linear},
+    {"torch.upsample_trilinear3d", "input, output_size, align_corners, scale_factors",
+     op_upsample_linear},
+    {"torch.upsample_bicubic2d", "input, output_size, align_corners, scale_factors",
+     op_upsample_bicubic},
+    {"torch.adaptive_max_pool1d", "self, output_size", op_adaptive_max_pool},
+    {"torch.adaptive_max_pool3d", "self, output_size", op_adaptive_max_pool},
+    {"torch.max_pool1d_with_indices",
+     "self, kernel_size, stride=[], padding=0, dilation=1, ceil_mode=False",
+     op_max_pool_with_indices},
+    {"torch.max_pool2d_with_indices",
+     "self, kernel_size, stride=[], padding=0, dilation=1, ceil_mode=False",
+     op_max_pool_with_indices},
+    {"torch.max_pool3d_with_indices",
+     "self, kernel_size, stride=[], padding=0, dilation=1, ceil_mode=False",
+     op_max_pool_with_indices},
+    {"torch.max_unpool2d", "self, indices, output_size", op_max_unpool},
+    {"torch.conv_transpose3d",
+     "input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1",
+     op_conv_transpose},
+    {"torch._convolution_mode", "input, weight, bias, stride, padding, dilation, groups",
+     op_convolution_mode},
+    {"torch.im2col", "self, kernel_size, dilation, padding, stride", op_im2col},
+    {"torch.col2im", "self, output_size, kernel_size, dilation, padding, stride", op_col2im},
+    {"torch.affine_grid_generator", "theta, size, align_corners", op_affine_grid},
+    {"torch.grid_sampler", "input, grid, interpolation_mode, padding_mode, align_corners",
+     op_grid_sampler},
+    {"torch.embedding_bag",
+     "weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False, "
+     "per_sample_weights=None, include_last_offset=False, padding_idx=None",
+     op_embedding_bag},
 };
 
 /* ---- binding --------------------------------------------------------------------------- */
@@ -2921,8 +5357,17 @@ ox_status ts_call_op(struct ev *e, const char *name, int n, struct tv **args, co
         struct tv *bound[MAXA];
         int nb = 0;
         ox_status st = bind_args(e, &ops[i], n, args, kw, bound, &nb);
+        if (!st) st = ops[i].fn(e, bound, nb, out);
         if (st) return st;
-        return ops[i].fn(e, bound, nb, out);
+        /* an in-place op (add_, index_put_, ...): self takes the result, so that every name
+           bound to it (and the tensor it is a slice of) sees the change */
+        size_t len = strlen(name);
+        if (nb && len > 1 && name[len - 1] == '_' && name[len - 2] != '_' && is_t(bound[0]) &&
+            *out && is_t(*out) && *out != bound[0]) {
+            if ((st = write_back(e, bound[0], *out))) return st;
+            *out = bound[0];
+        }
+        return OX_OK;
     }
     return OX_OK;
 }

@@ -4,6 +4,7 @@
 
 #include "kernels/op.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -13,6 +14,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#define OX_TS_MAX_OUTPUTS 256
 
 /* ---- errors and values ----------------------------------------------------------------- */
 
@@ -216,6 +219,14 @@ void ta_ints(struct ts_attrs *t, const char *name, int n, const int64_t *v) {
     a->ints = (int64_t *)v;
 }
 
+void ta_strs(struct ts_attrs *t, const char *name, int n, const char *const *v, size_t *lens) {
+    struct ox_attr *a = ta_add(t, name, OX_ATTR_STRINGS);
+    a->n = n;
+    a->strings = (const char **)v;
+    a->string_lens = lens;
+    for (int i = 0; i < n; i++) lens[i] = strlen(v[i]);
+}
+
 void ta_tensor(struct ts_attrs *t, const char *name, ox_tensor *v) {
     ta_add(t, name, OX_ATTR_TENSOR)->t = v;
 }
@@ -234,6 +245,17 @@ static ox_status copy_attrs(struct ev *e, const struct ts_attrs *at, struct ox_n
             if (!c) return nomem(e);
             if (a.n) memcpy(c, a.ints, sizeof(int64_t) * (size_t)a.n);
             a.ints = c;
+        }
+        if (a.type == OX_ATTR_STRINGS) {
+            const char **c = ox_graph_alloc(e->g, sizeof(char *) * (size_t)(a.n ? a.n : 1));
+            size_t *len = ox_graph_alloc(e->g, sizeof(size_t) * (size_t)(a.n ? a.n : 1));
+            if (!c || !len) return nomem(e);
+            for (int j = 0; j < a.n; j++) {
+                len[j] = a.string_lens[j];
+                if (!(c[j] = ox_arena_strndup(&e->g->arena, a.strings[j], len[j]))) return nomem(e);
+            }
+            a.strings = c;
+            a.string_lens = len;
         }
         if (a.type == OX_ATTR_TENSOR) {
             ox_tensor *c = ox_graph_alloc(e->g, sizeof *c);
@@ -1475,14 +1497,28 @@ static const struct ox_pv *traced_input(struct ev *e, struct ox_pickle **pk, int
     return t->kind == OX_PV_TENSOR ? t : NULL;
 }
 
-static ox_status output_of(struct ev *e, struct tv *v, int *k) {
+/* The model's outputs: tensors, numbers, and tuples, lists and dicts of them, flattened in
+ * order. Outputs are named output_<k>, or by their string key in a dict (torchvision's
+ * segmentation models return {"out": ..., "aux": ...}). */
+static ox_status output_of(struct ev *e, struct tv *v, const struct tv *key, int *k) {
     if (v->k == TV_TUPLE || v->k == TV_LIST) {
         for (int i = 0; i < v->n; i++) {
-            ox_status st = output_of(e, v->items[i], k);
+            ox_status st = output_of(e, v->items[i], NULL, k);
             if (st) return st;
         }
         return OX_OK;
     }
+    if (v->k == TV_DICT) {
+        for (int i = 0; i < v->n; i++) {
+            const struct tv *kv = v->items[2 * i];
+            ox_status st = output_of(e, v->items[2 * i + 1], kv->k == TV_STR ? kv : NULL, k);
+            if (st) return st;
+        }
+        return OX_OK;
+    }
+    if (*k >= OX_TS_MAX_OUTPUTS)
+        return ts_err(e, OX_E_UNSUPPORTED, "forward returns more than %d tensors",
+                      OX_TS_MAX_OUTPUTS);
     if (v->k == TV_NONE) return OX_OK; /* an absent optional result (aux outputs in eval) */
     if (v->k == TV_INT || v->k == TV_FLOAT || v->k == TV_BOOL) {
         v = tv_scalar_tensor(e, tv_num(v),
@@ -1497,9 +1533,16 @@ static ox_status output_of(struct ev *e, struct tv *v, int *k) {
     int id = tv_vid(e, v);
     if (id < 0) return nomem(e);
     /* every output gets a name of its own, written by an Identity */
-    char name[32];
-    snprintf(name, sizeof name, "output_%d", *k);
-    while (ox_graph_find_value(e->g, name) >= 0) snprintf(name, sizeof name, "output_%d_", *k);
+    char name[80];
+    size_t w = 0;
+    for (size_t i = 0; key && i < key->s_len && w + 2 < sizeof name; i++) { /* the key, made safe */
+        char c = key->s[i];
+        name[w++] = isalnum((unsigned char)c) || c == '_' || c == '.' || c == '-' ? c : '_';
+    }
+    name[w] = 0;
+    if (!w) snprintf(name, sizeof name, "output_%d", *k);
+    while (ox_graph_find_value(e->g, name) >= 0 && strlen(name) + 2 < sizeof name)
+        strcat(name, "_");
     int oid = ox_graph_add_value(e->g, name);
     if (oid < 0) return nomem(e);
     struct ox_node *n = ox_graph_add_node(e->g, name, "", "Identity", 1, &id, 1, &oid);
@@ -1525,6 +1568,8 @@ static ox_status run_forward(struct ev *e, const struct ox_ts_input *inputs, int
     ox_status st = find_class(e, self->cls, &c);
     if (st) return st;
     const struct ox_ts_func *fn = ox_ts_find_method(c, "forward");
+    if (!fn) /* an overloaded forward (scripted nn.RNN, LSTM, GRU): the first takes tensors */
+        fn = ox_ts_find_method(c, "forward__0");
     if (!fn) return ts_err(e, OX_E_INVALID, "class '%s' has no forward method", self->cls);
     const char *dot = strrchr(self->cls, '.');
     struct ox_ts_file *f;
@@ -1535,7 +1580,8 @@ static ox_status run_forward(struct ev *e, const struct ox_ts_input *inputs, int
     e->g->inputs = ox_graph_alloc(e->g, sizeof(int) * (size_t)(np > 0 ? np : 1));
     if (!args || !e->g->inputs) return nomem(e);
     struct ox_pickle *traced = NULL;
-    int n_args = 0;
+    int n_args = 0, unnamed = 0; /* inputs without a name bind in order to the tensor
+                                    parameters no input names */
     for (int p = 0; p < np; p++) {
         const struct ox_ts_param *pr = &fn->params[p + 1];
         bool is_tensor = !pr->type || pr->type->kind == OX_TT_TENSOR;
@@ -1550,7 +1596,10 @@ static ox_status run_forward(struct ev *e, const struct ox_ts_input *inputs, int
         const struct ox_ts_input *given = NULL;
         for (int i = 0; i < n_inputs; i++)
             if (inputs[i].name && strcmp(inputs[i].name, pr->name) == 0) given = &inputs[i];
-        if (!given && n_inputs == np && inputs[p].name == NULL) given = &inputs[p];
+        while (!given && unnamed < n_inputs) {
+            const struct ox_ts_input *u = &inputs[unnamed++];
+            if (!u->name) given = u;
+        }
         struct ox_ts_input from_trace = {0};
         if (!given) {
             const struct ox_pv *t = traced_input(e, &traced, p);
@@ -1589,9 +1638,9 @@ static ox_status run_forward(struct ev *e, const struct ox_ts_input *inputs, int
     if (st) return st;
     e->file = NULL;
     int n_out = 0;
-    e->g->outputs = ox_graph_alloc(e->g, sizeof(int) * 256);
+    e->g->outputs = ox_graph_alloc(e->g, sizeof(int) * OX_TS_MAX_OUTPUTS);
     if (!e->g->outputs) return nomem(e);
-    return output_of(e, ret, &n_out);
+    return output_of(e, ret, NULL, &n_out);
 }
 
 /* Parameters that only fed folded work (a weight whose transpose was computed at import

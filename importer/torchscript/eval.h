@@ -125,6 +125,8 @@ void ta_int(struct ts_attrs *t, const char *name, int64_t v);
 void ta_float(struct ts_attrs *t, const char *name, float v);
 void ta_str(struct ts_attrs *t, const char *name, const char *v);
 void ta_ints(struct ts_attrs *t, const char *name, int n, const int64_t *v);
+/* v[n] strings; lens[n] (the caller's) receives their lengths */
+void ta_strs(struct ts_attrs *t, const char *name, int n, const char *const *v, size_t *lens);
 void ta_tensor(struct ts_attrs *t, const char *name, ox_tensor *v);
 
 /* Emit op (default domain, OX_TS_OPSET) on inputs (NULL: omitted) into n_out results.
