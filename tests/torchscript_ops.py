@@ -185,6 +185,8 @@ def cases(torch):
         ("lstm_cell", lambda: nn.LSTMCell(6, 4), [(3, 6)]),
         ("gru_cell", lambda: nn.GRUCell(6, 4), [(3, 6)]),
         ("rnn_cell", lambda: nn.RNNCell(6, 4, nonlinearity="relu"), [(3, 6)]),
+        ("weight_norm", lambda: nn.utils.weight_norm(nn.Conv1d(5, 4, 3)), x3, ("trace",)),
+        ("weight_norm_all", lambda: nn.utils.weight_norm(nn.Linear(6, 3), dim=None), x3, ("trace",)),
     ]
 
     class Fn(nn.Module):
@@ -212,11 +214,12 @@ def cases(torch):
             return self.bag((x.abs() * 3).long().clamp(0, 9))
 
     out = [(n, lambda f=f: Fn(f), s, ("trace",)) for n, f, s in fn]
-    for n, make, s in layers:
+    for n, make, s, *kinds in layers:  # scripted too unless the entry names its kinds
+        kinds = kinds[0] if kinds else ("trace", "script")
         if s is None:
-            out.append((n, lambda make=make: Bag(make()), [(3, 4)], ("trace", "script")))
+            out.append((n, lambda make=make: Bag(make()), [(3, 4)], kinds))
         else:
-            out.append((n, make, s, ("trace", "script")))
+            out.append((n, make, s, kinds))
     return out
 
 

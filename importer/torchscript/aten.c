@@ -4774,6 +4774,39 @@ static ox_status op_tensor_unfold(struct ev *e, struct tv **a, int n, struct tv 
     return d + 1 == x->rank ? (*out = g, OX_OK) : transpose(e, g, r, perm, out);
 }
 
+/* ||v|| over every dim but `dim` (all of them for -1), keeping dims: weight_norm's norm */
+static ox_status norm_except(struct ev *e, struct tv *v, int64_t pw, int64_t dim, struct tv **out) {
+    ox_status st = need_t(e, v, "norm_except_dim");
+    if (st) return st;
+    if (dim != -1 && (st = norm_dim(e, dim, v->rank, &dim))) return st;
+    struct tv *axes = tv_list(e, TV_LIST, v->rank), *yes = tv_bool(e, true);
+    if (!axes || !yes) return oom(e);
+    int k = 0;
+    for (int i = 0; i < v->rank; i++)
+        if (i != dim && !(axes->items[k++] = tv_int(e, i))) return oom(e);
+    axes->n = k;
+    if (k == 0) return op_abs(e, &v, 1, out); /* a 1-D v along dim: |v| */
+    return pnorm(e, v, (double)pw, axes, yes, out);
+}
+
+static ox_status op_norm_except_dim(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* norm_except_dim(v, pow=2, dim=0) */
+    int64_t pw, dim;
+    ox_status st = tv_to_int(e, a[1], &pw);
+    if (!st) st = tv_to_int(e, a[2], &dim);
+    return st ? st : norm_except(e, a[0], pw, dim, out);
+}
+
+static ox_status op_weight_norm(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* _weight_norm(v, g, dim=0): v g / ||v|| */
+    struct tv *nv, *q;
+    int64_t dim;
+    ox_status st = tv_to_int(e, a[2], &dim);
+    if (!st) st = norm_except(e, a[0], 2, dim, &nv);
+    if (!st) st = bin(e, "Div", a[1], nv, &q);
+    return st ? st : bin(e, "Mul", a[0], q, out);
+}
+
 /* ---- the table ------------------------------------------------------------------------- */
 
 static const struct aten_op ops[] = {
@@ -5191,6 +5224,8 @@ static const struct aten_op ops[] = {
      op_pairwise_distance},
     {"torch.cosine_similarity", "x1, x2, dim=1, eps=1e-08", op_cosine_similarity},
     {"torch.linalg_det", "A", op_det},
+    {"torch._weight_norm", "v, g, dim=0", op_weight_norm},
+    {"torch.norm_except_dim", "v, pow=2, dim=0", op_norm_except_dim},
     {"torch.det", "self", op_det},
     /* vision and normalization */
     {"torch.instance_norm",
