@@ -12,6 +12,7 @@ operator under test. Exits 1 on any failure.
 """
 
 import argparse
+from typing import Dict, List
 import os
 import re
 import shutil
@@ -162,6 +163,25 @@ def cases(torch):
                                                       align_corners=True)
          + F.grid_sample(x, torch.tanh(x[:, 1:].permute(0, 2, 3, 1)), padding_mode="reflection"), x4),
         ("where_numbers", lambda x: torch.where(x > 0, 1.0, 0.0) + torch.where(x > 0.5, 2, 3), x3),
+        ("broadcast_tensors", lambda x: torch.broadcast_tensors(x[:, :1], x[0, :, :1], x[0, 0])[1], x3),
+        # losses, element by element and reduced
+        ("mse_l1_none", lambda x: F.mse_loss(x, x.flip(1), reduction="none") + F.l1_loss(x, -x, reduction="none"), x3),
+        ("smooth_l1_huber", lambda x: F.smooth_l1_loss(x, x.flip(1) * 2, reduction="none", beta=0.5)
+         + F.huber_loss(x, x.flip(2), reduction="none", delta=0.7) + F.smooth_l1_loss(x, 0 * x, beta=0.0, reduction="none"), x3),
+        ("losses_reduced", lambda x: torch.stack([F.mse_loss(x, x.flip(1)), F.l1_loss(x, -x, reduction="sum"),
+                                                  F.smooth_l1_loss(x, 2 * x), F.huber_loss(x, x.flip(2), reduction="sum")]), x3),
+        ("cross_entropy", lambda x: F.cross_entropy(x, i3(x[:, 0]).clamp(0, 4), reduction="none")
+         + F.cross_entropy(x, i3(x[:, 0]).clamp(0, 4), weight=torch.arange(1., 6.), ignore_index=2), [(3, 5, 6)]),
+        ("cross_entropy_1d_probs", lambda x: F.cross_entropy(x[0, :, 0], i3(x[0, 0, 0]).clamp(0, 4)) * 10
+         + F.cross_entropy(x[0], F.softmax(x[1], 0), reduction="none").sum(), [(2, 5, 6)]),
+        ("nll", lambda x: F.nll_loss(F.log_softmax(x, 1), i3(x[:, 0]).clamp(0, 4), reduction="none")
+         + F.nll_loss(F.log_softmax(x, 1), i3(x[:, 0]).clamp(0, 4), reduction="sum"), [(3, 5, 6)]),
+        ("bce", lambda x: F.binary_cross_entropy(torch.sigmoid(x), torch.sigmoid(x.flip(1)), reduction="none")
+         + F.binary_cross_entropy_with_logits(x, torch.sigmoid(x.flip(1)), reduction="none")
+         + F.binary_cross_entropy_with_logits(x, torch.sigmoid(x.flip(2)), pos_weight=torch.arange(1., 7.),
+                                              weight=torch.full((6,), 0.5)), x3),
+        ("kl_div", lambda x: F.kl_div(F.log_softmax(x, -1), F.softmax(x.flip(1), -1), reduction="none")
+         + F.kl_div(F.log_softmax(x, -1), F.log_softmax(x.flip(1), -1), reduction="sum", log_target=True), x3),
     ]
     layers = [
         ("prelu", lambda: nn.PReLU(5), x3), ("prelu_one", lambda: nn.PReLU(), x4),
@@ -186,6 +206,9 @@ def cases(torch):
         ("gru_cell", lambda: nn.GRUCell(6, 4), [(3, 6)]),
         ("rnn_cell", lambda: nn.RNNCell(6, 4, nonlinearity="relu"), [(3, 6)]),
         ("weight_norm", lambda: nn.utils.weight_norm(nn.Conv1d(5, 4, 3)), x3, ("trace",)),
+        ("bilinear", lambda: Pair(nn.Bilinear(6, 4, 3)), x3),
+        ("embedding_max_norm", lambda: EmbMaxNorm(), x3),
+        ("list_dict_methods", lambda: ListDict(), x3, ("script",)),
         ("weight_norm_all", lambda: nn.utils.weight_norm(nn.Linear(6, 3), dim=None), x3, ("trace",)),
     ]
 
@@ -205,6 +228,40 @@ def cases(torch):
         def forward(self, x):
             return self.m(x)[0]
 
+    class Pair(nn.Module):  # a two-input layer on two parts of the input
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            return self.m(x, x[..., :4])
+
+    class ListDict(nn.Module):  # list and dict methods of scripted code
+        def forward(self, x):
+            shape: List[int] = list(x.shape)
+            shape.reverse()
+            shape.insert(0, 1)
+            shape.extend([7, 7])
+            last = shape.pop()
+            shape.remove(7)
+            d: Dict[str, int] = {"a": 2, "b": 3}
+            k = 0
+            for key in d.keys():
+                k += d[key]
+            for v in d.values():
+                k += v
+            for kv in d.items():
+                k += kv[1]
+            return x * float(k + last + shape.index(6) + shape.count(5) + len(shape))
+
+    class EmbMaxNorm(nn.Module):  # rows renormed at each call: tracing must not do it for us
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(10, 4))
+
+        def forward(self, x):
+            return F.embedding((x.abs() * 3).long().clamp(0, 9), self.w * 3.0, max_norm=1.5)
+
     class Bag(nn.Module):  # integer indices made from the float input
         def __init__(self, bag):
             super().__init__()
@@ -221,6 +278,40 @@ def cases(torch):
         else:
             out.append((n, make, s, kinds))
     return out
+
+
+def test_random(torch, exe, work):
+    """rand, randn, rand_like, randn_like, normal_ and uniform_ run (ONNX's generators, not
+    torch's stream): shapes as torch's, and the moments of 20000 draws each within 5 standard
+    errors of the distribution's."""
+    import numpy as np
+
+    class R(torch.nn.Module):
+        def forward(self, x):
+            return (torch.rand(200, 100), torch.randn(200, 100), torch.rand_like(x), torch.randn_like(x),
+                    torch.empty(200, 100).normal_(2.0, 3.0), torch.zeros_like(x).uniform_(-1.0, 3.0))
+
+    path = os.path.join(work, "random.pt")
+    x = torch.zeros(200, 100)
+    torch.jit.trace(R(), (x,), check_trace=False).save(path)
+    xp, od = os.path.join(work, "random.npy"), os.path.join(work, "random_out")
+    np.save(xp, x.numpy())
+    r = tm.run([exe, "run", path, "-i", xp, "-o", od])
+    notes = []
+    if r.returncode:
+        notes.append((r.stderr.strip().splitlines() or ["?"])[-1][:200])
+    else:  # (mean, std) of U(0,1), N(0,1), U(0,1), N(0,1), N(2,3), U(-1,3)
+        want = [(0.5, 12 ** -0.5), (0, 1), (0.5, 12 ** -0.5), (0, 1), (2, 3), (1, 4 * 12 ** -0.5)]
+        for k, (mu, sd) in enumerate(want):
+            v = np.load(os.path.join(od, "output_%d.npy" % k)).astype(np.float64)
+            se = sd / np.sqrt(v.size)
+            if v.shape != (200, 100):
+                notes.append("output_%d: shape %s" % (k, v.shape))
+            elif abs(v.mean() - mu) > 5 * se or abs(v.std() - sd) > 5 * sd / np.sqrt(2 * v.size) + 0.01 * sd:
+                notes.append("output_%d: mean %.4f std %.4f, want %.4f %.4f" % (k, v.mean(), v.std(), mu, sd))
+    status = "FAIL" if notes else "PASS"
+    tm.RESULTS.append(("random", "trace", status, None, None, "; ".join(notes)))
+    print("%s random trace %s" % (status, "; ".join(notes)))
 
 
 def test_positional(torch, exe, work):
@@ -264,6 +355,7 @@ def main():
         tm.run_items(torch, exe, work, cases(torch), rx, strict=True)
         if not rx:
             test_positional(torch, exe, work)
+            test_random(torch, exe, work)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -25,6 +25,7 @@ static ox_status op_str(struct ev *e, struct tv **a, int n, struct tv **out);
 static ox_status make_filled(struct ev *e, struct tv *size, struct tv *dtype, double v,
                              ox_dtype dflt, struct tv **out);
 static void note_view(struct tv *x, int64_t d, int64_t s, int64_t step, bool drop, struct tv *out);
+static ox_status list_find(struct ev *e, struct tv **a, bool count, struct tv **out);
 static ox_status op_adaptive_max_pool_any(struct ev *e, struct tv *x, int k, const int64_t *o,
                                           struct tv **out);
 
@@ -1387,6 +1388,7 @@ static ox_status op_select(struct ev *e, struct tv **a, int n, struct tv **out) 
 static ox_status op_index(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
     struct tv *x = a[0], *l = a[1];
+    if (x->k == TV_LIST || x->k == TV_TUPLE) return list_find(e, a, false, out); /* l.index(v) */
     ox_status st = need_t(e, x, "index");
     if (st) return st;
     if (l->k != TV_LIST && l->k != TV_TUPLE)
@@ -4807,6 +4809,484 @@ static ox_status op_weight_norm(struct ev *e, struct tv **a, int n, struct tv **
     return st ? st : bin(e, "Mul", a[0], q, out);
 }
 
+/* ---- list methods ----------------------------------------------------------------------- */
+
+static ox_status need_list(struct ev *e, const struct tv *l, const char *what) {
+    if (l->k == TV_LIST) return OX_OK;
+    return ts_err(e, OX_E_UNSUPPORTED, "%s on a %s", what, tv_kind_name(l->k));
+}
+
+/* l's items replaced by n new ones (items[] as given) */
+static ox_status list_set(struct ev *e, struct tv *l, int n, struct tv **items) {
+    struct tv **it = ox_arena_alloc(&e->a, sizeof *it * (size_t)(n ? n : 1));
+    if (!it) return oom(e);
+    if (n) memcpy(it, items, sizeof *it * (size_t)n);
+    l->items = it;
+    l->n = n;
+    return OX_OK;
+}
+
+static ox_status op_list_reverse(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *l = a[0];
+    ox_status st = need_list(e, l, "reverse");
+    if (st) return st;
+    for (int i = 0, j = l->n - 1; i < j; i++, j--) {
+        struct tv *t = l->items[i];
+        l->items[i] = l->items[j], l->items[j] = t;
+    }
+    return (*out = tv_none(e)) ? OX_OK : oom(e);
+}
+
+static ox_status op_list_insert(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* insert(self, index, el): Python's clamping of the index */
+    struct tv *l = a[0];
+    int64_t k;
+    ox_status st = need_list(e, l, "insert");
+    if (!st) st = tv_to_int(e, a[1], &k);
+    if (st) return st;
+    if (k < 0) k += l->n;
+    k = k < 0 ? 0 : k > l->n ? l->n : k;
+    struct tv **it = ox_arena_alloc(&e->a, sizeof *it * (size_t)(l->n + 1));
+    if (!it) return oom(e);
+    for (int i = 0, j = 0; i <= l->n; i++) it[i] = i == k ? a[2] : l->items[j++];
+    l->items = it;
+    l->n++;
+    return (*out = tv_none(e)) ? OX_OK : oom(e);
+}
+
+static ox_status op_list_pop(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* pop(self, idx=-1) */
+    struct tv *l = a[0];
+    int64_t k;
+    ox_status st = need_list(e, l, "pop");
+    if (!st) st = tv_to_int(e, a[1], &k);
+    if (st) return st;
+    if (k < 0) k += l->n;
+    if (k < 0 || k >= l->n) return ts_err(e, OX_E_INVALID, "pop index out of range");
+    *out = l->items[k];
+    for (int i = (int)k; i + 1 < l->n; i++) l->items[i] = l->items[i + 1];
+    l->n--;
+    return OX_OK;
+}
+
+static ox_status op_list_extend(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *l = a[0], *m = a[1];
+    ox_status st = need_list(e, l, "extend");
+    if (st) return st;
+    if (m->k != TV_LIST && m->k != TV_TUPLE) return need_list(e, m, "extend with");
+    struct tv **it = ox_arena_alloc(&e->a, sizeof *it * (size_t)(l->n + m->n + 1));
+    if (!it) return oom(e);
+    for (int i = 0; i < l->n; i++) it[i] = l->items[i];
+    for (int i = 0; i < m->n; i++) it[l->n + i] = m->items[i];
+    l->items = it;
+    l->n += m->n;
+    return (*out = tv_none(e)) ? OX_OK : oom(e);
+}
+
+static ox_status op_list_clear(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    ox_status st = need_list(e, a[0], "clear");
+    if (!st) st = list_set(e, a[0], 0, NULL);
+    return st ? st : (*out = tv_none(e)) ? OX_OK : oom(e);
+}
+
+/* the first position of x in l (index) or the number of times it is there (count) */
+static ox_status list_find(struct ev *e, struct tv **a, bool count, struct tv **out) {
+    struct tv *l = a[0];
+    ox_status st = l->k == TV_LIST || l->k == TV_TUPLE ? OX_OK : need_list(e, l, "index");
+    if (st) return st;
+    int64_t found = -1, cnt = 0;
+    for (int i = 0; i < l->n; i++) {
+        struct tv *r;
+        if (compare_scalars(e, "eq", l->items[i], a[1], &r)) return OX_E_UNSUPPORTED;
+        if (r->b) cnt++, found = found < 0 ? i : found;
+    }
+    if (!count && found < 0) return ts_err(e, OX_E_INVALID, "index: the value is not in the list");
+    return (*out = tv_int(e, count ? cnt : found)) ? OX_OK : oom(e);
+}
+
+static ox_status op_list_count(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return list_find(e, a, true, out);
+}
+
+static ox_status op_list_remove(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *k;
+    ox_status st = need_list(e, a[0], "remove");
+    if (!st) st = list_find(e, a, false, &k);
+    if (st) return st;
+    struct tv *b[2] = {a[0], k};
+    return op_list_pop(e, b, 2, &k) ? OX_E_INVALID : (*out = tv_none(e)) ? OX_OK : oom(e);
+}
+
+/* ---- more layers ------------------------------------------------------------------------ */
+
+static ox_status op_bilinear(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* bilinear(input1, input2, weight [O, I1, I2], bias=None): x1 W x2 + b */
+    struct tv *y, *in[3] = {a[0], a[2], a[1]};
+    ox_status st = need_t(e, a[0], "bilinear");
+    if (!st) st = need_t(e, a[1], "bilinear");
+    if (!st) st = need_t(e, a[2], "bilinear weight");
+    if (st) return st;
+    struct ts_attrs at = {0};
+    ta_str(&at, "equation", "...i,oij,...j->...o");
+    if ((st = ts_emit1(e, "Einsum", 3, in, &at, &y))) return st;
+    return is_none(a[3]) ? (*out = y, OX_OK) : bin(e, "Add", y, a[3], out);
+}
+
+static ox_status op_embedding_renorm(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* embedding_renorm_(self, indices, max_norm, norm_type): rows over max_norm are
+               scaled to it (all rows: the forward reads only the indexed ones, and renorming
+               is idempotent) */
+    struct tv *w = a[0], *nr, *gt, *q, *sc;
+    double mx, p;
+    ox_status st = need_t(e, w, "embedding_renorm_");
+    if (!st) st = num_arg(e, a[2], &mx, NULL);
+    if (!st) st = num_arg(e, a[3], &p, NULL);
+    if (st) return st;
+    struct tv *ax = tv_int(e, -1), *yes = tv_bool(e, true), *m = fscalar(e, mx, w),
+              *eps = fscalar(e, 1e-7, w), *one = fscalar(e, 1, w), *ne;
+    if (!ax || !yes || !m || !eps || !one) return oom(e);
+    if ((st = pnorm(e, w, p, ax, yes, &nr)) || (st = bin(e, "Greater", nr, m, &gt)) ||
+        (st = bin(e, "Add", nr, eps, &ne)) || (st = bin(e, "Div", m, ne, &q)))
+        return st;
+    struct tv *in[3] = {gt, q, one};
+    if ((st = ts_emit1(e, "Where", 3, in, NULL, &sc))) return st;
+    return bin(e, "Mul", w, sc, out);
+}
+
+/* ---- losses (reduction: 0 none, 1 mean, 2 sum) ----------------------------------------- */
+
+static ox_status reduction_of(struct ev *e, const struct tv *r, int64_t *red) {
+    ox_status st = tv_to_int(e, r, red);
+    if (!st && (*red < 0 || *red > 2))
+        st = ts_err(e, OX_E_INVALID, "reduction %lld", (long long)*red);
+    return st;
+}
+
+static ox_status reduced(struct ev *e, struct tv *l, int64_t red, struct tv **out) {
+    if (red == 0) return (*out = l, OX_OK);
+    return reduce(e, red == 1 ? "ReduceMean" : "ReduceSum", l, NULL, NULL, NULL, out);
+}
+
+static const char *const red_names[] = {"none", "mean", "sum"};
+
+/* pointwise losses of (self, target): 'm' mse, 'a' l1, 's' smooth_l1 (beta), 'h' huber (delta) */
+static ox_status pointwise_loss(struct ev *e, struct tv **a, char kind, struct tv **out) {
+    struct tv *x = a[0], *t = a[1], *d, *ad, *l;
+    int64_t red;
+    ox_status st = reduction_of(e, a[2], &red);
+    if (!st) st = promote(e, &x, &t);
+    if (!st) st = bin(e, "Sub", x, t, &d);
+    if (st) return st;
+    if (kind == 'm') {
+        if ((st = bin(e, "Mul", d, d, &l))) return st;
+    } else if ((st = un(e, "Abs", d, &ad))) {
+        return st;
+    } else if (kind == 'a') {
+        l = ad;
+    } else { /* |d| < k: 0.5 d^2 (/ beta for smooth_l1), else |d| - 0.5 k (times delta: huber) */
+        double k = tv_num(a[3]);
+        if (k == 0 && kind == 's') {
+            l = ad;
+        } else {
+            struct tv *kk = fscalar(e, k, x), *h = fscalar(e, 0.5, x), *lt, *sq, *qd, *lin, *hk;
+            if (!kk || !h) return oom(e);
+            if ((st = bin(e, "Less", ad, kk, &lt)) || (st = bin(e, "Mul", d, d, &sq)) ||
+                (st = bin(e, "Mul", sq, h, &qd)) || (st = bin(e, "Mul", h, kk, &hk)) ||
+                (st = bin(e, "Sub", ad, hk, &lin)))
+                return st;
+            if (kind == 's' && (st = bin(e, "Div", qd, kk, &qd))) return st;
+            if (kind == 'h' && (st = bin(e, "Mul", lin, kk, &lin))) return st;
+            struct tv *in[3] = {lt, qd, lin};
+            if ((st = ts_emit1(e, "Where", 3, in, NULL, &l))) return st;
+        }
+    }
+    return reduced(e, l, red, out);
+}
+
+static ox_status op_mse_loss(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return pointwise_loss(e, a, 'm', out);
+}
+
+static ox_status op_l1_loss(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return pointwise_loss(e, a, 'a', out);
+}
+
+static ox_status op_smooth_l1_loss(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return pointwise_loss(e, a, 's', out);
+}
+
+static ox_status op_huber_loss(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return pointwise_loss(e, a, 'h', out);
+}
+
+/* nll_loss(self [N, C, ...], target [N, ...], weight=None, reduction=1, ignore_index=-100) */
+static ox_status op_nll_loss(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    int64_t red, ig;
+    ox_status st = need_t(e, a[0], "nll_loss");
+    if (!st) st = need_t(e, a[1], "nll_loss target");
+    if (!st) st = reduction_of(e, a[3], &red);
+    if (!st) st = tv_to_int(e, a[4], &ig);
+    if (st) return st;
+    struct tv *t = a[1];
+    if (t->dt != OX_INT64 && (st = cast(e, t, OX_INT64, &t))) return st;
+    struct ts_attrs at = {0};
+    ta_str(&at, "reduction", red_names[red]);
+    ta_int(&at, "ignore_index", ig);
+    struct tv *in[3] = {a[0], t, is_none(a[2]) ? NULL : a[2]};
+    return ts_emit1(e, "NegativeLogLikelihoodLoss", in[2] ? 3 : 2, in, &at, out);
+}
+
+/* cross_entropy_loss(self, target, weight=None, reduction=1, ignore_index=-100,
+ * label_smoothing=0.): class indices (SoftmaxCrossEntropyLoss), or class probabilities */
+static ox_status op_cross_entropy(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0], *t = a[1], *lp, *l;
+    int64_t red, ig;
+    double ls = 0;
+    ox_status st = need_t(e, x, "cross_entropy");
+    if (!st) st = need_t(e, t, "cross_entropy target");
+    if (!st) st = reduction_of(e, a[3], &red);
+    if (!st) st = tv_to_int(e, a[4], &ig);
+    if (!st && !is_none(a[5])) st = num_arg(e, a[5], &ls, NULL);
+    if (st) return st;
+    if (x->rank < 1) return ts_err(e, OX_E_INVALID, "cross_entropy of a scalar");
+    int64_t cax = x->rank == 1 ? 0 : 1;
+    if (ox_dtype_is_float(t->dt)) { /* probabilities: -sum(t log_softmax(x)) over classes */
+        if (ls != 0 || !is_none(a[2]))
+            return ts_err(e, OX_E_UNSUPPORTED,
+                          "cross_entropy of probabilities with weights or smoothing");
+        struct ts_attrs at = {0};
+        ta_int(&at, "axis", cax);
+        struct tv *p, *s, *ax = tv_int(e, cax);
+        if (!ax) return oom(e);
+        if ((st = ts_emit1(e, "LogSoftmax", 1, &x, &at, &lp)) || (st = bin(e, "Mul", t, lp, &p)) ||
+            (st = reduce(e, "ReduceSum", p, ax, NULL, NULL, &s)) || (st = un(e, "Neg", s, &l)))
+            return st;
+        return reduced(e, l, red, out);
+    }
+    if (ls != 0) return ts_err(e, OX_E_UNSUPPORTED, "cross_entropy with label_smoothing");
+    if (t->dt != OX_INT64 && (st = cast(e, t, OX_INT64, &t))) return st;
+    struct ts_attrs at = {0};
+    ta_str(&at, "reduction", red_names[red]);
+    ta_int(&at, "ignore_index", ig);
+    struct tv *xx = x;
+    if (x->rank == 1) { /* one sample: [C] -> [1, C], target [] -> [1] */
+        int64_t z = 0;
+        if ((st = axes_op(e, "Unsqueeze", x, 1, &z, &xx)) ||
+            (st = axes_op(e, "Unsqueeze", t, 1, &z, &t)))
+            return st;
+    }
+    struct tv *in[3] = {xx, t, is_none(a[2]) ? NULL : a[2]}, *r;
+    if ((st = ts_emit1(e, "SoftmaxCrossEntropyLoss", in[2] ? 3 : 2, in, &at, &r))) return st;
+    if (x->rank == 1 && red == 0) {
+        int64_t z = 0;
+        return axes_op(e, "Squeeze", r, 1, &z, out);
+    }
+    return (*out = r, OX_OK);
+}
+
+/* binary_cross_entropy(self, target, weight=None, reduction=1): logs clamped at -100 */
+static ox_status op_bce(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0], *t = a[1], *lx, *l1x, *omx, *omt, *p, *q, *s, *l;
+    int64_t red;
+    ox_status st = reduction_of(e, a[3], &red);
+    if (!st) st = promote(e, &x, &t);
+    if (st) return st;
+    struct tv *one = fscalar(e, 1, x), *lo = tv_float(e, -100), *none = tv_none(e);
+    if (!one || !lo || !none) return oom(e);
+    if ((st = un(e, "Log", x, &lx)) || (st = clip(e, lx, lo, none, &lx)) ||
+        (st = bin(e, "Sub", one, x, &omx)) || (st = un(e, "Log", omx, &l1x)) ||
+        (st = clip(e, l1x, lo, none, &l1x)) || (st = bin(e, "Sub", one, t, &omt)) ||
+        (st = bin(e, "Mul", t, lx, &p)) || (st = bin(e, "Mul", omt, l1x, &q)) ||
+        (st = bin(e, "Add", p, q, &s)) || (st = un(e, "Neg", s, &l)))
+        return st;
+    if (!is_none(a[2]) && (st = bin(e, "Mul", l, a[2], &l))) return st;
+    return reduced(e, l, red, out);
+}
+
+/* binary_cross_entropy_with_logits(self, target, weight=None, pos_weight=None, reduction=1):
+ * (1 - t) x + (1 + (pw - 1) t) softplus(-x) */
+static ox_status op_bce_logits(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0], *t = a[1], *nx, *sp, *omt, *p, *c, *l;
+    int64_t red;
+    ox_status st = reduction_of(e, a[4], &red);
+    if (!st) st = promote(e, &x, &t);
+    if (st) return st;
+    struct tv *one = fscalar(e, 1, x);
+    if (!one) return oom(e);
+    if ((st = un(e, "Neg", x, &nx)) || (st = un(e, "Softplus", nx, &sp)) ||
+        (st = bin(e, "Sub", one, t, &omt)) || (st = bin(e, "Mul", omt, x, &p)))
+        return st;
+    c = sp;
+    if (!is_none(a[3])) { /* the positive class weighted */
+        struct tv *pm, *pt, *f;
+        if ((st = bin(e, "Sub", a[3], one, &pm)) || (st = bin(e, "Mul", pm, t, &pt)) ||
+            (st = bin(e, "Add", one, pt, &f)) || (st = bin(e, "Mul", f, sp, &c)))
+            return st;
+    }
+    if ((st = bin(e, "Add", p, c, &l))) return st;
+    if (!is_none(a[2]) && (st = bin(e, "Mul", l, a[2], &l))) return st;
+    return reduced(e, l, red, out);
+}
+
+/* kl_div(self (log-probabilities), target, reduction=1, log_target=False) */
+static ox_status op_kl_div(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *x = a[0], *t = a[1], *d, *l, *lt;
+    int64_t red;
+    bool logt = false;
+    ox_status st = reduction_of(e, a[2], &red);
+    if (!st) st = promote(e, &x, &t);
+    if (st) return st;
+    tv_truthy(a[3], &logt);
+    if (logt) { /* exp(t) (t - x) */
+        struct tv *et;
+        if ((st = un(e, "Exp", t, &et)) || (st = bin(e, "Sub", t, x, &d)) ||
+            (st = bin(e, "Mul", et, d, &l)))
+            return st;
+    } else { /* t (log t - x), 0 where t is 0 (xlogy) */
+        struct tv *z = fscalar(e, 0, x), *gt, *p;
+        if (!z) return oom(e);
+        if ((st = un(e, "Log", t, &lt)) || (st = bin(e, "Sub", lt, x, &d)) ||
+            (st = bin(e, "Mul", t, d, &p)) || (st = bin(e, "Greater", t, z, &gt)))
+            return st;
+        struct tv *in[3] = {gt, p, z};
+        if ((st = ts_emit1(e, "Where", 3, in, NULL, &l))) return st;
+    }
+    return reduced(e, l, red, out);
+}
+
+/* ---- random numbers (ONNX's generators: not torch's stream) ---------------------------- */
+
+static ox_status random_like(struct ev *e, struct tv *x, bool normal, double p0, double p1,
+                             ox_dtype dt, struct tv **out) {
+    struct ts_attrs at = {0};
+    ta_float(&at, normal ? "mean" : "low", (float)p0);
+    ta_float(&at, normal ? "scale" : "high", (float)p1);
+    ta_int(&at, "dtype", dt);
+    return ts_emit1(e, normal ? "RandomNormalLike" : "RandomUniformLike", 1, &x, &at, out);
+}
+
+static ox_status op_normal_(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* normal_(self, mean=0, std=1, *, generator=None) */
+    ox_status st = need_t(e, a[0], "normal_");
+    return st ? st : random_like(e, a[0], true, tv_num(a[1]), tv_num(a[2]), a[0]->dt, out);
+}
+
+static ox_status op_uniform_(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* uniform_(self, from=0, to=1, *, generator=None) */
+    ox_status st = need_t(e, a[0], "uniform_");
+    return st ? st : random_like(e, a[0], false, tv_num(a[1]), tv_num(a[2]), a[0]->dt, out);
+}
+
+static ox_status rand_like(struct ev *e, struct tv **a, bool normal, struct tv **out) {
+    ox_dtype dt;
+    ox_status st = need_t(e, a[0], "rand_like");
+    if (!st) st = dtype_arg(e, a[1], a[0]->dt, &dt);
+    return st ? st : random_like(e, a[0], normal, 0, 1, dt, out);
+}
+
+static ox_status op_rand_like(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return rand_like(e, a, false, out);
+}
+
+static ox_status op_randn_like(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return rand_like(e, a, true, out);
+}
+
+static ox_status rand_sized(struct ev *e, struct tv **a, bool normal, struct tv **out) {
+    struct tv *z; /* rand(size, *, dtype=None, ...): a generator shaped like zeros(size) */
+    ox_status st = make_filled(e, a[0], a[1], 0, OX_FLOAT, &z);
+    return st ? st : random_like(e, z, normal, 0, 1, z->dt, out);
+}
+
+static ox_status op_rand(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return rand_sized(e, a, false, out);
+}
+
+static ox_status op_randn(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return rand_sized(e, a, true, out);
+}
+
+static ox_status op_broadcast_tensors(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* broadcast_tensors(tensors): each expanded to the common shape */
+    struct tv *l = a[0];
+    ox_status st = list_of_tensors(e, l, "broadcast_tensors");
+    if (st) return st;
+    int r = 0;
+    int64_t d[OX_MAX_RANK];
+    for (int i = 0; i < l->n; i++) r = l->items[i]->rank > r ? l->items[i]->rank : r;
+    for (int k = 0; k < r; k++) d[k] = 1;
+    for (int i = 0; i < l->n; i++) {
+        const struct tv *t = l->items[i];
+        for (int k = 0; k < t->rank; k++) {
+            int64_t v = t->dims[k], *w = &d[r - t->rank + k];
+            if (v != 1 && *w != 1 && v != *w)
+                return ts_err(e, OX_E_SHAPE, "broadcast_tensors: %lld against %lld", (long long)v,
+                              (long long)*w);
+            if (v != 1) *w = v;
+        }
+    }
+    *out = tv_list(e, TV_LIST, l->n);
+    if (!*out) return oom(e);
+    for (int i = 0; i < l->n; i++) {
+        struct tv *in[2] = {l->items[i], tv_i64s(e, r, d)};
+        if (!in[1]) return oom(e);
+        if ((st = ts_emit1(e, "Expand", 2, in, NULL, &(*out)->items[i]))) return st;
+    }
+    return OX_OK;
+}
+
+/* dict.keys(), values(), items() as lists (in insertion order) */
+static ox_status dict_view(struct ev *e, struct tv *d, int which, struct tv **out) {
+    if (d->k != TV_DICT)
+        return ts_err(e, OX_E_UNSUPPORTED, "keys/values/items of a %s", tv_kind_name(d->k));
+    *out = tv_list(e, TV_LIST, d->n);
+    if (!*out) return oom(e);
+    for (int i = 0; i < d->n; i++) {
+        if (which < 2) {
+            (*out)->items[i] = d->items[2 * i + which];
+            continue;
+        }
+        struct tv *t = tv_list(e, TV_TUPLE, 2);
+        if (!t) return oom(e);
+        t->items[0] = d->items[2 * i], t->items[1] = d->items[2 * i + 1];
+        (*out)->items[i] = t;
+    }
+    return OX_OK;
+}
+
+static ox_status op_keys(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return dict_view(e, a[0], 0, out);
+}
+
+static ox_status op_values(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return dict_view(e, a[0], 1, out);
+}
+
+static ox_status op_items(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    return dict_view(e, a[0], 2, out);
+}
+
 /* ---- the table ------------------------------------------------------------------------- */
 
 static const struct aten_op ops[] = {
@@ -5166,6 +5646,17 @@ static const struct aten_op ops[] = {
     {"torch.unsafe_chunk", "self, chunks, dim=0", op_chunk},
     {"torch.unsafe_split", "self, split_size, dim=0", op_split},
     {"torch.numel", "self", op_numel},
+    {"torch.reverse", "self", op_list_reverse},
+    {"torch.insert", "self, index, el", op_list_insert},
+    {"torch.pop", "self, idx=-1", op_list_pop},
+    {"torch.extend", "self, other", op_list_extend},
+    {"torch.clear", "self", op_list_clear},
+    {"torch.count", "self, el", op_list_count},
+    {"torch.keys", "self", op_keys},
+    {"torch.values", "self", op_values},
+    {"torch.items", "self", op_items},
+    {"torch.broadcast_tensors", "tensors", op_broadcast_tensors},
+    {"torch.remove", "self, el", op_list_remove},
     {"torch.dict", NULL, op_dict},
     {"torch.unfold", "self, dimension, size, step", op_tensor_unfold},
     {"torch.__range_length", "lo, hi, step", op_range_length},
@@ -5225,6 +5716,36 @@ static const struct aten_op ops[] = {
     {"torch.cosine_similarity", "x1, x2, dim=1, eps=1e-08", op_cosine_similarity},
     {"torch.linalg_det", "A", op_det},
     {"torch._weight_norm", "v, g, dim=0", op_weight_norm},
+    {"torch.bilinear", "input1, input2, weight, bias=None", op_bilinear},
+    {"torch.embedding_renorm_", "self, indices, max_norm, norm_type", op_embedding_renorm},
+    /* losses */
+    {"torch.mse_loss", "self, target, reduction=1", op_mse_loss},
+    {"torch.l1_loss", "self, target, reduction=1", op_l1_loss},
+    {"torch.smooth_l1_loss", "self, target, reduction=1, beta=1.", op_smooth_l1_loss},
+    {"torch.huber_loss", "self, target, reduction=1, delta=1.", op_huber_loss},
+    {"torch.nll_loss", "self, target, weight=None, reduction=1, ignore_index=-100", op_nll_loss},
+    {"torch.nll_loss_nd", "self, target, weight=None, reduction=1, ignore_index=-100", op_nll_loss},
+    {"torch.nll_loss2d", "self, target, weight=None, reduction=1, ignore_index=-100", op_nll_loss},
+    {"torch.cross_entropy_loss",
+     "self, target, weight=None, reduction=1, ignore_index=-100, label_smoothing=0.",
+     op_cross_entropy},
+    {"torch.binary_cross_entropy", "self, target, weight=None, reduction=1", op_bce},
+    {"torch.binary_cross_entropy_with_logits",
+     "self, target, weight=None, pos_weight=None, reduction=1", op_bce_logits},
+    {"torch.kl_div", "self, target, reduction=1, *, log_target=False", op_kl_div},
+    /* random numbers */
+    {"torch.normal_", "self, mean=0., std=1., *, generator=None", op_normal_},
+    {"torch.uniform_", "self, from=0., to=1., *, generator=None", op_uniform_},
+    {"torch.rand_like",
+     "self, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None",
+     op_rand_like},
+    {"torch.randn_like",
+     "self, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None",
+     op_randn_like},
+    {"torch.rand", "size, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None",
+     op_rand},
+    {"torch.randn",
+     "size, *, generator=None, dtype=None, layout=None, device=None, pin_memory=None", op_randn},
     {"torch.norm_except_dim", "v, pow=2, dim=0", op_norm_except_dim},
     {"torch.det", "self", op_det},
     /* vision and normalization */
