@@ -12,7 +12,7 @@ operator under test. Exits 1 on any failure.
 """
 
 import argparse
-from typing import Dict, List
+from typing import Dict, List, Optional
 import os
 import re
 import shutil
@@ -209,6 +209,7 @@ def cases(torch):
         ("bilinear", lambda: Pair(nn.Bilinear(6, 4, 3)), x3),
         ("embedding_max_norm", lambda: EmbMaxNorm(), x3),
         ("list_dict_methods", lambda: ListDict(), x3, ("script",)),
+        ("isinstance", lambda: IsInstance(), x3, ("script",)),
         ("weight_norm_all", lambda: nn.utils.weight_norm(nn.Linear(6, 3), dim=None), x3, ("trace",)),
     ]
 
@@ -261,6 +262,23 @@ def cases(torch):
 
         def forward(self, x):
             return F.embedding((x.abs() * 3).long().clamp(0, 9), self.w * 3.0, max_norm=1.5)
+
+    class IsInstance(nn.Module):  # isinstance on Optional values refined at run time
+        def forward(self, x, s: Optional[float] = None):
+            u: Optional[float] = s
+            if x.dim() == 3:
+                u = 0.5
+            k = 0.0
+            if isinstance(u, float):
+                k += 1
+            if isinstance(s, float):
+                k += 10
+            v: Optional[List[int]] = None
+            if x.size(0) == 2:
+                v = [1, 2]
+            if isinstance(v, List[int]):
+                k += 100
+            return x * k
 
     class Bag(nn.Module):  # integer indices made from the float input
         def __init__(self, bag):

@@ -884,6 +884,28 @@ struct modsrc {
     const char *name, *path;
 };
 
+/* isinstance(v, T) for the types printed code names: int, float, bool, str, Tensor,
+ * List[..]/list, Tuple[..]/tuple, Dict[..]/dict, Optional[T] (None or T) and NoneType. */
+static bool is_instance(const struct tv *v, const struct ox_ts_expr *ty) {
+    const char *name = ty->kind == OX_TE_NAME ? ty->name
+                       : ty->kind == OX_TE_SUBSCRIPT && ty->base->kind == OX_TE_NAME
+                           ? ty->base->name
+                       : ty->kind == OX_TE_ATTR ? ty->name
+                                                : "";
+    if (!strcmp(name, "Optional"))
+        return v->k == TV_NONE || (ty->kind == OX_TE_SUBSCRIPT && is_instance(v, ty->index));
+    static const struct {
+        const char *name;
+        tv_kind k;
+    } map[] = {{"int", TV_INT},   {"float", TV_FLOAT},   {"bool", TV_BOOL},
+               {"str", TV_STR},   {"Tensor", TV_TENSOR}, {"List", TV_LIST},
+               {"list", TV_LIST}, {"Tuple", TV_TUPLE},   {"tuple", TV_TUPLE},
+               {"Dict", TV_DICT}, {"dict", TV_DICT},     {"NoneType", TV_NONE}};
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+        if (!strcmp(name, map[i].name)) return v->k == map[i].k;
+    return false;
+}
+
 static ox_status eval_call(struct ev *e, struct scope *s, const struct ox_ts_expr *x,
                            struct tv **out) {
     const struct ox_ts_expr *callee = x->base;
@@ -898,6 +920,18 @@ static ox_status eval_call(struct ev *e, struct scope *s, const struct ox_ts_exp
             return eval_expr(e, s, x->args[1], out);
         if (strcmp(cname, "uninitialized") == 0) {
             *out = tv_new(e, TV_UNINIT);
+            return *out ? OX_OK : nomem(e);
+        }
+        if (strcmp(cname, "isinstance") == 0 && n == 2) { /* a type, or a tuple of types */
+            struct tv *v;
+            ox_status st = eval_expr(e, s, x->args[0], &v);
+            if (st) return st;
+            const struct ox_ts_expr *ty = x->args[1];
+            int nt = ty->kind == OX_TE_TUPLE ? ty->n_args : 1;
+            bool yes = false;
+            for (int k = 0; k < nt && !yes; k++)
+                yes = is_instance(v, ty->kind == OX_TE_TUPLE ? ty->args[k] : ty);
+            *out = tv_bool(e, yes);
             return *out ? OX_OK : nomem(e);
         }
     }
