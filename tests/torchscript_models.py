@@ -169,6 +169,10 @@ def vision_models(torch, everything):
         size = 299 if n.startswith("inception") else 224 if n.startswith(("vit", "swin", "maxvit")) else 64
         kinds = ("trace", "script") if everything else ("trace",)
         out.append((n, lambda n=n: getattr(tvm, n)(), [(1, 3, size, size)], kinds))
+    # a segmentation model: forward returns a dict ({"out": ...}), flattened into outputs
+    out.append(("lraspp_mobilenet_v3_large",
+                lambda: tvm.segmentation.lraspp_mobilenet_v3_large(weights_backbone=None),
+                [(1, 3, 64, 64)], ("trace", "script")))
     return out
 
 
@@ -188,17 +192,20 @@ def save_model(torch, model, shapes, kind, path):
         m = torch.jit.script(model)
     elif kind == "trace_fastpath":
         with torch.no_grad():
-            m = torch.jit.trace(model, tuple(ts), check_trace=False)
-    else:
-        m = torch.jit.trace(model, tuple(ts), check_trace=False)
+            m = torch.jit.trace(model, tuple(ts), check_trace=False, strict=False)
+    else:  # strict=False: dict outputs (torchvision's segmentation models) are traced too
+        m = torch.jit.trace(model, tuple(ts), check_trace=False, strict=False)
     torch.jit.save(m, path)
     loaded = torch.jit.load(path)
     with torch.no_grad():
         y = loaded(*ts)
     flat = []
 
-    def walk(v):
-        if isinstance(v, (tuple, list)):
+    def walk(v):  # the outputs in onnxexec's order: containers flattened, dicts by value
+        if isinstance(v, dict):
+            for i in v.values():
+                walk(i)
+        elif isinstance(v, (tuple, list)):
             for i in v:
                 walk(i)
         elif isinstance(v, torch.Tensor):
@@ -237,9 +244,10 @@ def check_model(exe, work, name, kind, path, xs, want, arg_names):
         r = run([exe, "run", model, "-o", od, "--threads", "2"] + extra)
         if r.returncode:
             return "FAIL", errs, "run %s: %s" % (label, (r.stderr.strip().splitlines() or ["?"])[-1][:300])
-        outs = sorted(f for f in os.listdir(od) if f.endswith(".npy"))
-        outs.sort(key=lambda f: int(re.sub(r"\D", "", f) or 0))
-        got = [np.load(os.path.join(od, f)) for f in outs]
+        # the files in the graph's output order, as `run` lists them ("  -> DIR/name.npy")
+        outs = [ln.split("-> ", 1)[1].strip() for ln in r.stdout.splitlines()
+                if ln.startswith("  -> ") and ln.strip().endswith(".npy")]
+        got = [np.load(f) for f in outs]
         if len(got) != len(want):
             return "FAIL", errs, "%s: %d outputs, torch gives %d" % (label, len(got), len(want))
         err = max(rel_l2(g, w) for g, w in zip(got, want)) if want else 0.0
