@@ -46,6 +46,17 @@ def cases(torch):
         z[z > 1] = 0
         return y + z
 
+    def inplace_unary(x):  # in-place forms of the unary ops, zero_, through a select too
+        y = x.clone()
+        y.abs_()
+        y.exp_().neg_()
+        z = x.clone()
+        z.zero_()
+        w = x.abs()
+        w[0].sqrt_()
+        w[1].clamp_(0.2, 0.8)
+        return y + z + w
+
     def setitem_dim1(x):  # y[:, idx] = v: index_put_ with None before the index
         y = x.clone()
         y[:, torch.tensor([1, 3])] = x[:, :2, :1] * 0 + torch.arange(6.)
@@ -132,6 +143,8 @@ def cases(torch):
         ("setitem_dim1", setitem_dim1, x3),
         ("inplace_views", inplace_views, x3),
         ("inplace_chain", inplace_chain, x3),
+        ("inplace_unary", inplace_unary, x3),
+        ("transposes", lambda x: x.T.permute(2, 1, 0) * 2 + x.mT.transpose(1, 2) + x.mH.mT + x.adjoint().mT, x3),
         ("bool_index_const", lambda x: x[:, torch.tensor([True, False, True, True, False])], x3),
         ("bucketize", lambda x: torch.bucketize(x, torch.tensor([-1., 0., 1.])).float()
          + 10 * torch.bucketize(x.round(), torch.tensor([-1., 0., 1.]), right=True).float(), x3),

@@ -5287,6 +5287,34 @@ static ox_status op_items(struct ev *e, struct tv **a, int n, struct tv **out) {
     return dict_view(e, a[0], 2, out);
 }
 
+static ox_status op_numpy_t(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* x.T: every dim reversed */
+    struct tv *x = a[0];
+    ox_status st = need_t(e, x, "T");
+    if (st || x->rank < 2) return st ? st : (*out = x, OX_OK);
+    int64_t perm[OX_MAX_RANK];
+    for (int i = 0; i < x->rank; i++) perm[i] = x->rank - 1 - i;
+    return transpose(e, x, x->rank, perm, out);
+}
+
+static ox_status op_mt(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* x.mT, x.mH, adjoint (real tensors): the last two dims swapped */
+    struct tv *x = a[0];
+    ox_status st = need_t(e, x, "mT");
+    if (st) return st;
+    if (x->rank < 2) return ts_err(e, OX_E_INVALID, "mT of a tensor of rank %d", x->rank);
+    int64_t perm[OX_MAX_RANK];
+    for (int i = 0; i < x->rank; i++) perm[i] = i;
+    perm[x->rank - 2] = x->rank - 1, perm[x->rank - 1] = x->rank - 2;
+    return transpose(e, x, x->rank, perm, out);
+}
+
+static ox_status op_zero_(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n;
+    struct tv *b[2] = {a[0], tv_int(e, 0)};
+    return b[1] ? op_fill(e, b, 2, out) : oom(e);
+}
+
 /* ---- the table ------------------------------------------------------------------------- */
 
 static const struct aten_op ops[] = {
@@ -5646,6 +5674,49 @@ static const struct aten_op ops[] = {
     {"torch.unsafe_chunk", "self, chunks, dim=0", op_chunk},
     {"torch.unsafe_split", "self, split_size, dim=0", op_split},
     {"torch.numel", "self", op_numel},
+    {"torch.numpy_T", "self", op_numpy_t},
+    {"torch.mT", "self", op_mt},
+    {"torch.mH", "self", op_mt},
+    {"torch.matrix_H", "self", op_mt},
+    {"torch.adjoint", "self", op_mt},
+    {"torch.lift_fresh", "self", op_identity},
+    {"torch.lift", "self", op_identity},
+    {"torch.alias", "self", op_identity},
+    {"torch.resolve_conj", "self", op_identity},
+    {"torch.resolve_neg", "self", op_identity},
+    {"torch.detach_", "self", op_identity},
+    {"torch._unsafe_view", "self, size", op_view},
+    {"torch.zero_", "self", op_zero_},
+    /* in-place forms: the table's in-place rule writes the result back into self */
+    {"torch.abs_", "self", op_abs},
+    {"torch.neg_", "self", op_neg},
+    {"torch.exp_", "self", op_exp},
+    {"torch.log_", "self", op_log},
+    {"torch.sqrt_", "self", op_sqrt},
+    {"torch.rsqrt_", "self", op_rsqrt},
+    {"torch.floor_", "self", op_floor},
+    {"torch.ceil_", "self", op_ceil},
+    {"torch.round_", "self, *, decimals=0", op_round},
+    {"torch.sign_", "self", op_sign},
+    {"torch.reciprocal_", "self", op_reciprocal},
+    {"torch.pow_", "self, exponent", op_pow},
+    {"torch.square_", "self", op_square},
+    {"torch.erf_", "self", op_erf},
+    {"torch.sin_", "self", op_sin},
+    {"torch.cos_", "self", op_cos},
+    {"torch.gelu_", "self, *, approximate=\"none\"", op_gelu},
+    {"torch.softplus_", "self, beta=1, threshold=20", op_softplus},
+    {"torch.remainder_", "self, other", op_remainder},
+    {"torch.fmod_", "self, other", op_fmod},
+    {"torch.floor_divide_", "self, other", op_floordiv},
+    {"torch.true_divide_", "self, other", op_div},
+    {"torch.lerp_", "self, end, weight", op_lerp},
+    {"torch.addcmul_", "self, tensor1, tensor2, *, value=1", op_addcmul},
+    {"torch.addcdiv_", "self, tensor1, tensor2, *, value=1", op_addcdiv},
+    {"torch.clip_", "self, min=None, max=None", op_clamp},
+    {"torch.tril_", "self, diagonal=0", op_tril},
+    {"torch.triu_", "self, diagonal=0", op_triu},
+    {"torch.cumsum_", "self, dim, *, dtype=None", op_cumsum},
     {"torch.reverse", "self", op_list_reverse},
     {"torch.insert", "self, index, el", op_list_insert},
     {"torch.pop", "self, idx=-1", op_list_pop},
