@@ -57,6 +57,32 @@ def cases(torch):
         w[1].clamp_(0.2, 0.8)
         return y + z + w
 
+    def inplace_view_kinds(x):  # writes through narrow, chunk, diagonal and view reach y
+        y = x.clone()
+        y.narrow(1, 0, 2).mul_(-1)
+        a, b = y.chunk(2, dim=2)
+        b.add_(10)
+        y[0].diagonal().zero_()
+        y.view(-1)[:4].fill_(7)
+        return y
+
+    def inplace_no_alias(x):  # results of no-op forms are tensors of their own (review 29)
+        y = x.clone()
+        z = torch.cat([y])
+        z.add_(1)
+        w = torch.flip(y, [])
+        w.mul_(2)
+        c = torch.cumprod(y[:, :1], 1)
+        c.sub_(3)
+        return y + z + w + c
+
+    def copy_then_fill(x):  # copy_ of a constant must not share its data (review 29)
+        z = torch.ones(6)
+        y = x[0, 0].clone()
+        y.copy_(z)
+        y.fill_(0.0)
+        return x + z, y
+
     def setitem_dim1(x):  # y[:, idx] = v: index_put_ with None before the index
         y = x.clone()
         y[:, torch.tensor([1, 3])] = x[:, :2, :1] * 0 + torch.arange(6.)
@@ -144,6 +170,9 @@ def cases(torch):
         ("inplace_views", inplace_views, x3),
         ("inplace_chain", inplace_chain, x3),
         ("inplace_unary", inplace_unary, x3),
+        ("inplace_view_kinds", inplace_view_kinds, x3),
+        ("inplace_no_alias", inplace_no_alias, x3),
+        ("copy_then_fill", copy_then_fill, x3),
         ("transposes", lambda x: x.T.permute(2, 1, 0) * 2 + x.mT.transpose(1, 2) + x.mH.mT + x.adjoint().mT, x3),
         ("bool_index_const", lambda x: x[:, torch.tensor([True, False, True, True, False])], x3),
         ("bucketize", lambda x: torch.bucketize(x, torch.tensor([-1., 0., 1.])).float()
@@ -176,6 +205,17 @@ def cases(torch):
                                                       align_corners=True)
          + F.grid_sample(x, torch.tanh(x[:, 1:].permute(0, 2, 3, 1)), padding_mode="reflection"), x4),
         ("where_numbers", lambda x: torch.where(x > 0, 1.0, 0.0) + torch.where(x > 0.5, 2, 3), x3),
+        # review 29's mismatches
+        ("argmax_none_keepdim", lambda x: torch.argmax(x, dim=None, keepdim=True) + torch.argmin(x, None, True), x3),
+        ("norm_except_dim_all", lambda x: torch.norm_except_dim(x, 2, -1) + torch.norm_except_dim(x, 2, 1).sum(), x3),
+        ("cosine_small", lambda x: F.cosine_similarity(x * 1e-5, x * 1e-5, dim=1) + F.cosine_similarity(x * 1e-5, x, dim=2).sum(), x3),
+        ("index_fill_empty", lambda x: x.index_fill(1, torch.zeros(0, dtype=torch.long), -1.0), x3),
+        ("cumsum_dtype_int16", lambda x: torch.cumsum(i3(x) * 9000, 2, dtype=torch.int16), x3),  # wraps
+        ("nearest_fractional", lambda x: F.interpolate(x, scale_factor=0.6, mode="nearest").sum((2, 3))
+         + F.interpolate(x, scale_factor=1.7, mode="nearest-exact").sum((2, 3))
+         + F.interpolate(x, size=(5, 11), mode="nearest").sum((2, 3)), x4),
+        ("nll_one_sample", lambda x: F.nll_loss(F.log_softmax(x[0, :, 0], 0), i3(x[0, 0, 0]).clamp(0, 4)), x3),
+        ("bitwise_not_uint8", lambda x: (~(x.abs() * 50).to(torch.uint8)).float(), x3),
         ("broadcast_tensors", lambda x: torch.broadcast_tensors(x[:, :1], x[0, :, :1], x[0, 0])[1], x3),
         # losses, element by element and reduced
         ("mse_l1_none", lambda x: F.mse_loss(x, x.flip(1), reduction="none") + F.l1_loss(x, -x, reduction="none"), x3),
@@ -221,6 +261,8 @@ def cases(torch):
         ("weight_norm", lambda: nn.utils.weight_norm(nn.Conv1d(5, 4, 3)), x3, ("trace",)),
         ("bilinear", lambda: Pair(nn.Bilinear(6, 4, 3)), x3),
         ("embedding_max_norm", lambda: EmbMaxNorm(), x3),
+        ("embedding_max_norm_tied", lambda: Tied(), x3, ("trace",)),
+        ("list_iadd_alias", lambda: ListAlias(), x3, ("script",)),
         ("list_dict_methods", lambda: ListDict(), x3, ("script",)),
         ("isinstance", lambda: IsInstance(), x3, ("script",)),
         ("weight_norm_all", lambda: nn.utils.weight_norm(nn.Linear(6, 3), dim=None), x3, ("trace",)),
@@ -293,6 +335,22 @@ def cases(torch):
                 k += 100
             return x * k
 
+    class Tied(nn.Module):  # only the indexed rows are renormed: the weight is read again
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 6, max_norm=0.5)
+
+        def forward(self, x):
+            h = self.emb((x.abs() * 3).long().clamp(0, 2))
+            return F.linear(h, self.emb.weight)
+
+    class ListAlias(nn.Module):  # l += m grows l itself: its aliases see it
+        def forward(self, x):
+            l = [x]
+            m = l
+            l += [x * 2]
+            return torch.cat(m)
+
     class Bag(nn.Module):  # integer indices made from the float input
         def __init__(self, bag):
             super().__init__()
@@ -345,6 +403,69 @@ def test_random(torch, exe, work):
     print("%s random trace %s" % (status, "; ".join(notes)))
 
 
+REFUSED = {  # scripted functions onnxexec must refuse with a message (exit 1), never crash
+    "inplace_in_runtime_if": ("""
+def f(x):
+    y = x.clone()
+    if bool(x.sum() > 0):
+        y.add_(1.0)
+    return y
+""", (3,), "in-place write"),
+    "repeat_interleave_huge": ("""
+def f(x):
+    return x.repeat_interleave(4611686018427387904)
+""", (4,), "repeat_interleave"),
+    "affine_grid_huge": ("""
+def f(x):
+    return torch.affine_grid_generator(x, [1, 1, 4294967296, 4294967296], False)
+""", (1, 2, 3), "affine_grid"),
+    "index_put_past_rank": ("""
+def f(x):
+    y = x.clone()
+    torch.index_put_(y, [None, None, None, torch.tensor([0])], torch.tensor(1.))
+    return y
+""", (2, 3), "index_put"),
+    "lstm_no_layers": ("""
+def f(x):
+    h = torch.zeros(1, 2, 4)
+    w: List[torch.Tensor] = []
+    r = torch.lstm(x, [h, h], w, True, 0, 0., False, False, False)
+    return r[1]
+""", (3, 2, 4), "layers"),
+    "upsample_short_scales": ("""
+def f(x):
+    return torch._C._nn.upsample_nearest3d(x, None, [2.0, 2.0])
+""", (1, 1, 2, 2, 2), "scales"),
+    "upsample_rank1": ("""
+def f(x):
+    return torch._C._nn.upsample_nearest1d(x, None, [2.0])
+""", (3,), "rank"),
+}
+
+
+def test_refused(torch, exe, work):
+    """Inputs that once corrupted memory or computed garbage (review 29): each must now fail
+    with exit status 1 and a message naming the problem."""
+    import numpy as np
+    for name, (src, shape, want) in REFUSED.items():
+        path = os.path.join(work, name + ".py")
+        with open(path, "w") as f:
+            f.write("import torch\nfrom typing import List\n" + src)
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("refused_" + name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        pt, xp = os.path.join(work, name + ".pt"), os.path.join(work, name + ".npy")
+        torch.jit.save(torch.jit.script(mod.f), pt)
+        np.save(xp, np.ones(shape, np.float32))
+        r = tm.run([exe, "run", pt, "-i", xp])
+        msg = (r.stderr.strip().splitlines() or ["?"])[-1][:200]
+        ok = r.returncode == 1 and want in msg
+        tm.RESULTS.append((name, "script", "PASS" if ok else "FAIL", None, None,
+                           "" if ok else "exit %d: %s" % (r.returncode, msg)))
+        print("%s refused %s: exit %d: %s" % ("PASS" if ok else "FAIL", name, r.returncode, msg))
+
+
 def test_positional(torch, exe, work):
     """`onnxexec run model.pt -i FILE` without a name binds FILE to the first tensor
     parameter of forward, also when more (optional) parameters follow: a scripted
@@ -387,6 +508,7 @@ def main():
         if not rx:
             test_positional(torch, exe, work)
             test_random(torch, exe, work)
+            test_refused(torch, exe, work)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -26,6 +26,12 @@ static ox_status make_filled(struct ev *e, struct tv *size, struct tv *dtype, do
                              ox_dtype dflt, struct tv **out);
 static void note_view(struct tv *x, int64_t d, int64_t s, int64_t step, bool drop, struct tv *out);
 static ox_status list_find(struct ev *e, struct tv **a, bool count, struct tv **out);
+static ox_status op_clone(struct ev *e, struct tv **a, int n, struct tv **out);
+/* A tensor of its own with x's value (what torch's ops return even where they compute
+ * nothing), so that an in-place write to the result does not reach x. */
+static ox_status fresh(struct ev *e, struct tv *x, struct tv **out) {
+    return op_clone(e, &x, 1, out);
+}
 static ox_status op_adaptive_max_pool_any(struct ev *e, struct tv *x, int k, const int64_t *o,
                                           struct tv **out);
 
@@ -945,14 +951,37 @@ static ox_status op_where(struct ev *e, struct tv **a, int n, struct tv **out) {
 
 /* ---- shapes ---------------------------------------------------------------------------- */
 
+static bool view_of_any(struct tv *x, bool constants_only, struct tv **base, int64_t *off,
+                        int64_t *strides);
+
+/* out holds x's elements in x's order (view, reshape, unsqueeze): when x is a contiguous view
+ * (or a base), out is a view of the same base with out's natural strides. */
+static void note_reshaped(struct tv *x, struct tv *out) {
+    struct tv *base;
+    int64_t off, str[OX_MAX_RANK], want = 1;
+    if (out == x || out->rank < 0 || !view_of_any(x, false, &base, &off, str)) return;
+    for (int d = x->rank - 1; d >= 0; d--) {
+        if (x->dims[d] != 1 && str[d] != want) return; /* not contiguous: a copy in torch too */
+        want *= x->dims[d];
+    }
+    out->vbase = base;
+    out->voff = off;
+    want = 1;
+    for (int d = out->rank - 1; d >= 0; d--) {
+        out->vstride[d] = want;
+        want *= out->dims[d];
+    }
+}
+
 static ox_status op_view(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
     int64_t d[OX_MAX_RANK * 4];
     int k;
     ox_status st = need_t(e, a[0], "view");
     if (!st) st = ints(e, a[1], d, &k);
-    if (st) return st;
-    return reshape(e, a[0], k, d, out);
+    if (!st) st = reshape(e, a[0], k, d, out);
+    if (!st) note_reshaped(a[0], *out);
+    return st;
 }
 
 static ox_status op_flatten(struct ev *e, struct tv **a, int n, struct tv **out) {
@@ -1057,7 +1086,8 @@ static ox_status op_unsqueeze(struct ev *e, struct tv **a, int n, struct tv **ou
     if (!st) st = tv_to_int(e, a[1], &d);
     if (st) return st;
     if (d < 0) d += a[0]->rank + 1;
-    return axes_op(e, "Unsqueeze", a[0], 1, &d, out);
+    if (!(st = axes_op(e, "Unsqueeze", a[0], 1, &d, out))) note_reshaped(a[0], *out);
+    return st;
 }
 
 static ox_status op_squeeze(struct ev *e, struct tv **a, int n, struct tv **out) {
@@ -1179,7 +1209,8 @@ static ox_status op_tslice(struct ev *e, struct tv **a, int n, struct tv **out) 
 static bool view_of_any(struct tv *x, bool constants_only, struct tv **base, int64_t *off,
                         int64_t *strides) {
     if (x->vbase) {
-        if (constants_only && (!x->cdata || !x->vbase->cdata || x->vbase->vid >= 0)) return false;
+        if (constants_only && (!x->cdata || x->vid >= 0 || !x->vbase->cdata || x->vbase->vid >= 0))
+            return false;
         *base = x->vbase;
         *off = x->voff;
         memcpy(strides, x->vstride, sizeof(int64_t) * (size_t)x->rank);
@@ -1227,6 +1258,11 @@ static ox_status write_back(struct ev *e, struct tv *x, struct tv *val) {
     if (st) return st;
     if (x->rank < 0)
         return ts_err(e, OX_E_UNSUPPORTED, "in-place write to a tensor of unknown rank");
+    struct tv *target = x->vbase ? x->vbase : x;
+    if (e->g != e->main_g && !(target->vid >= 0 && target->g == e->g))
+        return ts_err(e, OX_E_UNSUPPORTED,
+                      "an in-place write, inside an if on a value known only at run time, to a "
+                      "tensor from outside it");
     if (val->dt != x->dt && (st = cast(e, val, x->dt, &val))) return st;
     bool same = val->rank == x->rank;
     for (int i = 0; same && i < x->rank; i++) same = val->dims[i] == x->dims[i];
@@ -1262,6 +1298,7 @@ static ox_status write_back(struct ev *e, struct tv *x, struct tv *val) {
         *base = *nb;
         base->vbase = NULL;
     }
+    if (val->cdata && val->vid < 0 && (st = fresh(e, val, &val))) return st; /* own data */
     struct tv *vb = x->vbase;
     int64_t voff = x->voff, vstride[OX_MAX_RANK];
     memcpy(vstride, x->vstride, sizeof vstride);
@@ -1482,10 +1519,7 @@ static ox_status op_cat(struct ev *e, struct tv **a, int n, struct tv **out) {
     if (!st) st = tv_to_int(e, a[1], &d);
     if (!st) st = norm_dim(e, d, a[0]->items[0]->rank, &d);
     if (st) return st;
-    if (a[0]->n == 1) {
-        *out = a[0]->items[0];
-        return OX_OK;
-    }
+    if (a[0]->n == 1) return fresh(e, a[0]->items[0], out);
     return concat(e, a[0]->n, a[0]->items, d, out);
 }
 
@@ -1516,6 +1550,7 @@ static ox_status split_sizes(struct ev *e, struct tv *x, int64_t d, int k, const
     for (int i = 0; i < k; i++) {
         ox_status st = slice1(e, x, d, at, at + sizes[i], 1, &(*out)->items[i]);
         if (st) return st;
+        note_view(x, d, at, 1, false, (*out)->items[i]); /* chunks and splits are views */
         at += sizes[i];
     }
     return OX_OK;
@@ -2147,7 +2182,8 @@ static ox_status op_adaptive_max_pool(struct ev *e, struct tv **a, int n, struct
     *out = tv_list(e, TV_TUPLE, 2);
     if (!*out) return oom(e);
     (*out)->items[0] = y;
-    (*out)->items[1] = y; /* indices are not computed; reading them fails later */
+    (*out)->items[1] = tv_new(e, TV_UNINIT); /* indices are not computed: reading them fails */
+    if (!(*out)->items[1]) return oom(e);
     return OX_OK;
 }
 
@@ -2211,32 +2247,83 @@ static ox_status op_constant_pad_nd(struct ev *e, struct tv **a, int n, struct t
     return op_pad(e, b, 4, out);
 }
 
+/* torch's nearest source index along one axis (upsample_nearest / _nearest_exact): with a
+ * scale factor, float(1 / scale_factor) times the output index (plus 0.5 for exact), else
+ * in / out; floored in float and clamped. */
+static int64_t nearest_src(int64_t i, int64_t in, int64_t on, double sf, bool exact) {
+    if (on == in) return i;
+    float scale = sf > 0 ? (float)(1.0 / sf) : (float)in / (float)on;
+    float v = exact ? (float)(((double)i + 0.5) * (double)scale) : (float)i * scale;
+    int64_t r = (int64_t)floorf(v);
+    return r < in - 1 ? r : in - 1;
+}
+
 static ox_status resize(struct ev *e, struct tv *x, struct tv *size, struct tv *scales,
                         const char *mode, const char *ctm, const char *nearest, struct tv **out) {
     ox_status st = need_t(e, x, "upsample");
     if (st) return st;
     int k = x->rank - 2;
+    if (k < 1 || k > 3) return ts_err(e, OX_E_UNSUPPORTED, "upsampling a rank-%d tensor", x->rank);
     struct ts_attrs at = {0};
     ta_str(&at, "mode", mode);
     ta_str(&at, "coordinate_transformation_mode", ctm);
     if (!strcmp(mode, "nearest")) ta_str(&at, "nearest_mode", nearest);
     struct tv *in[4] = {x, NULL, NULL, NULL};
+    int64_t os[3];
+    double sc[3] = {0, 0, 0};
     if (!is_none(size)) {
-        int64_t s[OX_MAX_RANK], full[OX_MAX_RANK];
-        if ((st = expand_list(e, size, k, s))) return st;
-        full[0] = x->dims[0];
-        full[1] = x->dims[1];
-        memcpy(full + 2, s, sizeof(int64_t) * (size_t)k);
-        if (!(in[3] = tv_i64s(e, x->rank, full))) return oom(e);
-        return ts_emit1(e, "Resize", 4, in, &at, out);
-    }
-    double sc[OX_MAX_RANK];
-    if (scales->k == TV_LIST || scales->k == TV_TUPLE) {
+        if ((st = expand_list(e, size, k, os))) return st;
+    } else if (scales->k == TV_LIST || scales->k == TV_TUPLE) {
+        if (scales->n != 1 && scales->n != k)
+            return ts_err(e, OX_E_INVALID, "%d scales for %d spatial dims", scales->n, k);
+        for (int i = 0; i < k; i++)
+            if (!tv_is_num(scales->items[scales->n == 1 ? 0 : i]))
+                return ts_err(e, OX_E_UNSUPPORTED, "a scale not known at import time");
         for (int i = 0; i < k; i++) sc[i] = tv_num(scales->items[scales->n == 1 ? 0 : i]);
     } else if (tv_is_num(scales)) {
         for (int i = 0; i < k; i++) sc[i] = tv_num(scales);
     } else {
         return ts_err(e, OX_E_UNSUPPORTED, "upsample without a size or scales");
+    }
+    if (is_none(size))
+        for (int i = 0; i < k; i++) {
+            if (!(sc[i] > 0) || sc[i] * (double)x->dims[2 + i] > (double)((int64_t)1 << 31))
+                return ts_err(e, OX_E_INVALID, "upsampling by a scale of %g", sc[i]);
+            os[i] = (int64_t)floor((double)x->dims[2 + i] * sc[i]);
+        }
+    if (!strcmp(mode, "nearest")) { /* Resize where it is exact (whole multiples), else the
+                                       source indices computed here, one Gather per axis */
+        bool whole = true;
+        for (int i = 0; i < k; i++) {
+            int64_t d = x->dims[2 + i];
+            whole &= d > 0 && os[i] % d == 0 && (sc[i] == 0 || sc[i] == (double)(os[i] / d));
+        }
+        if (!whole) {
+            bool exact = strcmp(nearest, "floor") != 0;
+            struct tv *y = x;
+            for (int i = 0; i < k; i++) {
+                int64_t d = x->dims[2 + i];
+                if (os[i] == d) continue;
+                void *data;
+                struct tv *idx = tv_const_new(e, OX_INT64, 1, &os[i], &data), *g[2];
+                if (!idx) return oom(e);
+                for (int64_t j = 0; j < os[i]; j++)
+                    ((int64_t *)data)[j] = nearest_src(j, d, os[i], sc[i], exact);
+                struct ts_attrs ga = {0};
+                ta_int(&ga, "axis", 2 + i);
+                g[0] = y, g[1] = idx;
+                if ((st = ts_emit1(e, "Gather", 2, g, &ga, &y))) return st;
+            }
+            return y == x ? fresh(e, x, out) : (*out = y, OX_OK);
+        }
+    }
+    if (!is_none(size)) {
+        int64_t full[OX_MAX_RANK];
+        full[0] = x->dims[0];
+        full[1] = x->dims[1];
+        memcpy(full + 2, os, sizeof(int64_t) * (size_t)k);
+        if (!(in[3] = tv_i64s(e, x->rank, full))) return oom(e);
+        return ts_emit1(e, "Resize", 4, in, &at, out);
     }
     int64_t d = x->rank;
     void *data;
@@ -2422,7 +2509,8 @@ static ox_status recurrent(struct ev *e, struct tv **a, char kind, struct tv **o
     if (batch_first && (st = transpose(e, x, 3, (int64_t[]){1, 0, 2}, &x))) return st;
     int64_t H = h0->dims[2];
     struct tv *hs[64], *cs[64];
-    if (layers > 32) return ts_err(e, OX_E_UNSUPPORTED, "more than 32 layers");
+    if (layers < 1 || layers > 32)
+        return ts_err(e, OX_E_UNSUPPORTED, "%lld layers (1 to 32)", (long long)layers);
     for (int64_t l = 0; l < layers; l++) {
         struct tv *W[2], *R[2], *Bv[2];
         for (int d = 0; d < dirs; d++) {
@@ -2784,7 +2872,7 @@ static ox_status op_round(struct ev *e, struct tv **a, int n, struct tv **out) {
     int64_t dec = 0;
     ox_status st = need_t(e, x, "round");
     if (!st && !is_none(a[1])) st = tv_to_int(e, a[1], &dec);
-    if (st || !ox_dtype_is_float(x->dt)) return st ? st : (*out = x, OX_OK);
+    if (st || !ox_dtype_is_float(x->dt)) return st ? st : fresh(e, x, out);
     if (dec == 0) return ts_emit1(e, "Round", 1, &x, NULL, out);
     struct tv *k = fscalar(e, pow(10.0, (double)dec), x), *m, *r;
     if (!k) return oom(e);
@@ -2796,7 +2884,7 @@ static ox_status op_round(struct ev *e, struct tv **a, int n, struct tv **out) {
 static ox_status trunc_of(struct ev *e, struct tv *x, struct tv **out) {
     struct tv *s, *ab, *f;
     ox_status st = need_t(e, x, "trunc");
-    if (st || !ox_dtype_is_float(x->dt)) return st ? st : (*out = x, OX_OK);
+    if (st || !ox_dtype_is_float(x->dt)) return st ? st : fresh(e, x, out);
     if ((st = un(e, "Sign", x, &s)) || (st = un(e, "Abs", x, &ab)) || (st = un(e, "Floor", ab, &f)))
         return st;
     return bin(e, "Mul", s, f, out);
@@ -2899,7 +2987,7 @@ static ox_status op_nan_to_num(struct ev *e, struct tv **a, int n, struct tv **o
     (void)n;
     struct tv *x = a[0];
     ox_status st = need_t(e, x, "nan_to_num");
-    if (st || !ox_dtype_is_float(x->dt)) return st ? st : (*out = x, OX_OK);
+    if (st || !ox_dtype_is_float(x->dt)) return st ? st : fresh(e, x, out);
     double big = x->dt == OX_DOUBLE     ? 1.7976931348623157e308
                  : x->dt == OX_FLOAT16  ? 65504.0
                  : x->dt == OX_BFLOAT16 ? 3.3895313892515355e38
@@ -3083,10 +3171,17 @@ static ox_status arg_reduce(struct ev *e, const char *op, struct tv **a, struct 
     int64_t d = 0;
     bool kd = false;
     tv_truthy(a[2], &kd);
-    if (is_none(a[1])) { /* over the flattened tensor */
-        int64_t all = -1;
+    if (is_none(a[1])) { /* over the flattened tensor; keepdim: every dim of size 1 */
+        int64_t all = -1, ones[OX_MAX_RANK];
+        struct tv *r;
+        int rank = x->rank;
         if ((st = reshape(e, x, 1, &all, &x))) return st;
-        kd = false;
+        struct ts_attrs at = {0};
+        ta_int(&at, "axis", 0);
+        ta_int(&at, "keepdims", 0);
+        if ((st = ts_emit1(e, op, 1, &x, &at, &r)) || !kd) return st ? st : (*out = r, OX_OK);
+        for (int i = 0; i < rank; i++) ones[i] = 1;
+        return reshape(e, r, rank, ones, out);
     } else if ((st = tv_to_int(e, a[1], &d)) || (st = norm_dim(e, d, x->rank, &d))) {
         return st;
     }
@@ -3272,15 +3367,23 @@ static ox_status op_cumsum(struct ev *e, struct tv **a, int n, struct tv **out) 
     ox_status st = need_t(e, x, "cumsum");
     if (!st) st = tv_to_int(e, a[1], &d);
     if (!st) st = norm_dim(e, d, x->rank, &d);
+    ox_dtype want = OX_UNDEFINED; /* dtype=: summed in that type (int8/int16/uint8/bool: in
+                                     int64, cast back; CumSum has no such types) */
     if (!st && !is_none(a[2]) && !(st = tv_to_int(e, a[2], &t)))
-        st = cast(e, x, torch_dtype(t), &x);
-    if (!st && !ox_dtype_is_float(x->dt) && x->dt != OX_INT64 && x->dt != OX_INT32)
-        st = cast(e, x, OX_INT64, &x);
-    if (!st && x->dt == OX_INT32 && is_none(a[2])) st = cast(e, x, OX_INT64, &x);
+        st = cast(e, x, want = torch_dtype(t), &x);
+    if (!st && !ox_dtype_is_float(x->dt) && x->dt != OX_INT64 &&
+        (x->dt != OX_INT32 || want == OX_UNDEFINED))
+        st = cast(e, x, OX_INT64, &x); /* torch sums integers and bools as int64 */
     if (st) return st;
-    if (x->rank == 0) return (*out = x, OX_OK);
-    struct tv *in[2] = {x, tv_scalar_tensor(e, (double)d, OX_INT64)};
-    return in[1] ? ts_emit1(e, "CumSum", 2, in, NULL, out) : oom(e);
+    struct tv *r;
+    if (x->rank == 0) {
+        st = fresh(e, x, &r);
+    } else {
+        struct tv *in[2] = {x, tv_scalar_tensor(e, (double)d, OX_INT64)};
+        st = in[1] ? ts_emit1(e, "CumSum", 2, in, NULL, &r) : oom(e);
+    }
+    if (st) return st;
+    return want != OX_UNDEFINED && r->dt != want ? cast(e, r, want, out) : (*out = r, OX_OK);
 }
 
 static ox_status op_cumprod(struct ev *e, struct tv **a, int n, struct tv **out) {
@@ -3294,12 +3397,12 @@ static ox_status op_cumprod(struct ev *e, struct tv **a, int n, struct tv **out)
         st = cast(e, x, torch_dtype(t), &x);
     if (!st && !ox_dtype_is_float(x->dt) && x->dt != OX_INT64) st = cast(e, x, OX_INT64, &x);
     if (st) return st;
-    if (x->rank == 0) return (*out = x, OX_OK);
+    if (x->rank == 0) return fresh(e, x, out);
     int64_t len = x->dims[d];
     if (len > 4096)
         return ts_err(e, OX_E_UNSUPPORTED, "cumprod along a dimension of %lld (at most 4096)",
                       (long long)len);
-    if (len <= 1) return (*out = x, OX_OK);
+    if (len <= 1) return fresh(e, x, out);
     struct tv **parts = ox_arena_alloc(&e->a, sizeof *parts * (size_t)len);
     if (!parts) return oom(e);
     for (int64_t i = 0; i < len; i++) {
@@ -3475,6 +3578,12 @@ static ox_status op_bitwise_not(struct ev *e, struct tv **a, int n, struct tv **
     if (st) return st;
     if (x->dt == OX_BOOL) return un(e, "Not", x, out);
     if (ox_dtype_is_float(x->dt)) return ts_err(e, OX_E_INVALID, "bitwise_not of a float tensor");
+    if (x->dt == OX_UINT8 || x->dt == OX_UINT16 || x->dt == OX_UINT32 || x->dt == OX_UINT64) {
+        double mx = x->dt == OX_UINT8 ? 255.0 : x->dt == OX_UINT16 ? 65535.0 : 4294967295.0;
+        if (x->dt == OX_UINT64) return ts_err(e, OX_E_UNSUPPORTED, "bitwise_not of uint64");
+        struct tv *m = tv_scalar_tensor(e, mx, x->dt); /* ~x = max - x */
+        return m ? bin(e, "Sub", m, x, out) : oom(e);
+    }
     struct tv *one = tv_scalar_tensor(e, 1, x->dt);
     if (!one) return oom(e);
     return (st = un(e, "Neg", x, &ng)) ? st : bin(e, "Sub", ng, one, out);
@@ -3496,7 +3605,9 @@ static ox_status op_narrow(struct ev *e, struct tv **a, int n, struct tv **out) 
     if (s < 0 || len < 0 || s + len > x->dims[d])
         return ts_err(e, OX_E_INVALID, "narrow(%lld, %lld) of a dimension of %lld", (long long)s,
                       (long long)len, (long long)x->dims[d]);
-    return slice1(e, x, d, s, s + len, 1, out);
+    st = slice1(e, x, d, s, s + len, 1, out);
+    if (!st) note_view(x, d, s, 1, false, *out);
+    return st;
 }
 
 static ox_status op_unbind(struct ev *e, struct tv **a, int n, struct tv **out) {
@@ -3587,6 +3698,8 @@ static ox_status op_repeat_interleave(struct ev *e, struct tv **a, int n, struct
         double v =
             each ? (is_t(r) ? ox_tensor_get(r->cdata, 0) : tv_num(r)) : ox_tensor_get(r->cdata, i);
         if (v < 0) return ts_err(e, OX_E_INVALID, "repeat_interleave: a negative repeat");
+        if (v > (double)((int64_t)1 << 31) - (double)total)
+            return ts_err(e, OX_E_LIMIT, "repeat_interleave of more than 2^31 values");
         total += (int64_t)v;
     }
     void *data;
@@ -3676,7 +3789,16 @@ static ox_status op_diagonal(struct ev *e, struct tv **a, int n, struct tv **out
     struct tv *in[2] = {f, idx};
     struct ts_attrs at = {0};
     ta_int(&at, "axis", r);
-    return ts_emit1(e, "Gather", 2, in, &at, out);
+    if ((st = ts_emit1(e, "Gather", 2, in, &at, out))) return st;
+    struct tv *base; /* a strided view of x: the diagonal steps both dims at once */
+    int64_t boff, bstr[OX_MAX_RANK];
+    if (len > 0 && *out != x && view_of_any(x, false, &base, &boff, bstr)) {
+        (*out)->vbase = base;
+        (*out)->voff = boff + (off >= 0 ? off * bstr[d2] : -off * bstr[d1]);
+        for (int i = 0; i < r; i++) (*out)->vstride[i] = bstr[perm[i]];
+        (*out)->vstride[r] = bstr[d1] + bstr[d2];
+    }
+    return OX_OK;
 }
 
 static ox_status op_outer(struct ev *e, struct tv **a, int n, struct tv **out) {
@@ -3789,8 +3911,8 @@ static ox_status op_pairwise_distance(struct ev *e, struct tv **a, int n, struct
 }
 
 static ox_status op_cosine_similarity(struct ev *e, struct tv **a, int n, struct tv **out) {
-    (void)n; /* sum(x1 x2) / sqrt(max(sum(x1^2) sum(x2^2), eps^2)) along dim (torch 1.13) */
-    struct tv *x = a[0], *y = a[1], *xy, *xx, *yy, *w12, *w1, *w2, *nn, *c, *s;
+    (void)n; /* sum(x1 x2) / sqrt(max(sum(x1^2), eps^2) max(sum(x2^2), eps^2)) (torch 1.13) */
+    struct tv *x = a[0], *y = a[1], *xy, *xx, *yy, *w12, *w1, *w2, *nn, *s;
     double eps;
     ox_status st = promote(e, &x, &y);
     if (!st) st = num_arg(e, a[3], &eps, NULL);
@@ -3802,8 +3924,8 @@ static ox_status op_cosine_similarity(struct ev *e, struct tv **a, int n, struct
         (st = reduce(e, "ReduceSum", xy, a[2], NULL, NULL, &w12)) ||
         (st = reduce(e, "ReduceSum", xx, a[2], NULL, NULL, &w1)) ||
         (st = reduce(e, "ReduceSum", yy, a[2], NULL, NULL, &w2)) ||
-        (st = bin(e, "Mul", w1, w2, &nn)) || (st = bin(e, "Max", nn, e2, &c)) ||
-        (st = un(e, "Sqrt", c, &s)))
+        (st = bin(e, "Max", w1, e2, &w1)) || (st = bin(e, "Max", w2, e2, &w2)) ||
+        (st = bin(e, "Mul", w1, w2, &nn)) || (st = un(e, "Sqrt", nn, &s)))
         return st;
     return bin(e, "Div", w12, s, out);
 }
@@ -4016,7 +4138,7 @@ static ox_status op_flip(struct ev *e, struct tv **a, int n, struct tv **out) {
     ox_status st = need_t(e, x, "flip");
     if (!st) st = tv_to_ints(e, a[1], d, OX_MAX_RANK, &k);
     if (st) return st;
-    if (k == 0) return (*out = x, OX_OK);
+    if (k == 0) return fresh(e, x, out);
     for (int i = 0; i < k; i++) {
         if ((st = norm_dim(e, d[i], x->rank, &d[i]))) return st;
         s[i] = -1, t[i] = INT64_MIN, st1[i] = -1;
@@ -4052,7 +4174,11 @@ static ox_status op_topk(struct ev *e, struct tv **a, int n, struct tv **out) {
     if (!st) st = norm_dim(e, d, x->rank, &d);
     if (st) return st;
     tv_truthy(a[3], &lg);
-    if (x->rank == 0) return tuple2(e, x, tv_scalar_tensor(e, 0, OX_INT64), out);
+    if (x->rank == 0) { /* one value, at index 0 */
+        struct tv *c, *z = tv_scalar_tensor(e, 0, OX_INT64);
+        if (!z) return oom(e);
+        return (st = fresh(e, x, &c)) ? st : tuple2(e, c, z, out);
+    }
     return topk(e, x, k, d, lg, out);
 }
 
@@ -4066,7 +4192,11 @@ static ox_status op_sort(struct ev *e, struct tv **a, int n, struct tv **out) {
     if (!st) st = norm_dim(e, d, x->rank, &d);
     if (st) return st;
     tv_truthy(a[2], &desc);
-    if (x->rank == 0) return tuple2(e, x, tv_scalar_tensor(e, 0, OX_INT64), out);
+    if (x->rank == 0) {
+        struct tv *c, *z = tv_scalar_tensor(e, 0, OX_INT64);
+        if (!z) return oom(e);
+        return (st = fresh(e, x, &c)) ? st : tuple2(e, c, z, out);
+    }
     return topk(e, x, x->dims[d], d, desc, out);
 }
 
@@ -4146,11 +4276,8 @@ static ox_status op_scatter_reduce(struct ev *e, struct tv **a, int n, struct tv
     bool inc = true;
     tv_truthy(a[5], &inc);
     if (a[4]->k != TV_STR) return ts_err(e, OX_E_INVALID, "scatter_reduce: reduce is not a string");
-    const char *r = a[4]->s, *red = !strcmp(r, "sum")    ? "add"
-                                    : !strcmp(r, "prod") ? "mul"
-                                    : !strcmp(r, "amax") ? "max"
-                                    : !strcmp(r, "amin") ? "min"
-                                                         : NULL;
+    /* amax/amin: ScatterElements' max and min come with opset 18; the import writes 17 */
+    const char *r = a[4]->s, *red = !strcmp(r, "sum") ? "add" : !strcmp(r, "prod") ? "mul" : NULL;
     if (!red || !inc)
         return ts_err(e, OX_E_UNSUPPORTED, "scatter_reduce '%s'%s", r, inc ? "" : " without self");
     return scatter(e, a, red, out);
@@ -4176,6 +4303,9 @@ static ox_status op_index_put(struct ev *e, struct tv **a, int n, struct tv **ou
         axis = i, idx = l->items[i];
     }
     if (!idx) return ts_err(e, OX_E_INVALID, "index_put without an index");
+    if (axis >= x->rank)
+        return ts_err(e, OX_E_INVALID, "index_put: an index for dim %d of a rank-%d tensor", axis,
+                      x->rank);
     struct tv *vals = is_t(v) ? v : num_tensor(e, v, x->dt);
     if (!vals) return oom(e);
     if (vals->dt != x->dt && (st = cast(e, vals, x->dt, &vals))) return st;
@@ -4245,8 +4375,10 @@ static ox_status op_index_fill(struct ev *e, struct tv **a, int n, struct tv **o
     struct tv *ar = tv_const_new(e, OX_INT64, 1, &len, &data), *iu, *eq, *hit, *mask;
     if (!ar) return oom(e);
     for (int64_t i = 0; i < len; i++) ((int64_t *)data)[i] = i;
-    int64_t flat = -1, zero = 0;
+    int64_t flat = -1, zero = 0, cnt = 1;
     struct tv *ix = idx;
+    for (int i = 0; i < idx->rank; i++) cnt *= idx->dims[i];
+    if (cnt == 0) return fresh(e, x, out); /* no position: x unchanged */
     if ((st = reshape(e, idx, 1, &flat, &ix))) return st;
     if (ix->dt != OX_INT64 && (st = cast(e, ix, OX_INT64, &ix))) return st;
     if ((st = axes_op(e, "Unsqueeze", ix, 1, &one, &iu))) return st;
@@ -4565,6 +4697,10 @@ static ox_status op_affine_grid(struct ev *e, struct tv **a, int n, struct tv **
     if (st) return st;
     tv_truthy(a[2], &ac);
     if (k != 4) return ts_err(e, OX_E_UNSUPPORTED, "affine_grid of a %d-D size", k);
+    if (sz[2] < 1 || sz[3] < 1 || sz[2] > (1 << 16) || sz[3] > (1 << 16) ||
+        sz[2] * sz[3] > (1 << 26))
+        return ts_err(e, OX_E_LIMIT, "affine_grid of %lldx%lld", (long long)sz[2],
+                      (long long)sz[3]);
     int64_t h = sz[2], w = sz[3], bs[2] = {h * w, 3};
     void *data;
     if (!(base = tv_const_new(e, th->dt, 2, bs, &data))) return oom(e);
@@ -4787,8 +4923,8 @@ static ox_status norm_except(struct ev *e, struct tv *v, int64_t pw, int64_t dim
     for (int i = 0; i < v->rank; i++)
         if (i != dim && !(axes->items[k++] = tv_int(e, i))) return oom(e);
     axes->n = k;
-    if (k == 0) return op_abs(e, &v, 1, out); /* a 1-D v along dim: |v| */
-    return pnorm(e, v, (double)pw, axes, yes, out);
+    if (k == 0) return op_abs(e, &v, 1, out);                          /* a 1-D v along dim: |v| */
+    return pnorm(e, v, (double)pw, axes, dim == -1 ? NULL : yes, out); /* -1: 0-dim */
 }
 
 static ox_status op_norm_except_dim(struct ev *e, struct tv **a, int n, struct tv **out) {
@@ -4938,9 +5074,8 @@ static ox_status op_bilinear(struct ev *e, struct tv **a, int n, struct tv **out
 }
 
 static ox_status op_embedding_renorm(struct ev *e, struct tv **a, int n, struct tv **out) {
-    (void)n; /* embedding_renorm_(self, indices, max_norm, norm_type): rows over max_norm are
-               scaled to it (all rows: the forward reads only the indexed ones, and renorming
-               is idempotent) */
+    (void)n; /* embedding_renorm_(self, indices, max_norm, norm_type): the indexed rows over
+               max_norm are scaled to it */
     struct tv *w = a[0], *nr, *gt, *q, *sc;
     double mx, p;
     ox_status st = need_t(e, w, "embedding_renorm_");
@@ -4953,7 +5088,26 @@ static ox_status op_embedding_renorm(struct ev *e, struct tv **a, int n, struct 
     if ((st = pnorm(e, w, p, ax, yes, &nr)) || (st = bin(e, "Greater", nr, m, &gt)) ||
         (st = bin(e, "Add", nr, eps, &ne)) || (st = bin(e, "Div", m, ne, &q)))
         return st;
-    struct tv *in[3] = {gt, q, one};
+    /* only the rows the indices name (the weight may be read again: tied embeddings) */
+    struct tv *ix = a[1], *iu, *eq, *hit, *rows, *sel;
+    int64_t flat = -1, one_ax = 1, zero = 0, nrow = w->rank ? w->dims[0] : 1, rshape[2] = {nrow, 1};
+    void *data;
+    struct tv *ar = tv_const_new(e, OX_INT64, 1, &nrow, &data);
+    if (!ar) return oom(e);
+    for (int64_t i = 0; i < nrow; i++) ((int64_t *)data)[i] = i;
+    if ((st = need_t(e, ix, "embedding_renorm_ indices")) || (st = reshape(e, ix, 1, &flat, &ix)) ||
+        (ix->dt != OX_INT64 && (st = cast(e, ix, OX_INT64, &ix))) ||
+        (st = axes_op(e, "Unsqueeze", ix, 1, &one_ax, &iu)) ||
+        (st = bin(e, "Equal", iu, ar, &eq)) || (st = cast(e, eq, OX_INT32, &hit)))
+        return st;
+    struct ts_attrs at = {0};
+    ta_int(&at, "keepdims", 0);
+    ta_ints(&at, "axes", 1, &zero);
+    if ((st = ts_emit1(e, "ReduceMax", 1, &hit, &at, &rows)) ||
+        (st = cast(e, rows, OX_BOOL, &rows)) || (st = reshape(e, rows, 2, rshape, &rows)) ||
+        (st = bin(e, "And", rows, gt, &sel)))
+        return st;
+    struct tv *in[3] = {sel, q, one};
     if ((st = ts_emit1(e, "Where", 3, in, NULL, &sc))) return st;
     return bin(e, "Mul", w, sc, out);
 }
@@ -5037,13 +5191,19 @@ static ox_status op_nll_loss(struct ev *e, struct tv **a, int n, struct tv **out
     if (!st) st = reduction_of(e, a[3], &red);
     if (!st) st = tv_to_int(e, a[4], &ig);
     if (st) return st;
-    struct tv *t = a[1];
+    struct tv *x = a[0], *t = a[1], *r;
     if (t->dt != OX_INT64 && (st = cast(e, t, OX_INT64, &t))) return st;
+    int64_t z = 0;
+    if (x->rank == 1 && /* one sample: [C] -> [1, C], target [] -> [1] */
+        ((st = axes_op(e, "Unsqueeze", x, 1, &z, &x)) ||
+         (st = axes_op(e, "Unsqueeze", t, 1, &z, &t))))
+        return st;
     struct ts_attrs at = {0};
     ta_str(&at, "reduction", red_names[red]);
     ta_int(&at, "ignore_index", ig);
-    struct tv *in[3] = {a[0], t, is_none(a[2]) ? NULL : a[2]};
-    return ts_emit1(e, "NegativeLogLikelihoodLoss", in[2] ? 3 : 2, in, &at, out);
+    struct tv *in[3] = {x, t, is_none(a[2]) ? NULL : a[2]};
+    if ((st = ts_emit1(e, "NegativeLogLikelihoodLoss", in[2] ? 3 : 2, in, &at, &r))) return st;
+    return a[0]->rank == 1 && red == 0 ? axes_op(e, "Squeeze", r, 1, &z, out) : (*out = r, OX_OK);
 }
 
 /* cross_entropy_loss(self, target, weight=None, reduction=1, ignore_index=-100,
@@ -5291,7 +5451,7 @@ static ox_status op_numpy_t(struct ev *e, struct tv **a, int n, struct tv **out)
     (void)n; /* x.T: every dim reversed */
     struct tv *x = a[0];
     ox_status st = need_t(e, x, "T");
-    if (st || x->rank < 2) return st ? st : (*out = x, OX_OK);
+    if (st || x->rank < 2) return st ? st : (*out = x, OX_OK); /* a view of x */
     int64_t perm[OX_MAX_RANK];
     for (int i = 0; i < x->rank; i++) perm[i] = x->rank - 1 - i;
     return transpose(e, x, x->rank, perm, out);
@@ -5313,6 +5473,15 @@ static ox_status op_zero_(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
     struct tv *b[2] = {a[0], tv_int(e, 0)};
     return b[1] ? op_fill(e, b, 2, out) : oom(e);
+}
+
+static ox_status op_add_(struct ev *e, struct tv **a, int n, struct tv **out) {
+    if (a[0]->k == TV_LIST) { /* l += m: l itself grows, as every alias of it sees */
+        struct tv *r;
+        ox_status st = op_list_extend(e, a, 2, &r);
+        return st ? st : (*out = a[0], OX_OK);
+    }
+    return op_add(e, a, n, out); /* tensors: the in-place rule writes the sum back */
 }
 
 /* ---- the table ------------------------------------------------------------------------- */
@@ -5373,7 +5542,7 @@ static const struct aten_op ops[] = {
     {"prop.requires_grad", "self", prop_false},
     /* arithmetic */
     {"torch.add", "self, other, alpha=None", op_add},
-    {"torch.add_", "self, other, alpha=None", op_add},
+    {"torch.add_", "self, other, alpha=None", op_add_},
     {"torch.sub", "self, other, alpha=None", op_sub},
     {"torch.sub_", "self, other, alpha=None", op_sub},
     {"torch.rsub", "self, other, alpha=None", op_rsub},
