@@ -69,6 +69,26 @@ static int64_t torch_scalar_type(ox_dtype dt) {
     return -1;
 }
 
+/* The element type a dtype= argument names (ScalarType number), or dflt when it is None. */
+static ox_status dtype_arg(struct ev *e, const struct tv *v, ox_dtype dflt, ox_dtype *dt) {
+    int64_t t;
+    if (is_none(v)) return (*dt = dflt, OX_OK);
+    ox_status st = tv_to_int(e, v, &t);
+    if (st) return st;
+    if ((*dt = torch_dtype(t)) == OX_UNDEFINED)
+        return ts_err(e, OX_E_UNSUPPORTED, "dtype %lld", (long long)t);
+    return OX_OK;
+}
+
+static ox_status cast(struct ev *e, struct tv *x, ox_dtype dt, struct tv **out);
+
+/* x cast to the dtype= argument v; x itself when v is None. */
+static ox_status as_dtype(struct ev *e, struct tv *x, const struct tv *v, struct tv **out) {
+    ox_dtype dt;
+    ox_status st = dtype_arg(e, v, x->dt, &dt);
+    return st ? st : cast(e, x, dt, out);
+}
+
 /* A number as a tensor of dtype like (or of its own kind when like is undefined). */
 static struct tv *num_tensor(struct ev *e, const struct tv *v, ox_dtype like) {
     if (like == OX_UNDEFINED)
@@ -898,11 +918,7 @@ static ox_status op_softmax_like(struct ev *e, struct tv **a, const char *op, st
     ox_status st = need_t(e, x, op);
     if (!st) st = tv_to_int(e, a[1], &d);
     if (!st) st = norm_dim(e, d, x->rank, &d);
-    if (!st && !is_none(a[2])) {
-        int64_t dt;
-        st = tv_to_int(e, a[2], &dt);
-        if (!st) st = cast(e, x, torch_dtype(dt), &x);
-    }
+    if (!st) st = as_dtype(e, x, a[2], &x);
     if (st) return st;
     struct ts_attrs at = {0};
     ta_int(&at, "axis", d);
@@ -1623,12 +1639,8 @@ static ox_status make_filled(struct ev *e, struct tv *size, struct tv *dtype, do
     int k;
     ox_status st = tv_to_ints(e, size, d, OX_MAX_RANK, &k);
     if (st) return st;
-    ox_dtype dt = dflt;
-    if (!is_none(dtype)) {
-        int64_t t;
-        if ((st = tv_to_int(e, dtype, &t))) return st;
-        dt = torch_dtype(t);
-    }
+    ox_dtype dt;
+    if ((st = dtype_arg(e, dtype, dflt, &dt))) return st;
     *out = tv_const_new(e, dt, k, d, NULL);
     if (!*out) return oom(e);
     int64_t numel = ox_tensor_numel((*out)->cdata);
@@ -1656,22 +1668,23 @@ static ox_status op_full(struct ev *e, struct tv **a, int n, struct tv **out) {
                        out);
 }
 
-static ox_status like(struct ev *e, struct tv **a, double v, struct tv **out) {
-    struct tv *x = a[0];
-    ox_status st = need_t(e, x, "*_like");
-    if (st) return st;
-    ox_dtype dt = x->dt;
-    if (!is_none(a[1])) {
-        int64_t t;
-        if ((st = tv_to_int(e, a[1], &t))) return st;
-        dt = torch_dtype(t);
-    }
+/* A constant of x's shape, element type dt, every element v. */
+static ox_status filled_like(struct ev *e, const struct tv *x, ox_dtype dt, double v,
+                             struct tv **out) {
     *out = tv_const_new(e, dt, x->rank, x->dims, NULL);
     if (!*out) return oom(e);
     int64_t numel = ox_tensor_numel((*out)->cdata);
     if (v != 0)
         for (int64_t i = 0; i < numel; i++) ox_tensor_set((ox_tensor *)(*out)->cdata, i, v);
     return OX_OK;
+}
+
+static ox_status like(struct ev *e, struct tv **a, double v, struct tv **out) {
+    struct tv *x = a[0];
+    ox_dtype dt;
+    ox_status st = need_t(e, x, "*_like");
+    if (!st) st = dtype_arg(e, a[1], x->dt, &dt);
+    return st ? st : filled_like(e, x, dt, v, out);
 }
 
 static ox_status op_zeros_like(struct ev *e, struct tv **a, int n, struct tv **out) {
@@ -1687,13 +1700,13 @@ static ox_status op_ones_like(struct ev *e, struct tv **a, int n, struct tv **ou
 static ox_status op_tensor(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
     struct tv *v = a[0];
-    ox_dtype dt = v->k == TV_FLOAT ? OX_FLOAT : v->k == TV_BOOL ? OX_BOOL : OX_INT64;
-    if (!is_none(a[1])) {
-        int64_t t;
-        ox_status st = tv_to_int(e, a[1], &t);
-        if (st) return st;
-        dt = torch_dtype(t);
-    }
+    ox_dtype dt;
+    ox_status st = dtype_arg(e, a[1],
+                             v->k == TV_FLOAT  ? OX_FLOAT
+                             : v->k == TV_BOOL ? OX_BOOL
+                                               : OX_INT64,
+                             &dt);
+    if (st) return st;
     if (tv_is_num(v)) {
         *out = tv_scalar_tensor(e, tv_num(v), dt);
         return *out ? OX_OK : oom(e);
@@ -1723,8 +1736,7 @@ static ox_status reduce(struct ev *e, const char *op, struct tv *x, struct tv *d
     ox_status st = need_t(e, x, op);
     if (st) return st;
     if (!is_none(dtype)) {
-        int64_t t;
-        if ((st = tv_to_int(e, dtype, &t)) || (st = cast(e, x, torch_dtype(t), &x))) return st;
+        if ((st = as_dtype(e, x, dtype, &x))) return st;
     } else if (!strcmp(op, "ReduceSum") && !ox_dtype_is_float(x->dt) && x->dt != OX_INT64) {
         if ((st = cast(e, x, OX_INT64, &x))) return st; /* torch sums integers as int64 */
     }
@@ -2958,7 +2970,7 @@ static ox_status op_isnan(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
     ox_status st = need_t(e, a[0], "isnan");
     if (st) return st;
-    if (!ox_dtype_is_float(a[0]->dt)) return like(e, (struct tv *[]){a[0], tv_int(e, 11)}, 0, out);
+    if (!ox_dtype_is_float(a[0]->dt)) return filled_like(e, a[0], OX_BOOL, 0, out);
     return ts_emit1(e, "IsNaN", 1, &a[0], NULL, out);
 }
 
@@ -2966,7 +2978,7 @@ static ox_status op_isinf(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
     ox_status st = need_t(e, a[0], "isinf");
     if (st) return st;
-    if (!ox_dtype_is_float(a[0]->dt)) return like(e, (struct tv *[]){a[0], tv_int(e, 11)}, 0, out);
+    if (!ox_dtype_is_float(a[0]->dt)) return filled_like(e, a[0], OX_BOOL, 0, out);
     return ts_emit1(e, "IsInf", 1, &a[0], NULL, out);
 }
 
@@ -2975,7 +2987,7 @@ static ox_status op_isfinite(struct ev *e, struct tv **a, int n, struct tv **out
     struct tv *i, *nn, *o;
     ox_status st = need_t(e, a[0], "isfinite");
     if (st) return st;
-    if (!ox_dtype_is_float(a[0]->dt)) return like(e, (struct tv *[]){a[0], tv_int(e, 11)}, 1, out);
+    if (!ox_dtype_is_float(a[0]->dt)) return filled_like(e, a[0], OX_BOOL, 1, out);
     if ((st = ts_emit1(e, "IsInf", 1, &a[0], NULL, &i)) ||
         (st = ts_emit1(e, "IsNaN", 1, &a[0], NULL, &nn)) || (st = bin(e, "Or", i, nn, &o)))
         return st;
@@ -3277,10 +3289,7 @@ static ox_status op_norm(struct ev *e, struct tv **a, int n, struct tv **out) {
     double p;
     struct tv *x = a[0];
     ox_status st = p_of(e, a[1], 2, &p);
-    if (!st && !is_none(a[4])) {
-        int64_t t;
-        if (!(st = tv_to_int(e, a[4], &t))) st = cast(e, x, torch_dtype(t), &x);
-    }
+    if (!st) st = as_dtype(e, x, a[4], &x);
     return st ? st : pnorm(e, x, p, a[2], a[3], out);
 }
 
@@ -3363,14 +3372,14 @@ static ox_status op_std_mean(struct ev *e, struct tv **a, int n, struct tv **out
 static ox_status op_cumsum(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n; /* cumsum(self, dim, *, dtype=None): integers and bools sum as int64 */
     struct tv *x = a[0];
-    int64_t d, t;
+    int64_t d;
     ox_status st = need_t(e, x, "cumsum");
     if (!st) st = tv_to_int(e, a[1], &d);
     if (!st) st = norm_dim(e, d, x->rank, &d);
     ox_dtype want = OX_UNDEFINED; /* dtype=: summed in that type (int8/int16/uint8/bool: in
                                      int64, cast back; CumSum has no such types) */
-    if (!st && !is_none(a[2]) && !(st = tv_to_int(e, a[2], &t)))
-        st = cast(e, x, want = torch_dtype(t), &x);
+    if (!st) st = dtype_arg(e, a[2], OX_UNDEFINED, &want);
+    if (!st && want != OX_UNDEFINED) st = cast(e, x, want, &x);
     if (!st && !ox_dtype_is_float(x->dt) && x->dt != OX_INT64 &&
         (x->dt != OX_INT32 || want == OX_UNDEFINED))
         st = cast(e, x, OX_INT64, &x); /* torch sums integers and bools as int64 */
@@ -3389,12 +3398,11 @@ static ox_status op_cumsum(struct ev *e, struct tv **a, int n, struct tv **out) 
 static ox_status op_cumprod(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n; /* no ONNX op: the running product, one slice at a time */
     struct tv *x = a[0];
-    int64_t d, t;
+    int64_t d;
     ox_status st = need_t(e, x, "cumprod");
     if (!st) st = tv_to_int(e, a[1], &d);
     if (!st) st = norm_dim(e, d, x->rank, &d);
-    if (!st && !is_none(a[2]) && !(st = tv_to_int(e, a[2], &t)))
-        st = cast(e, x, torch_dtype(t), &x);
+    if (!st) st = as_dtype(e, x, a[2], &x);
     if (!st && !ox_dtype_is_float(x->dt) && x->dt != OX_INT64) st = cast(e, x, OX_INT64, &x);
     if (st) return st;
     if (x->rank == 0) return fresh(e, x, out);
@@ -3958,16 +3966,6 @@ static ox_status op_one_hot(struct ev *e, struct tv **a, int n, struct tv **out)
 }
 
 /* ---- creation --------------------------------------------------------------------------- */
-
-static ox_status dtype_arg(struct ev *e, const struct tv *v, ox_dtype dflt, ox_dtype *dt) {
-    int64_t t;
-    if (is_none(v)) return (*dt = dflt, OX_OK);
-    ox_status st = tv_to_int(e, v, &t);
-    if (st) return st;
-    if ((*dt = torch_dtype(t)) == OX_UNDEFINED)
-        return ts_err(e, OX_E_UNSUPPORTED, "dtype %lld", (long long)t);
-    return OX_OK;
-}
 
 static ox_status op_arange(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n; /* arange(end) / arange(start, end) / arange(start, end, step), dtype= */
