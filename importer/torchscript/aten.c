@@ -970,6 +970,35 @@ static ox_status op_where(struct ev *e, struct tv **a, int n, struct tv **out) {
 static bool view_of_any(struct tv *x, bool constants_only, struct tv **base, int64_t *off,
                         int64_t *strides);
 
+/* The number of elements of a tensor of known rank. */
+static int64_t tv_numel(const struct tv *x) {
+    int64_t n = 1;
+    for (int i = 0; i < x->rank; i++) n *= x->dims[i];
+    return n;
+}
+
+/* Row-major strides of dims. */
+static void natural_strides(int rank, const int64_t *dims, int64_t *strides) {
+    int64_t st = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        strides[d] = st;
+        st *= dims[d];
+    }
+}
+
+/* The position in its base of a view's element at idx (offset off, strides str), then idx
+ * moved to the next element in row-major order: a view's elements one by one. */
+static int64_t view_step(int rank, const int64_t *dims, int64_t off, const int64_t *str,
+                         int64_t *idx) {
+    int64_t at = off;
+    for (int d = 0; d < rank; d++) at += idx[d] * str[d];
+    for (int d = rank - 1; d >= 0; d--) {
+        if (++idx[d] < dims[d]) break;
+        idx[d] = 0;
+    }
+    return at;
+}
+
 /* out holds x's elements in x's order (view, reshape, unsqueeze): when x is a contiguous view
  * (or a base), out is a view of the same base with out's natural strides. */
 static void note_reshaped(struct tv *x, struct tv *out) {
@@ -982,11 +1011,7 @@ static void note_reshaped(struct tv *x, struct tv *out) {
     }
     out->vbase = base;
     out->voff = off;
-    want = 1;
-    for (int d = out->rank - 1; d >= 0; d--) {
-        out->vstride[d] = want;
-        want *= out->dims[d];
-    }
+    natural_strides(out->rank, out->dims, out->vstride);
 }
 
 static ox_status op_view(struct ev *e, struct tv **a, int n, struct tv **out) {
@@ -1235,11 +1260,7 @@ static bool view_of_any(struct tv *x, bool constants_only, struct tv **base, int
     if (x->rank < 0 || (constants_only && (!x->cdata || x->vid >= 0))) return false;
     *base = x;
     *off = 0;
-    int64_t st = 1;
-    for (int d = x->rank - 1; d >= 0; d--) {
-        strides[d] = st;
-        st *= x->dims[d];
-    }
+    natural_strides(x->rank, x->dims, strides);
     return true;
 }
 
@@ -1289,20 +1310,12 @@ static ox_status write_back(struct ev *e, struct tv *x, struct tv *val) {
     }
     struct tv *base = x->vbase;
     if (base) {
-        int64_t numel = 1, idx[OX_MAX_RANK] = {0}, all = -1;
-        for (int i = 0; i < x->rank; i++) numel *= x->dims[i];
+        int64_t numel = tv_numel(x), idx[OX_MAX_RANK] = {0}, all = -1;
         void *data;
         struct tv *pos = tv_const_new(e, OX_INT64, 1, &numel, &data), *fb, *fv, *nb;
         if (!pos) return oom(e);
-        for (int64_t k = 0; k < numel; k++) {
-            int64_t at = x->voff;
-            for (int d = 0; d < x->rank; d++) at += idx[d] * x->vstride[d];
-            ((int64_t *)data)[k] = at;
-            for (int d = x->rank - 1; d >= 0; d--) {
-                if (++idx[d] < x->dims[d]) break;
-                idx[d] = 0;
-            }
-        }
+        for (int64_t k = 0; k < numel; k++)
+            ((int64_t *)data)[k] = view_step(x->rank, x->dims, x->voff, x->vstride, idx);
         if ((st = reshape(e, base, 1, &all, &fb)) || (st = reshape(e, val, 1, &all, &fv)))
             return st;
         struct ts_attrs at = {0};
@@ -1348,14 +1361,8 @@ static ox_status op_fill(struct ev *e, struct tv **a, int n, struct tv **out) {
     }
     int64_t numel = ox_tensor_numel(x->cdata), idx[OX_MAX_RANK] = {0};
     for (int64_t k = 0; k < numel; k++) {
-        int64_t at = off;
-        for (int d = 0; d < x->rank; d++) at += idx[d] * str[d];
-        ox_tensor_set((ox_tensor *)base->cdata, at, v);
+        ox_tensor_set((ox_tensor *)base->cdata, view_step(x->rank, x->dims, off, str, idx), v);
         ox_tensor_set((ox_tensor *)x->cdata, k, v);
-        for (int d = x->rank - 1; d >= 0; d--) {
-            if (++idx[d] < x->dims[d]) break;
-            idx[d] = 0;
-        }
     }
     *out = x;
     return OX_OK;
@@ -1379,15 +1386,9 @@ static ox_status op_copy_(struct ev *e, struct tv **a, int n, struct tv **out) {
         return st ? st : (*out = x, OX_OK);
     }
     for (int64_t k = 0; k < numel; k++) {
-        int64_t at = off;
-        for (int d = 0; d < x->rank; d++) at += idx[d] * str[d];
         double v = ox_tensor_get(src->cdata, k);
-        ox_tensor_set((ox_tensor *)base->cdata, at, v);
+        ox_tensor_set((ox_tensor *)base->cdata, view_step(x->rank, x->dims, off, str, idx), v);
         ox_tensor_set((ox_tensor *)x->cdata, k, v);
-        for (int d = x->rank - 1; d >= 0; d--) {
-            if (++idx[d] < x->dims[d]) break;
-            idx[d] = 0;
-        }
     }
     *out = x;
     return OX_OK;
@@ -2759,8 +2760,7 @@ static ox_status op_roll(struct ev *e, struct tv **a, int n, struct tv **out) {
         st = tv_to_ints(e, a[2], dm, OX_MAX_RANK, &nd);
     if (st) return st;
     if (nd == 0) { /* flattened roll */
-        int64_t total = 1;
-        for (int i = 0; i < x->rank; i++) total *= x->dims[i];
+        int64_t total = tv_numel(x);
         struct tv *f;
         if ((st = reshape(e, x, 1, &total, &f))) return st;
         struct tv *b[3] = {f, tv_list(e, TV_LIST, 1), tv_list(e, TV_LIST, 1)};
@@ -3068,8 +3068,7 @@ static ox_status op_prelu(struct ev *e, struct tv **a, int n, struct tv **out) {
     ox_status st = need_t(e, x, "prelu");
     if (!st) st = need_t(e, w, "prelu weight");
     if (st) return st;
-    int64_t numel = 1;
-    for (int i = 0; i < w->rank; i++) numel *= w->dims[i];
+    int64_t numel = tv_numel(w);
     if (numel > 1 && x->rank >= 2) {
         int64_t shape[OX_MAX_RANK];
         shape[0] = numel;
@@ -4099,9 +4098,7 @@ static ox_status op_numel(struct ev *e, struct tv **a, int n, struct tv **out) {
     ox_status st = need_t(e, a[0], "numel");
     if (st) return st;
     if (a[0]->rank < 0) return ts_err(e, OX_E_UNSUPPORTED, "numel of a tensor of unknown rank");
-    int64_t k = 1;
-    for (int i = 0; i < a[0]->rank; i++) k *= a[0]->dims[i];
-    return (*out = tv_int(e, k)) ? OX_OK : oom(e);
+    return (*out = tv_int(e, tv_numel(a[0]))) ? OX_OK : oom(e);
 }
 
 static ox_status op_range_length(struct ev *e, struct tv **a, int n, struct tv **out) {
@@ -4373,10 +4370,9 @@ static ox_status op_index_fill(struct ev *e, struct tv **a, int n, struct tv **o
     struct tv *ar = tv_const_new(e, OX_INT64, 1, &len, &data), *iu, *eq, *hit, *mask;
     if (!ar) return oom(e);
     for (int64_t i = 0; i < len; i++) ((int64_t *)data)[i] = i;
-    int64_t flat = -1, zero = 0, cnt = 1;
+    int64_t flat = -1, zero = 0;
     struct tv *ix = idx;
-    for (int i = 0; i < idx->rank; i++) cnt *= idx->dims[i];
-    if (cnt == 0) return fresh(e, x, out); /* no position: x unchanged */
+    if (tv_numel(idx) == 0) return fresh(e, x, out); /* no position: x unchanged */
     if ((st = reshape(e, idx, 1, &flat, &ix))) return st;
     if (ix->dt != OX_INT64 && (st = cast(e, ix, OX_INT64, &ix))) return st;
     if ((st = axes_op(e, "Unsqueeze", ix, 1, &one, &iu))) return st;
