@@ -262,6 +262,7 @@ def cases(torch):
         ("bilinear", lambda: Pair(nn.Bilinear(6, 4, 3)), x3),
         ("embedding_max_norm", lambda: EmbMaxNorm(), x3),
         ("embedding_max_norm_tied", lambda: Tied(), x3, ("trace",)),
+        ("embedding_max_norm_none", lambda: Tied(empty=True), x3, ("trace",)),
         ("list_iadd_alias", lambda: ListAlias(), x3, ("script",)),
         ("list_dict_methods", lambda: ListDict(), x3, ("script",)),
         ("isinstance", lambda: IsInstance(), x3, ("script",)),
@@ -336,13 +337,15 @@ def cases(torch):
             return x * k
 
     class Tied(nn.Module):  # only the indexed rows are renormed: the weight is read again
-        def __init__(self):
+        def __init__(self, empty=False):
             super().__init__()
             self.emb = nn.Embedding(10, 6, max_norm=0.5)
+            self.empty = empty  # no index at all: no row renormed
 
         def forward(self, x):
-            h = self.emb((x.abs() * 3).long().clamp(0, 2))
-            return F.linear(h, self.emb.weight)
+            i = (x.abs() * 3).long().clamp(0, 2)
+            h = self.emb(i[:, :, :0] if self.empty else i)
+            return F.linear(h, self.emb.weight) if not self.empty else F.linear(x, self.emb.weight) + h.sum()
 
     class ListAlias(nn.Module):  # l += m grows l itself: its aliases see it
         def forward(self, x):

@@ -89,6 +89,15 @@ static ox_status as_dtype(struct ev *e, struct tv *x, const struct tv *v, struct
     return st ? st : cast(e, x, dt, out);
 }
 
+/* The pair (a, b), as ops with two results return them. */
+static ox_status tuple2(struct ev *e, struct tv *a, struct tv *b, struct tv **out) {
+    *out = tv_list(e, TV_TUPLE, 2);
+    if (!*out) return oom(e);
+    (*out)->items[0] = a;
+    (*out)->items[1] = b;
+    return OX_OK;
+}
+
 /* A number as a tensor of dtype like (or of its own kind when like is undefined). */
 static struct tv *num_tensor(struct ev *e, const struct tv *v, ox_dtype like) {
     if (like == OX_UNDEFINED)
@@ -1505,12 +1514,20 @@ static ox_status op_format(struct ev *e, struct tv **a, int n, struct tv **out) 
     return (*out)->s ? OX_OK : oom(e);
 }
 
+/* The (self, dim, index, ...) operators' first three: two tensors and self's dim *d. */
+static ox_status self_dim_index(struct ev *e, struct tv **a, const char *what, int64_t *d) {
+    ox_status st = need_t(e, a[0], what);
+    if (!st && !is_t(a[2]))
+        st = ts_err(e, OX_E_UNSUPPORTED, "%s: the index is a %s, not a tensor", what,
+                    tv_kind_name(a[2]->k));
+    if (!st) st = tv_to_int(e, a[1], d);
+    return st ? st : norm_dim(e, *d, a[0]->rank, d);
+}
+
 static ox_status op_index_select(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
     int64_t d;
-    ox_status st = need_t(e, a[0], "index_select");
-    if (!st) st = tv_to_int(e, a[1], &d);
-    if (!st) st = norm_dim(e, d, a[0]->rank, &d);
+    ox_status st = self_dim_index(e, a, "index_select", &d);
     if (st) return st;
     struct tv *in[2] = {a[0], a[2]};
     struct ts_attrs at = {0};
@@ -1813,11 +1830,7 @@ static ox_status op_max(struct ev *e, struct tv **a, int n, struct tv **out) {
         ta_int(&at, "axis", d);
         ta_int(&at, "keepdims", kd);
         if ((st = ts_emit1(e, "ArgMax", 1, &a[0], &at, &i))) return st;
-        *out = tv_list(e, TV_TUPLE, 2);
-        if (!*out) return oom(e);
-        (*out)->items[0] = v;
-        (*out)->items[1] = i;
-        return OX_OK;
+        return tuple2(e, v, i, out);
     }
     return reduce(e, "ReduceMax", a[0], NULL, NULL, NULL, out);
 }
@@ -2192,12 +2205,8 @@ static ox_status op_adaptive_max_pool(struct ev *e, struct tv **a, int n, struct
     st = global ? ts_emit1(e, "GlobalMaxPool", 1, &x, NULL, &y)
                 : op_adaptive_max_pool_any(e, x, k, o, &y);
     if (st) return st;
-    *out = tv_list(e, TV_TUPLE, 2);
-    if (!*out) return oom(e);
-    (*out)->items[0] = y;
-    (*out)->items[1] = tv_new(e, TV_UNINIT); /* indices are not computed: reading them fails */
-    if (!(*out)->items[1]) return oom(e);
-    return OX_OK;
+    struct tv *none = tv_new(e, TV_UNINIT); /* indices are not computed: reading them fails */
+    return none ? tuple2(e, y, none, out) : oom(e);
 }
 
 static ox_status op_dropout(struct ev *e, struct tv **a, int n, struct tv **out) {
@@ -2818,14 +2827,6 @@ static ox_status op_any(struct ev *e, struct tv **a, int n, struct tv **out) {
 }
 
 /* ---- more operators: math, activations, reductions -------------------------------------- */
-
-static ox_status tuple2(struct ev *e, struct tv *a, struct tv *b, struct tv **out) {
-    *out = tv_list(e, TV_TUPLE, 2);
-    if (!*out) return oom(e);
-    (*out)->items[0] = a;
-    (*out)->items[1] = b;
-    return OX_OK;
-}
 
 /* A number known at import time: an int, float or bool, or a one-element constant tensor
  * (what prim::NumToTensor of a static size gives); *fl says whether it is a float. */
@@ -4205,10 +4206,7 @@ static ox_status op_gather(struct ev *e, struct tv **a, int n, struct tv **out) 
     (void)n; /* gather(self, dim, index, *, sparse_grad=False) */
     struct tv *x = a[0];
     int64_t d;
-    ox_status st = need_t(e, x, "gather");
-    if (!st) st = need_t(e, a[2], "gather index");
-    if (!st) st = tv_to_int(e, a[1], &d);
-    if (!st) st = norm_dim(e, d, x->rank, &d);
+    ox_status st = self_dim_index(e, a, "gather", &d);
     if (st) return st;
     struct ts_attrs at = {0};
     ta_int(&at, "axis", d);
@@ -4221,10 +4219,7 @@ static ox_status op_gather(struct ev *e, struct tv **a, int n, struct tv **out) 
 static ox_status scatter(struct ev *e, struct tv **a, const char *red, struct tv **out) {
     struct tv *x = a[0], *idx = a[2], *src = a[3];
     int64_t d;
-    ox_status st = need_t(e, x, "scatter");
-    if (!st) st = need_t(e, idx, "scatter index");
-    if (!st) st = tv_to_int(e, a[1], &d);
-    if (!st) st = norm_dim(e, d, x->rank, &d);
+    ox_status st = self_dim_index(e, a, "scatter", &d);
     if (st) return st;
     if (!is_t(src)) {
         struct tv *v = num_tensor(e, src, x->dt), *in[2] = {v, tv_i64s(e, idx->rank, idx->dims)};
@@ -4355,32 +4350,25 @@ static ox_status op_index_put(struct ev *e, struct tv **a, int n, struct tv **ou
     return axis ? transpose(e, y, x->rank, inv, out) : (*out = y, OX_OK);
 }
 
-static ox_status op_index_fill(struct ev *e, struct tv **a, int n, struct tv **out) {
-    (void)n; /* index_fill(self, dim, index, value): the value at those positions of dim */
-    struct tv *x = a[0], *idx = a[2];
-    int64_t d;
-    ox_status st = need_t(e, x, "index_fill");
-    if (!st) st = need_t(e, idx, "index_fill index");
-    if (!st) st = tv_to_int(e, a[1], &d);
-    if (!st) st = norm_dim(e, d, x->rank, &d);
-    if (st) return st;
-    /* a mask along d: OneHot-free, as Equal of arange(len) with each index, any over them */
-    int64_t len = x->dims[d], one = 1;
+/* A bool [len] mask, true at the positions idx names (any shape; negative positions count
+ * from the end): Equal of each position with arange(len), any over them. */
+static ox_status index_mask(struct ev *e, struct tv *idx, int64_t len, struct tv **mask) {
     void *data;
-    struct tv *ar = tv_const_new(e, OX_INT64, 1, &len, &data), *iu, *eq, *hit, *mask;
+    if (tv_numel(idx) == 0) /* no position (ReduceMax over none would say every one) */
+        return (*mask = tv_const_new(e, OX_BOOL, 1, &len, NULL)) ? OX_OK : oom(e);
+    struct tv *ar = tv_const_new(e, OX_INT64, 1, &len, &data), *ix, *iu, *neg, *wrapped, *eq, *hit;
     if (!ar) return oom(e);
     for (int64_t i = 0; i < len; i++) ((int64_t *)data)[i] = i;
-    int64_t flat = -1, zero = 0;
-    struct tv *ix = idx;
-    if (tv_numel(idx) == 0) return fresh(e, x, out); /* no position: x unchanged */
-    if ((st = reshape(e, idx, 1, &flat, &ix))) return st;
-    if (ix->dt != OX_INT64 && (st = cast(e, ix, OX_INT64, &ix))) return st;
-    if ((st = axes_op(e, "Unsqueeze", ix, 1, &one, &iu))) return st;
-    /* negative indices count from the end */
+    int64_t flat = -1, one = 1, zero = 0;
     struct tv *lz = tv_scalar_tensor(e, 0, OX_INT64),
-              *ln = tv_scalar_tensor(e, (double)len, OX_INT64), *neg, *wrapped;
+              *ln = tv_scalar_tensor(e, (double)len, OX_INT64);
     if (!lz || !ln) return oom(e);
-    if ((st = bin(e, "Less", iu, lz, &neg)) || (st = bin(e, "Add", iu, ln, &wrapped))) return st;
+    ox_status st = reshape(e, idx, 1, &flat, &ix);
+    if (!st && ix->dt != OX_INT64) st = cast(e, ix, OX_INT64, &ix);
+    if (!st) st = axes_op(e, "Unsqueeze", ix, 1, &one, &iu);
+    if (!st) st = bin(e, "Less", iu, lz, &neg);
+    if (!st) st = bin(e, "Add", iu, ln, &wrapped);
+    if (st) return st;
     struct tv *w[3] = {neg, wrapped, iu};
     if ((st = ts_emit1(e, "Where", 3, w, NULL, &iu)) || (st = bin(e, "Equal", iu, ar, &eq)) ||
         (st = cast(e, eq, OX_INT32, &hit)))
@@ -4388,8 +4376,20 @@ static ox_status op_index_fill(struct ev *e, struct tv **a, int n, struct tv **o
     struct ts_attrs at = {0};
     ta_int(&at, "keepdims", 0);
     ta_ints(&at, "axes", 1, &zero);
-    if ((st = ts_emit1(e, "ReduceMax", 1, &hit, &at, &hit)) || (st = cast(e, hit, OX_BOOL, &mask)))
-        return st;
+    if ((st = ts_emit1(e, "ReduceMax", 1, &hit, &at, &hit))) return st;
+    return cast(e, hit, OX_BOOL, mask);
+}
+
+static ox_status op_index_fill(struct ev *e, struct tv **a, int n, struct tv **out) {
+    (void)n; /* index_fill(self, dim, index, value): the value at those positions of dim */
+    struct tv *x = a[0], *idx = a[2];
+    int64_t d;
+    ox_status st = self_dim_index(e, a, "index_fill", &d);
+    if (st) return st;
+    int64_t len = x->dims[d];
+    struct tv *mask;
+    if (tv_numel(idx) == 0) return fresh(e, x, out); /* no position: x unchanged */
+    if ((st = index_mask(e, idx, len, &mask))) return st;
     int64_t shape[OX_MAX_RANK];
     for (int i = 0; i < x->rank; i++) shape[i] = i == d ? len : 1;
     if (x->rank > 1 && (st = reshape(e, mask, x->rank, shape, &mask))) return st;
@@ -5083,22 +5083,10 @@ static ox_status op_embedding_renorm(struct ev *e, struct tv **a, int n, struct 
         (st = bin(e, "Add", nr, eps, &ne)) || (st = bin(e, "Div", m, ne, &q)))
         return st;
     /* only the rows the indices name (the weight may be read again: tied embeddings) */
-    struct tv *ix = a[1], *iu, *eq, *hit, *rows, *sel;
-    int64_t flat = -1, one_ax = 1, zero = 0, nrow = w->rank ? w->dims[0] : 1, rshape[2] = {nrow, 1};
-    void *data;
-    struct tv *ar = tv_const_new(e, OX_INT64, 1, &nrow, &data);
-    if (!ar) return oom(e);
-    for (int64_t i = 0; i < nrow; i++) ((int64_t *)data)[i] = i;
-    if ((st = need_t(e, ix, "embedding_renorm_ indices")) || (st = reshape(e, ix, 1, &flat, &ix)) ||
-        (ix->dt != OX_INT64 && (st = cast(e, ix, OX_INT64, &ix))) ||
-        (st = axes_op(e, "Unsqueeze", ix, 1, &one_ax, &iu)) ||
-        (st = bin(e, "Equal", iu, ar, &eq)) || (st = cast(e, eq, OX_INT32, &hit)))
-        return st;
-    struct ts_attrs at = {0};
-    ta_int(&at, "keepdims", 0);
-    ta_ints(&at, "axes", 1, &zero);
-    if ((st = ts_emit1(e, "ReduceMax", 1, &hit, &at, &rows)) ||
-        (st = cast(e, rows, OX_BOOL, &rows)) || (st = reshape(e, rows, 2, rshape, &rows)) ||
+    struct tv *rows, *sel;
+    int64_t nrow = w->rank ? w->dims[0] : 1, rshape[2] = {nrow, 1};
+    if ((st = need_t(e, a[1], "embedding_renorm_ indices")) ||
+        (st = index_mask(e, a[1], nrow, &rows)) || (st = reshape(e, rows, 2, rshape, &rows)) ||
         (st = bin(e, "And", rows, gt, &sel)))
         return st;
     struct tv *in[3] = {sel, q, one};
@@ -5176,6 +5164,27 @@ static ox_status op_huber_loss(struct ev *e, struct tv **a, int n, struct tv **o
     return pointwise_loss(e, a, 'h', out);
 }
 
+/* ONNX's class-index losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss) of scores x
+ * [N, C, ...] and target [N, ...]; one sample ([C] and []) as a batch of one. */
+static ox_status class_loss(struct ev *e, const char *op, struct tv *x, struct tv *t,
+                            struct tv *weight, int64_t red, int64_t ig, struct tv **out) {
+    struct tv *r;
+    int64_t z = 0;
+    bool one = x->rank == 1;
+    ox_status st = t->dt != OX_INT64 ? cast(e, t, OX_INT64, &t) : OX_OK;
+    if (!st && one && /* [C] -> [1, C], target [] -> [1] */
+        ((st = axes_op(e, "Unsqueeze", x, 1, &z, &x)) ||
+         (st = axes_op(e, "Unsqueeze", t, 1, &z, &t))))
+        return st;
+    if (st) return st;
+    struct ts_attrs at = {0};
+    ta_str(&at, "reduction", red_names[red]);
+    ta_int(&at, "ignore_index", ig);
+    struct tv *in[3] = {x, t, is_none(weight) ? NULL : weight};
+    if ((st = ts_emit1(e, op, in[2] ? 3 : 2, in, &at, &r))) return st;
+    return one && red == 0 ? axes_op(e, "Squeeze", r, 1, &z, out) : (*out = r, OX_OK);
+}
+
 /* nll_loss(self [N, C, ...], target [N, ...], weight=None, reduction=1, ignore_index=-100) */
 static ox_status op_nll_loss(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n;
@@ -5185,19 +5194,7 @@ static ox_status op_nll_loss(struct ev *e, struct tv **a, int n, struct tv **out
     if (!st) st = reduction_of(e, a[3], &red);
     if (!st) st = tv_to_int(e, a[4], &ig);
     if (st) return st;
-    struct tv *x = a[0], *t = a[1], *r;
-    if (t->dt != OX_INT64 && (st = cast(e, t, OX_INT64, &t))) return st;
-    int64_t z = 0;
-    if (x->rank == 1 && /* one sample: [C] -> [1, C], target [] -> [1] */
-        ((st = axes_op(e, "Unsqueeze", x, 1, &z, &x)) ||
-         (st = axes_op(e, "Unsqueeze", t, 1, &z, &t))))
-        return st;
-    struct ts_attrs at = {0};
-    ta_str(&at, "reduction", red_names[red]);
-    ta_int(&at, "ignore_index", ig);
-    struct tv *in[3] = {x, t, is_none(a[2]) ? NULL : a[2]};
-    if ((st = ts_emit1(e, "NegativeLogLikelihoodLoss", in[2] ? 3 : 2, in, &at, &r))) return st;
-    return a[0]->rank == 1 && red == 0 ? axes_op(e, "Squeeze", r, 1, &z, out) : (*out = r, OX_OK);
+    return class_loss(e, "NegativeLogLikelihoodLoss", a[0], a[1], a[2], red, ig, out);
 }
 
 /* cross_entropy_loss(self, target, weight=None, reduction=1, ignore_index=-100,
@@ -5229,24 +5226,7 @@ static ox_status op_cross_entropy(struct ev *e, struct tv **a, int n, struct tv 
         return reduced(e, l, red, out);
     }
     if (ls != 0) return ts_err(e, OX_E_UNSUPPORTED, "cross_entropy with label_smoothing");
-    if (t->dt != OX_INT64 && (st = cast(e, t, OX_INT64, &t))) return st;
-    struct ts_attrs at = {0};
-    ta_str(&at, "reduction", red_names[red]);
-    ta_int(&at, "ignore_index", ig);
-    struct tv *xx = x;
-    if (x->rank == 1) { /* one sample: [C] -> [1, C], target [] -> [1] */
-        int64_t z = 0;
-        if ((st = axes_op(e, "Unsqueeze", x, 1, &z, &xx)) ||
-            (st = axes_op(e, "Unsqueeze", t, 1, &z, &t)))
-            return st;
-    }
-    struct tv *in[3] = {xx, t, is_none(a[2]) ? NULL : a[2]}, *r;
-    if ((st = ts_emit1(e, "SoftmaxCrossEntropyLoss", in[2] ? 3 : 2, in, &at, &r))) return st;
-    if (x->rank == 1 && red == 0) {
-        int64_t z = 0;
-        return axes_op(e, "Squeeze", r, 1, &z, out);
-    }
-    return (*out = r, OX_OK);
+    return class_loss(e, "SoftmaxCrossEntropyLoss", x, t, a[2], red, ig, out);
 }
 
 /* binary_cross_entropy(self, target, weight=None, reduction=1): logs clamped at -100 */
