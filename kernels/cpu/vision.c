@@ -9,8 +9,11 @@
  * GridSample, AffineGrid and RoiAlign compute in double. NonMaxSuppression's output length
  * depends on the boxes and scores: infer returns OX_NEED_DATA until they are known, then runs
  * the selection once to count (with a temporary buffer, the only allocation here, outside the
- * kernel), and the kernel runs it again in scratch to write the indices. Col2Im, AffineGrid
- * and MaxUnpool (with output_shape) read shapes from input data the same way.
+ * kernel), and the kernel runs it again in scratch to write the indices. The selection files
+ * the kept boxes in buckets along x, so each candidate meets only the kept boxes that could
+ * overlap it (nms_grid below): exported detectors send thousands of boxes of many classes
+ * to one NonMaxSuppression. Col2Im, AffineGrid and MaxUnpool (with output_shape) read shapes
+ * from input data the same way.
  */
 #include "kernels/op.h"
 
@@ -979,45 +982,48 @@ static ox_status nms_check(const struct ox_node *n, const ox_tensor *const *in) 
     return OX_OK;
 }
 
-/* Does box j suppress box i (IOU above the threshold)? */
-static bool nms_suppress(const struct nms_in *a, int64_t bb, int64_t i, int64_t j) {
-    double b1[4], b2[4];
-    for (int k = 0; k < 4; k++) {
-        b1[k] = ox_ld(a->boxes, (bb * a->S + i) * 4 + k);
-        b2[k] = ox_ld(a->boxes, (bb * a->S + j) * 4 + k);
+/* The extents of every box of one batch item, computed once: lo/hi corners and the area, in
+ * double (the spec's comparisons at any float precision). Boxes are [y1, x1, y2, x2] with any
+ * diagonal pair of corners, or [x_center, y_center, width, height] with center_point_box. */
+struct nms_box {
+    double ylo, yhi, xlo, xhi, area;
+};
+
+static void nms_extents(const struct nms_in *a, int64_t bb, struct nms_box *bx) {
+    for (int64_t i = 0; i < a->S; i++) {
+        double b[4];
+        for (int k = 0; k < 4; k++) b[k] = ox_ld(a->boxes, (bb * a->S + i) * 4 + k);
+        struct nms_box *o = &bx[i];
+        if (a->center) {
+            o->xlo = b[0] - b[2] / 2, o->xhi = b[0] + b[2] / 2;
+            o->ylo = b[1] - b[3] / 2, o->yhi = b[1] + b[3] / 2;
+        } else {
+            o->ylo = fmin(b[0], b[2]), o->yhi = fmax(b[0], b[2]);
+            o->xlo = fmin(b[1], b[3]), o->xhi = fmax(b[1], b[3]);
+        }
+        o->area = (o->xhi - o->xlo) * (o->yhi - o->ylo);
     }
-    double x1lo, x1hi, y1lo, y1hi, x2lo, x2hi, y2lo, y2hi;
-    if (a->center) { /* [x_center, y_center, width, height] */
-        x1lo = b1[0] - b1[2] / 2, x1hi = b1[0] + b1[2] / 2;
-        y1lo = b1[1] - b1[3] / 2, y1hi = b1[1] + b1[3] / 2;
-        x2lo = b2[0] - b2[2] / 2, x2hi = b2[0] + b2[2] / 2;
-        y2lo = b2[1] - b2[3] / 2, y2hi = b2[1] + b2[3] / 2;
-    } else { /* [y1, x1, y2, x2], any diagonal pair of corners */
-        y1lo = fmin(b1[0], b1[2]), y1hi = fmax(b1[0], b1[2]);
-        x1lo = fmin(b1[1], b1[3]), x1hi = fmax(b1[1], b1[3]);
-        y2lo = fmin(b2[0], b2[2]), y2hi = fmax(b2[0], b2[2]);
-        x2lo = fmin(b2[1], b2[3]), x2hi = fmax(b2[1], b2[3]);
-    }
-    double ix = fmin(x1hi, x2hi) - fmax(x1lo, x2lo), iy = fmin(y1hi, y2hi) - fmax(y1lo, y2lo);
-    if (!(ix > 0) || !(iy > 0)) return false;
-    double inter = ix * iy;
-    double a1 = (x1hi - x1lo) * (y1hi - y1lo), a2 = (x2hi - x2lo) * (y2hi - y2lo);
-    double uni = a1 + a2 - inter;
-    if (!(a1 > 0) || !(a2 > 0) || !(uni > 0)) return false;
-    return inter / uni > a->iou;
 }
 
-/* Stable merge sort of idx[0..n) by descending score (ties keep index order). */
-static void sort_by_score(int64_t *idx, int64_t *tmp, int64_t n, const ox_tensor *sc,
-                          int64_t base) {
+/* Does a selected box s suppress candidate c (IOU above the threshold)? Boxes without
+ * overlap or without area never do. */
+static inline bool nms_suppress(const struct nms_box *c, const struct nms_box *s, double iou) {
+    double ix = fmin(c->xhi, s->xhi) - fmax(c->xlo, s->xlo);
+    double iy = fmin(c->yhi, s->yhi) - fmax(c->ylo, s->ylo);
+    if (!(ix > 0) || !(iy > 0)) return false;
+    double inter = ix * iy, uni = c->area + s->area - inter;
+    if (!(c->area > 0) || !(s->area > 0) || !(uni > 0)) return false;
+    return inter / uni > iou;
+}
+
+/* Stable merge sort of idx[0..n) by descending key (ties keep index order). */
+static void sort_by_score(int64_t *idx, int64_t *tmp, int64_t n, const double *key) {
     for (int64_t width = 1; width < n; width *= 2) {
         for (int64_t lo = 0; lo < n; lo += 2 * width) {
             int64_t mid = lo + width < n ? lo + width : n,
                     hi = lo + 2 * width < n ? lo + 2 * width : n;
             int64_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi)
-                tmp[k++] =
-                    ox_ld(sc, base + idx[j]) > ox_ld(sc, base + idx[i]) ? idx[j++] : idx[i++];
+            while (i < mid && j < hi) tmp[k++] = key[idx[j]] > key[idx[i]] ? idx[j++] : idx[i++];
             while (i < mid) tmp[k++] = idx[i++];
             while (j < hi) tmp[k++] = idx[j++];
         }
@@ -1025,23 +1031,91 @@ static void sort_by_score(int64_t *idx, int64_t *tmp, int64_t n, const ox_tensor
     }
 }
 
-/* Runs the selection; writes [batch, class, box] triples to `out` (when not NULL) and returns
- * their count. `work` holds 3 * S int64. */
-static int64_t nms_run(const struct nms_in *a, int64_t *work, int64_t *out) {
-    int64_t *cand = work, *tmp = work + a->S, *sel = work + 2 * a->S, total = 0;
-    for (int64_t bb = 0; bb < a->B; bb++)
+/* Scratch of nms_run for S boxes: the candidates and a merge buffer, the scores of one class,
+ * every box's extents, the selected boxes' extents in selection order, and the grid's bucket
+ * heads and links. */
+#define NMS_PER_BOX (5 * sizeof(int64_t) + sizeof(double) + 2 * sizeof(struct nms_box))
+static size_t nms_scratch(int64_t S) {
+    return (size_t)(S + 1) * NMS_PER_BOX;
+}
+
+/* Selected boxes are filed in buckets of equal width along x by their low x, so that a
+ * candidate is tested only against the selected boxes whose low x lies within the widest
+ * box's width to its left and its own high x to its right (the others cannot overlap it).
+ * Batched NMS by the coordinate trick (torchvision's batched_nms: each class's boxes offset
+ * far apart) then costs about one class's boxes per candidate instead of all selected. The
+ * scan reaches one bucket further on each side than the interval needs, which absorbs
+ * rounding in the bucket arithmetic; widths below 1e-9 of the coordinates (or any infinite
+ * coordinate) use one bucket, the plain scan. */
+struct nms_grid {
+    double x0, inv_bw, wmax;
+    int64_t nb, *head, *next;
+};
+
+static void nms_grid_init(struct nms_grid *g, const struct nms_box *bx, const int64_t *cand,
+                          int64_t nc) {
+    double lo = INFINITY, hi = -INFINITY, w = 0;
+    for (int64_t c = 0; c < nc; c++) {
+        const struct nms_box *b = &bx[cand[c]];
+        if (!(b->area > 0)) continue; /* never suppresses: not filed */
+        lo = fmin(lo, b->xlo), hi = fmax(hi, b->xlo), w = fmax(w, b->xhi - b->xlo);
+    }
+    double range = hi - lo, span = fabs(lo) + fabs(hi);
+    g->x0 = lo, g->wmax = w, g->nb = 1, g->inv_bw = 0;
+    if (isfinite(range) && isfinite(w) && w > 0 && range > 0) {
+        double nb = fmin(fmin(1 + 4 * range / w, (double)nc), 1 << 22);
+        if (range / nb > 1e-9 * span) g->nb = (int64_t)nb, g->inv_bw = nb / range;
+    }
+    for (int64_t b = 0; b < g->nb; b++) g->head[b] = -1;
+}
+
+static int64_t nms_bucket(const struct nms_grid *g, double x) {
+    if (g->nb == 1) return 0;
+    double b = floor((x - g->x0) * g->inv_bw);
+    return b < 0 ? 0 : b >= (double)g->nb ? g->nb - 1 : (int64_t)b;
+}
+
+/* Is candidate c suppressed by a selected box? */
+static bool nms_suppressed(const struct nms_grid *g, const struct nms_box *sel,
+                           const struct nms_box *c, double iou) {
+    if (!(c->area > 0)) return false;
+    int64_t b0 = nms_bucket(g, c->xlo - g->wmax), b1 = nms_bucket(g, c->xhi);
+    b0 = b0 > 0 ? b0 - 1 : 0, b1 = b1 + 1 < g->nb ? b1 + 1 : g->nb - 1;
+    for (int64_t b = b0; b <= b1; b++)
+        for (int64_t j = g->head[b]; j >= 0; j = g->next[j])
+            if (nms_suppress(c, &sel[j], iou)) return true;
+    return false;
+}
+
+/* Runs the selection; writes up to `cap` [batch, class, box] triples to `out` (when not NULL)
+ * and returns how many there are. `work` holds nms_scratch(S) bytes. */
+static int64_t nms_run(const struct nms_in *a, void *work, int64_t *out, int64_t cap) {
+    int64_t S = a->S, total = 0;
+    int64_t *cand = work, *tmp = cand + S;
+    struct nms_grid g = {.head = tmp + S, .next = tmp + 2 * S + 1};
+    double *key = (double *)(g.next + S);
+    struct nms_box *bx = (struct nms_box *)(key + S), *sel = bx + S;
+    for (int64_t bb = 0; bb < a->B; bb++) {
+        nms_extents(a, bb, bx);
         for (int64_t k = 0; k < a->K; k++) {
-            int64_t base = (bb * a->K + k) * a->S, nc = 0, ns = 0;
-            for (int64_t i = 0; i < a->S; i++)
-                if (!a->has_score_thr || ox_ld(a->scores, base + i) > a->score_thr) cand[nc++] = i;
-            sort_by_score(cand, tmp, nc, a->scores, base);
+            int64_t base = (bb * a->K + k) * S, nc = 0, ns = 0;
+            for (int64_t i = 0; i < S; i++) {
+                key[i] = ox_ld(a->scores, base + i);
+                if (!a->has_score_thr || key[i] > a->score_thr) cand[nc++] = i;
+            }
+            sort_by_score(cand, tmp, nc, key);
+            nms_grid_init(&g, bx, cand, nc);
             for (int64_t c = 0; c < nc && ns < a->max_out; c++) {
-                bool keep = true;
-                for (int64_t j = 0; j < ns && keep; j++)
-                    if (nms_suppress(a, bb, cand[c], sel[j])) keep = false;
-                if (!keep) continue;
-                sel[ns++] = cand[c];
-                if (out) {
+                const struct nms_box *cb = &bx[cand[c]];
+                if (nms_suppressed(&g, sel, cb, a->iou)) continue;
+                sel[ns] = *cb;
+                if (cb->area > 0) {
+                    int64_t b = nms_bucket(&g, cb->xlo);
+                    g.next[ns] = g.head[b];
+                    g.head[b] = ns;
+                }
+                ns++;
+                if (out && total < cap) {
                     out[total * 3] = bb;
                     out[total * 3 + 1] = k;
                     out[total * 3 + 2] = cand[c];
@@ -1049,6 +1123,7 @@ static int64_t nms_run(const struct nms_in *a, int64_t *work, int64_t *out) {
                 total++;
             }
         }
+    }
     return total;
 }
 
@@ -1061,12 +1136,12 @@ ox_status ox_vis_infer_nms(struct ox_infer_ctx *ctx, const struct ox_node *n,
     struct nms_in a;
     if ((s = nms_read(n, in, &a))) return s;
     size_t bytes;
-    int64_t cnt[2] = {3, a.S > 0 ? a.S : 1};
-    if ((s = checked_count(n, 2, cnt, sizeof(int64_t), &bytes))) return s;
+    int64_t cnt[2] = {a.S + 1, (int64_t)NMS_PER_BOX};
+    if ((s = checked_count(n, 2, cnt, 1, &bytes))) return s;
     /* the count needs the whole selection: a buffer for this call only */
-    int64_t *work = malloc(bytes);
+    void *work = malloc(bytes);
     if (!work) return ox_node_err(n, OX_E_NOMEM, "out of memory (%zu bytes)", bytes);
-    int64_t total = nms_run(&a, work, NULL);
+    int64_t total = nms_run(&a, work, NULL, 0);
     free(work);
     int64_t dims[2] = {total, 3};
     ox_set_shape(out[0], OX_INT64, 2, dims);
@@ -1079,13 +1154,13 @@ ox_status ox_vis_cpu_nms(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     struct nms_in a;
     ox_status s = nms_read(n, in, &a);
     if (s) return s;
-    if (ctx->scratch_bytes < (size_t)(3 * a.S) * sizeof(int64_t))
+    if (ctx->scratch_bytes < nms_scratch(a.S))
         return ox_node_err(n, OX_E_INTERNAL, "scratch smaller than inferred");
-    /* count first so that a shape that disagrees with infer is an error, not an overrun */
-    int64_t total = nms_run(&a, ctx->scratch, NULL);
+    /* writes stop at the inferred count, so that a count that disagrees is an error, not an
+     * overrun */
+    int64_t total = nms_run(&a, ctx->scratch, out[0]->data, out[0]->dims[0]);
     if (total != out[0]->dims[0])
         return ox_node_err(n, OX_E_INTERNAL, "%lld boxes selected, %lld inferred", (long long)total,
                            (long long)out[0]->dims[0]);
-    nms_run(&a, ctx->scratch, out[0]->data);
     return OX_OK;
 }
