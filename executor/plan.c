@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #define OX_ALIGN 64
@@ -25,6 +26,24 @@ static void *aligned_alloc_bytes(size_t n) {
     return p;
 }
 
+/* Large buffers written once and kept (prepared weights): their whole 2 MiB stretches in
+ * 2 MiB pages where the system offers them on request, so that filling them takes one page
+ * fault per 2 MiB instead of one per 4 KiB (in a virtual machine each fault is costly: the
+ * Winograd weights of retinanet's 3x3 layers, 9.4 MB each, spent half their filling time in
+ * faults). The tail stays in small pages: no memory is added. */
+#define HUGE_PAGE ((size_t)2 << 20)
+static void *big_alloc_bytes(size_t n) {
+#ifdef MADV_HUGEPAGE
+    if (n >= 2 * HUGE_PAGE) {
+        void *p = NULL;
+        if (posix_memalign(&p, HUGE_PAGE, align_up(n))) return NULL;
+        (void)madvise(p, n / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE); /* a hint only */
+        return p;
+    }
+#endif
+    return aligned_alloc_bytes(n);
+}
+
 /* Free what the executor allocated for a value: its data, and the items of a sequence or
  * optional, recursively (string elements are never freed: see ox_kernel_ctx). */
 static void free_value(ox_tensor *t) {
@@ -36,6 +55,14 @@ static void free_value(ox_tensor *t) {
     t->data = NULL;
     t->kind = OX_IO_TENSOR;
 }
+
+/* The plan's filled buffers by fill and key (under the fill lock). */
+struct ox_prep_share {
+    void (*fill)(void *, void *);
+    struct ox_prep_key key;
+    void *data;
+    struct ox_prep_share *next;
+};
 
 double ox_seconds(void) {
     struct timespec t;
@@ -54,7 +81,12 @@ void ox_plan_free(struct ox_plan *p) {
     for (int i = 0; i < p->n_steps; i++) {
         free(p->steps[i].in);
         free(p->steps[i].out);
-        if (!p->prepared_borrowed) free(p->steps[i].prepared);
+        if (!p->prepared_borrowed) ox_prepared_free(p->steps[i].prepared);
+    }
+    while (p->prep_shared) {
+        struct ox_prep_share *e = p->prep_shared;
+        p->prep_shared = e->next;
+        free(e);
     }
     free(p->steps);
     free(p->vals);
@@ -222,19 +254,69 @@ ox_status ox_kernel_copy(struct ox_kernel_ctx *ctx, ox_tensor *dst, const ox_ten
     return OX_OK;
 }
 
-void *ox_kernel_prepared(struct ox_kernel_ctx *ctx, void (*fill)(void *dst, void *arg), void *arg) {
+/* A step's prepared memory: whether it is filled, where its bytes are (its own buffer, or
+ * the buffer of another step with the same fill and key), and its own buffer (allocated
+ * when the plan is built, so that running never fails for want of it; untouched until it
+ * is filled, and given back when another step's is shared instead). */
+struct ox_prepared {
+    atomic_int ready;
+    void *data;
+    void *own;
+};
+
+void *ox_prepared_new(size_t bytes) {
+    struct ox_prepared *h = calloc(1, sizeof *h);
+    if (h && !(h->own = big_alloc_bytes(bytes))) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void ox_prepared_free(void *prepared) {
+    struct ox_prepared *h = prepared;
+    if (!h) return;
+    free(h->own);
+    free(h);
+}
+
+static void *shared_prepared(struct ox_plan *p, void (*fill)(void *, void *),
+                             const struct ox_prep_key *key) {
+    for (struct ox_prep_share *e = p ? p->prep_shared : NULL; e; e = e->next)
+        if (e->fill == fill && e->key.src == key->src &&
+            !memcmp(e->key.dims, key->dims, sizeof key->dims))
+            return e->data;
+    return NULL;
+}
+
+void *ox_kernel_prepared(struct ox_kernel_ctx *ctx, void (*fill)(void *dst, void *arg), void *arg,
+                         const struct ox_prep_key *key) {
     static pthread_mutex_t fill_lock = PTHREAD_MUTEX_INITIALIZER;
     if (!ctx->prepared) return NULL;
-    atomic_int *ready = ctx->prepared;
-    void *data = (char *)ctx->prepared + OX_PREPARED_HEADER;
-    if (atomic_load_explicit(ready, memory_order_acquire)) return data;
+    struct ox_prepared *h = ctx->prepared;
+    if (atomic_load_explicit(&h->ready, memory_order_acquire)) return h->data;
     pthread_mutex_lock(&fill_lock);
-    if (!atomic_load_explicit(ready, memory_order_relaxed)) {
-        fill(data, arg);
-        atomic_store_explicit(ready, 1, memory_order_release);
+    if (!atomic_load_explicit(&h->ready, memory_order_relaxed)) {
+        void *data = key ? shared_prepared(ctx->plan, fill, key) : NULL;
+        if (data) {
+            free(h->own);
+            h->own = NULL;
+        } else {
+            data = h->own;
+            fill(data, arg);
+            /* a buffer for one call (run_owned) is not kept: not shared */
+            struct ox_prep_share *e =
+                key && ctx->plan && !ctx->prepared_once ? malloc(sizeof *e) : NULL;
+            if (e) { /* without memory, only the sharing is lost */
+                *e = (struct ox_prep_share){fill, *key, data, ctx->plan->prep_shared};
+                ctx->plan->prep_shared = e;
+            }
+        }
+        h->data = data;
+        atomic_store_explicit(&h->ready, 1, memory_order_release);
     }
     pthread_mutex_unlock(&fill_lock);
-    return data;
+    return h->data;
 }
 
 /* Run one node's kernel outside the arena (plan-time folding, dynamic nodes at run time),
@@ -257,13 +339,12 @@ static ox_status run_owned(struct ox_plan *p, const struct ox_node *n, const ox_
     if (!st && scratch_bytes && !(kc.scratch = aligned_alloc_bytes(scratch_bytes)))
         st = ox_node_err(n, OX_E_NOMEM, "out of memory for %zu bytes of scratch", scratch_bytes);
     /* a kernel may count on the prepared memory it asked for (conv packs W only there) */
-    size_t pb = prepared_bytes + OX_PREPARED_HEADER;
-    if (!st && prepared_bytes && (pb < prepared_bytes || !(kc.prepared = aligned_alloc_bytes(pb))))
+    if (!st && prepared_bytes && !(kc.prepared = ox_prepared_new(prepared_bytes)))
         st = ox_node_err(n, OX_E_NOMEM, "out of memory for %zu prepared bytes", prepared_bytes);
-    if (kc.prepared) memset(kc.prepared, 0, OX_PREPARED_HEADER);
+    kc.prepared_once = true;
     if (!st) st = n->op->cpu(&kc, n, (const ox_tensor *const *)in, out);
     free(kc.scratch);
-    free(kc.prepared);
+    ox_prepared_free(kc.prepared);
     if (st)
         for (int k = 0; k < n->n_outputs; k++)
             if (out[k]) free_value(out[k]);
@@ -482,7 +563,7 @@ static ox_status plan_drop_unread(struct ox_plan *p) {
             if (n->outputs[k] >= 0) p->slot[n->outputs[k]] = OX_SLOT_NONE;
         free(st->in);
         free(st->out);
-        free(st->prepared);
+        ox_prepared_free(st->prepared);
     }
     p->n_steps = w;
     free(needed);
@@ -807,15 +888,13 @@ static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *in
             if (n->outputs[k] >= 0) p->slot[n->outputs[k]] = OX_SLOT_ARENA;
         if (ic.scratch_bytes > p->scratch_bytes) p->scratch_bytes = ic.scratch_bytes;
         if (ic.prepared_bytes) {
-            size_t b = ic.prepared_bytes + OX_PREPARED_HEADER;
-            held += b;
+            held += ic.prepared_bytes;
             if ((st = check_plan_bytes(p, held))) goto fail;
-            if (b < ic.prepared_bytes || !(s->prepared = aligned_alloc_bytes(b))) {
+            if (!(s->prepared = ox_prepared_new(ic.prepared_bytes))) {
                 st = ox_node_err(n, OX_E_NOMEM, "out of memory for %zu prepared bytes",
                                  ic.prepared_bytes);
                 goto fail;
             }
-            memset(s->prepared, 0, OX_PREPARED_HEADER);
         }
     }
     for (int k = 0; k < g->n_outputs; k++)

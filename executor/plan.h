@@ -96,8 +96,15 @@ struct ox_plan {
     /* The steps' prepared memory belongs to another plan of the same graph and shapes
      * (executor/session.c's batch lanes share one copy of the packed weights). */
     bool prepared_borrowed;
+    /* Filled prepared buffers by fill function and key, which steps with the same key share
+     * (ox_kernel_prepared): the first step's buffer, kept by that step. */
+    struct ox_prep_share *prep_shared;
     struct ox_devplan *devplan; /* the same plan on a device (executor/devplan.c), or NULL */
 };
+
+/* A step's prepared memory of `bytes` (for ox_kernel_ctx.prepared), and its release. */
+void *ox_prepared_new(size_t bytes);
+void ox_prepared_free(void *prepared);
 
 /* Build a plan for these inputs (bound in graph-input order; descriptors only, the data is
  * not read), to run on `pool` (borrowed; kernels size per-thread scratch for it). A

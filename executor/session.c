@@ -485,7 +485,7 @@ static ox_status split_lanes(ox_session *s, struct ox_run_ctx *c, int n_lanes,
                 return ox_err(OX_E_INTERNAL, "batch lanes planned differently");
             }
             for (int i = 0; i < p->n_steps; i++) {
-                free(p->steps[i].prepared);
+                ox_prepared_free(p->steps[i].prepared);
                 p->steps[i].prepared = p0->steps[i].prepared;
             }
             p->prepared_borrowed = true;

@@ -167,6 +167,7 @@ struct ox_kernel_ctx {
     size_t scratch_bytes;
     struct ox_pool *pool; /* NULL: run serially */
     void *prepared;       /* prepared_bytes as infer asked (see ox_kernel_prepared) */
+    bool prepared_once;   /* `prepared` lives for this call only (not shared with others) */
     /* String tensors hold borrowed `char *`: kernels that move strings copy the pointers;
      * a kernel that makes new strings allocates them here (ox_arena_strdup). They live as
      * long as the plan. The executor never frees string elements. */
@@ -193,13 +194,23 @@ struct ox_op {
 /* Memory a kernel prepares once from its constant inputs (packed weights): infer asks for
  * it with ctx->prepared_bytes (only when the inputs it reads are in const_inputs); the
  * first run calls fill(dst, arg) to fill it, under a lock; every run gets the same data
- * back. NULL when the plan gave none (a dynamic node, or folding at plan time). */
-#define OX_PREPARED_HEADER 64
+ * back. NULL when the plan gave none (a dynamic node, or folding at plan time).
+ *
+ * `key` (or NULL) says what the bytes are made from: the constant's data and every size the
+ * packing depends on, so that fill with the same key makes the same bytes. Steps of one plan
+ * that call with the same fill and key then share the first one's buffer (the head
+ * convolutions of a detector applied at every pyramid level, weights tied between layers);
+ * the others' stay untouched. */
+struct ox_prep_key {
+    const void *src;
+    int64_t dims[4];
+};
 /* Once a kernel has prepared its copy of constant data: let the system reclaim the pages
  * of the original where it can do so without loss (those mapped from the model file are
  * read again from it if anything needs them; other memory stays). */
 void ox_release_pages(const void *p, size_t n);
-void *ox_kernel_prepared(struct ox_kernel_ctx *ctx, void (*fill)(void *dst, void *arg), void *arg);
+void *ox_kernel_prepared(struct ox_kernel_ctx *ctx, void (*fill)(void *dst, void *arg), void *arg,
+                         const struct ox_prep_key *key);
 /* For OX_OP_ALLOCATES kernels: allocate t's data (zeroed) for the dtype and shape set in t;
  * the executor frees it. */
 ox_status ox_kernel_alloc(struct ox_kernel_ctx *ctx, ox_tensor *t);

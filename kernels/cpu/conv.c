@@ -1557,6 +1557,11 @@ static void pack_patches(const struct ox_gemm_b *b, int64_t k0, int64_t k1, int6
                    sizeof(float) * (size_t)(OX_GEMM_NR - (j1 - j0)));
 }
 
+/* What pack_conv_weights makes its panels from. */
+static struct ox_prep_key conv_weights_key(const struct conv_job *f) {
+    return (struct ox_prep_key){f->w, {f->group, f->mg, f->kdim, 0}};
+}
+
 static void pack_conv_weights(void *dst, void *arg) {
     const struct conv_job *f = arg;
     int64_t per = ox_sgemm_packed_a_floats(f->mg, f->kdim);
@@ -1732,7 +1737,8 @@ static void conv_float_fast(struct ox_kernel_ctx *ctx, struct conv_job *job, int
     struct conv_job f = *job;
     int64_t group = f.group;
     f.scratch = ctx->scratch;
-    if (!(f.packed_w = ox_kernel_prepared(ctx, pack_conv_weights, &f))) {
+    struct ox_prep_key key = conv_weights_key(&f);
+    if (!(f.packed_w = ox_kernel_prepared(ctx, pack_conv_weights, &f, &key))) {
         pack_conv_weights(ctx->scratch, &f);
         f.packed_w = ctx->scratch;
         f.scratch += group * ox_sgemm_packed_a_floats(f.mg, f.kdim);
@@ -1782,7 +1788,8 @@ static void pack_wino_weights(void *dst, void *arg) {
 static void conv_float_wino(struct ox_kernel_ctx *ctx, struct conv_job *job,
                             const struct ox_wino *wg) {
     float *scratch = ctx->scratch;
-    const float *pw = ox_kernel_prepared(ctx, pack_wino_weights, job);
+    struct ox_prep_key key = {job->w, {job->C, job->M, 0, 0}};
+    const float *pw = ox_kernel_prepared(ctx, pack_wino_weights, job, &key);
     if (!pw) {
         pack_wino_weights(scratch, job);
         pw = scratch;
@@ -2050,7 +2057,8 @@ ox_status ox_nn_cpu_pw_dw(struct ox_kernel_ctx *ctx, const struct ox_node *pw,
 #ifdef HAVE_DEPTHWISE_AVX512
     struct conv_job pj =
         conv_job_make(pin[0]->data, pin[1]->data, NULL, NULL, &f.gp, f.C1, f.C2, 1);
-    const float *wpk = ox_kernel_prepared(ctx, pack_conv_weights, &pj);
+    struct ox_prep_key key = conv_weights_key(&pj);
+    const float *wpk = ox_kernel_prepared(ctx, pack_conv_weights, &pj, &key);
     if (!wpk) return ox_node_err(pw, OX_E_INTERNAL, "no packed weights for the fused pair");
     const ox_tensor *b1 = ox_in(pw, pin, 2), *b2 = ox_in(dw, din, 2);
     struct pw_dw_job j = {.f = &f,

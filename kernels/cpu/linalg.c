@@ -29,7 +29,8 @@ static void fast_mm_run(struct ox_kernel_ctx *ctx, const struct fast_mm *f, floa
     ox_sgemm_pack_a_pool(ctx->pool, f->A, f->lda, f->ta, f->M, f->K, ap);
     struct ox_gemm_b b = {
         .pack = ox_gemm_b_pack_matrix, .data = f->B, .ld = f->ldb, .trans = f->tb};
-    b.packed = ox_kernel_prepared(ctx, pack_b_prepared, (void *)f);
+    struct ox_prep_key key = {f->B, {f->K, f->N, f->ldb, f->tb}};
+    b.packed = ox_kernel_prepared(ctx, pack_b_prepared, (void *)f, &key);
     ox_sgemm_packed(ctx->pool, ap, f->M, f->N, f->K, &b, Y, f->N, ep, load_c);
 }
 

@@ -113,20 +113,22 @@ void ox_wino_pack_weights(const float *w, int64_t C, int64_t M, float *dst) {
                                    {0, 0, 1}};
     int64_t per = ox_sgemm_packed_b_floats(C, M), NR = OX_GEMM_NR;
     memset(dst, 0, sizeof(float) * (size_t)(NE * per));
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t c = 0; c < C; c++) {
-            const float *f = w + (m * C + c) * 9;
-            double t[6][3], u;
-            for (int i = 0; i < 6; i++)
-                for (int k = 0; k < 3; k++)
-                    t[i][k] = G[i][0] * f[k] + G[i][1] * f[3 + k] + G[i][2] * f[6 + k];
-            float *d = dst + m / NR * NR * C + c * NR + m % NR;
-            for (int i = 0; i < 6; i++)
-                for (int k = 0; k < 6; k++) {
-                    u = t[i][0] * G[k][0] + t[i][1] * G[k][1] + t[i][2] * G[k][2];
-                    d[(i * 6 + k) * per] = (float)u;
-                }
-        }
+    /* a column block's channels innermost: each position's writes go to consecutive floats */
+    for (int64_t m0 = 0; m0 < M; m0 += NR)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t m = m0; m < M && m < m0 + NR; m++) {
+                const float *f = w + (m * C + c) * 9;
+                double t[6][3], u;
+                for (int i = 0; i < 6; i++)
+                    for (int k = 0; k < 3; k++)
+                        t[i][k] = G[i][0] * f[k] + G[i][1] * f[3 + k] + G[i][2] * f[6 + k];
+                float *d = dst + m0 * C + c * NR + (m - m0);
+                for (int i = 0; i < 6; i++)
+                    for (int k = 0; k < 6; k++) {
+                        u = t[i][0] * G[k][0] + t[i][1] * G[k][1] + t[i][2] * G[k][2];
+                        d[(i * 6 + k) * per] = (float)u;
+                    }
+            }
 }
 
 /* A thread's scratch: V (a block's transformed inputs: 36 packed A operands of tiles x C,
