@@ -64,6 +64,17 @@ struct ox_prep_share {
     struct ox_prep_share *next;
 };
 
+/* Dynamic values (shapes known only at run time) get new memory at every run. Their buffers
+ * are kept from one run to the next instead of freed, and a value reuses its last buffer
+ * when it is big enough: after NonZero, a detector's Transpose, Split and Squeeze of a
+ * million indices spent most of their time in page faults of fresh memory (each fault
+ * costly in a virtual machine). Zeroed as alloc_owned's. */
+struct ox_dyn_buf {
+    void *keep;        /* the buffer of the last run, free for reuse */
+    size_t keep_bytes; /* its size */
+    size_t cur_bytes;  /* the size of the buffer the value holds now (0: not from here) */
+};
+
 double ox_seconds(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -83,6 +94,10 @@ void ox_plan_free(struct ox_plan *p) {
         free(p->steps[i].out);
         if (!p->prepared_borrowed) ox_prepared_free(p->steps[i].prepared);
     }
+    if (p->dyn)
+        for (int v = 0; v < p->graph->n_values; v++) free(p->dyn[v].keep);
+    free(p->dyn);
+    free(p->dyn_scratch);
     while (p->prep_shared) {
         struct ox_prep_share *e = p->prep_shared;
         p->prep_shared = e->next;
@@ -217,6 +232,27 @@ static ox_status alloc_owned(ox_tensor *t) {
     return OX_OK;
 }
 
+static ox_status alloc_dynamic(struct ox_plan *p, int v, ox_tensor *t) {
+    size_t bytes;
+    if (!ox_tensor_bytes(t->dtype, t->rank, t->dims, &bytes))
+        return ox_err(OX_E_NOMEM, "tensor size overflows");
+    if (!p->dyn && !(p->dyn = calloc((size_t)p->graph->n_values, sizeof *p->dyn)))
+        return alloc_owned(t); /* without memory for the table, no reuse */
+    struct ox_dyn_buf *d = &p->dyn[v];
+    if (d->keep && d->keep_bytes >= bytes) {
+        t->data = d->keep;
+        d->cur_bytes = d->keep_bytes;
+        d->keep = NULL;
+        memset(t->data, 0, bytes);
+        return OX_OK;
+    }
+    free(d->keep);
+    d->keep = NULL;
+    ox_status st = alloc_owned(t);
+    d->cur_bytes = st ? 0 : bytes;
+    return st;
+}
+
 ox_status ox_kernel_alloc(struct ox_kernel_ctx *ctx, ox_tensor *t) {
     (void)ctx;
     return alloc_owned(t);
@@ -325,7 +361,7 @@ void *ox_kernel_prepared(struct ox_kernel_ctx *ctx, void (*fill)(void *dst, void
  * would not free them). */
 static ox_status run_owned(struct ox_plan *p, const struct ox_node *n, const ox_tensor **in,
                            ox_tensor **out, size_t scratch_bytes, size_t prepared_bytes,
-                           struct ox_pool *pool, const struct ox_scope *scope) {
+                           struct ox_pool *pool, const struct ox_scope *scope, bool dynamic) {
     ox_status st = OX_OK;
     struct ox_kernel_ctx kc = {.scratch_bytes = scratch_bytes,
                                .pool = pool,
@@ -335,15 +371,29 @@ static ox_status run_owned(struct ox_plan *p, const struct ox_node *n, const ox_
                                .precise = p->precise};
     if (!(n->op->flags & OX_OP_ALLOCATES))
         for (int k = 0; k < n->n_outputs && !st; k++)
-            if (out[k] && (st = alloc_owned(out[k]))) st = ox_node_err(n, st, "%s", ox_errmsg());
-    if (!st && scratch_bytes && !(kc.scratch = aligned_alloc_bytes(scratch_bytes)))
+            if (out[k] &&
+                (st = dynamic && n->outputs[k] >= 0 ? alloc_dynamic(p, n->outputs[k], out[k])
+                                                    : alloc_owned(out[k])))
+                st = ox_node_err(n, st, "%s", ox_errmsg());
+    if (dynamic && !st && scratch_bytes > p->dyn_scratch_bytes) { /* kept for later steps */
+        free(p->dyn_scratch);
+        p->dyn_scratch_bytes = 0;
+        if (!(p->dyn_scratch = aligned_alloc_bytes(scratch_bytes)))
+            st =
+                ox_node_err(n, OX_E_NOMEM, "out of memory for %zu bytes of scratch", scratch_bytes);
+        else
+            p->dyn_scratch_bytes = scratch_bytes;
+    }
+    if (dynamic)
+        kc.scratch = scratch_bytes ? p->dyn_scratch : NULL;
+    else if (!st && scratch_bytes && !(kc.scratch = aligned_alloc_bytes(scratch_bytes)))
         st = ox_node_err(n, OX_E_NOMEM, "out of memory for %zu bytes of scratch", scratch_bytes);
     /* a kernel may count on the prepared memory it asked for (conv packs W only there) */
     if (!st && prepared_bytes && !(kc.prepared = ox_prepared_new(prepared_bytes)))
         st = ox_node_err(n, OX_E_NOMEM, "out of memory for %zu prepared bytes", prepared_bytes);
     kc.prepared_once = true;
     if (!st) st = n->op->cpu(&kc, n, (const ox_tensor *const *)in, out);
-    free(kc.scratch);
+    if (!dynamic) free(kc.scratch);
     ox_prepared_free(kc.prepared);
     if (st)
         for (int k = 0; k < n->n_outputs; k++)
@@ -864,7 +914,7 @@ static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *in
             held += out_bytes;
             if ((st = check_plan_bytes(p, held))) goto fail;
             if ((st = run_owned(p, n, s->in, s->out, ic.scratch_bytes, ic.prepared_bytes, pool,
-                                scope)))
+                                false, scope)))
                 goto fail;
             for (int k = 0; k < n->n_outputs; k++)
                 if (n->outputs[k] >= 0) p->slot[n->outputs[k]] = OX_SLOT_FOLDED;
@@ -967,8 +1017,19 @@ fail:
 }
 
 static void free_dynamic(struct ox_plan *p) {
-    for (int v = 0; v < p->graph->n_values; v++)
-        if (p->slot[v] == OX_SLOT_DYNAMIC) free_value(&p->vals[v]);
+    for (int v = 0; v < p->graph->n_values; v++) {
+        if (p->slot[v] != OX_SLOT_DYNAMIC) continue;
+        ox_tensor *t = &p->vals[v];
+        struct ox_dyn_buf *d = p->dyn ? &p->dyn[v] : NULL;
+        if (d && d->cur_bytes && t->data && t->kind == OX_IO_TENSOR) { /* kept for reuse */
+            free(d->keep);
+            d->keep = t->data;
+            d->keep_bytes = d->cur_bytes;
+            t->data = NULL;
+        }
+        if (d) d->cur_bytes = 0;
+        free_value(t);
+    }
 }
 
 /* Bind a caller's value (a tensor's data, or a sequence's or optional's items) to a slot. */
@@ -1037,7 +1098,8 @@ ox_status ox_plan_run_step(struct ox_plan *p, int s, const struct ox_scope *scop
                 rc = ox_node_err(n, OX_E_INTERNAL, "shape still unknown with all inputs present");
             if (rc) return rc;
         }
-        rc = run_owned(p, n, st->in, st->out, ic.scratch_bytes, ic.prepared_bytes, p->pool, scope);
+        rc = run_owned(p, n, st->in, st->out, ic.scratch_bytes, ic.prepared_bytes, p->pool, scope,
+                       true);
     } else if (st->fuse_next) { /* this node and the next as one kernel */
         const struct ox_step *nx = &p->steps[s + 1];
         rc = ox_nn_cpu_pw_dw(&kc, n, st->in, st->out[0], &g->nodes[nx->node], nx->in, nx->out);

@@ -99,6 +99,11 @@ struct ox_plan {
     /* Filled prepared buffers by fill function and key, which steps with the same key share
      * (ox_kernel_prepared): the first step's buffer, kept by that step. */
     struct ox_prep_share *prep_shared;
+    /* Dynamic values' buffers kept between runs (per value, or NULL until the first), and
+     * the scratch of dynamic steps, kept too (executor/plan.c, alloc_dynamic). */
+    struct ox_dyn_buf *dyn;
+    void *dyn_scratch;
+    size_t dyn_scratch_bytes;
     struct ox_devplan *devplan; /* the same plan on a device (executor/devplan.c), or NULL */
 };
 

@@ -169,6 +169,26 @@ static inline void attr_strs(struct attrs *at, const char *name, int n, const ch
 
 /* ---- tensors --------------------------------------------------------------------------- */
 
+/* Graphs built through the IR (then exported and loaded as a model): a value with a dtype
+ * and static shape, and a one-output node of the default domain at `opset`. */
+static inline int graph_value(struct ox_graph *g, const char *name, ox_dtype dt, int rank,
+                              const int64_t *d) {
+    int v = ox_graph_add_value(g, name);
+    struct ox_dim *dd = ox_graph_alloc(g, sizeof *dd * (size_t)(rank + 1));
+    for (int k = 0; k < rank; k++) dd[k].value = d[k];
+    g->values[v].dtype = dt;
+    g->values[v].rank = rank;
+    g->values[v].dims = dd;
+    return v;
+}
+
+static inline struct ox_node *graph_node(struct ox_graph *g, const char *name, const char *op,
+                                         int n_in, const int *in, int out, int opset) {
+    struct ox_node *n = ox_graph_add_node(g, name, "", op, n_in, in, 1, &out);
+    n->opset = opset;
+    return n;
+}
+
 static inline ox_tensor mk(ox_dtype dt, int rank, const int64_t *dims) {
     ox_tensor t;
     memset(&t, 0, sizeof t);

@@ -11,28 +11,11 @@
 
 /* ---- the model --------------------------------------------------------------------------- */
 
-static int value(struct ox_graph *g, const char *name, ox_dtype dt, int rank, const int64_t *d) {
-    int v = ox_graph_add_value(g, name);
-    struct ox_dim *dd = ox_graph_alloc(g, sizeof *dd * (size_t)(rank + 1));
-    for (int k = 0; k < rank; k++) dd[k].value = d[k];
-    g->values[v].dtype = dt;
-    g->values[v].rank = rank;
-    g->values[v].dims = dd;
-    return v;
-}
-
 static ox_tensor *floats(struct ox_graph *g, int rank, const int64_t *d, const float *vals) {
     ox_tensor *t = ox_graph_alloc(g, sizeof *t);
     if (ox_tensor_alloc(t, OX_FLOAT, rank, d)) exit(2);
     memcpy(t->data, vals, sizeof(float) * (size_t)ox_tensor_numel(t));
     return t;
-}
-
-static struct ox_node *node(struct ox_graph *g, const char *name, const char *op, int n_in,
-                            const int *in, int out) {
-    struct ox_node *n = ox_graph_add_node(g, name, "", op, n_in, in, 1, &out);
-    n->opset = 13;
-    return n;
 }
 
 /* x[2,3] -MatMul(W)-> h -Add(c)-> a -Relu-> r -Mul(k: Constant 0.5)-> s -Tanh-> y (output)
@@ -49,28 +32,28 @@ static ox_model *make_model(float w_delta, bool optimize) {
     float w[12] = {0.1f + w_delta, -0.2f, 0.3f,  0.4f, 0.5f, -0.6f,
                    0.7f,           0.8f,  -0.9f, 1.0f, 0.2f, 0.3f};
     float c[4] = {0.1f, 0.2f, -0.1f, 0.05f}, half = 0.5f;
-    int x = value(g, "x", OX_FLOAT, 2, dx), W = value(g, "W", OX_FLOAT, 2, dw);
-    int cv = value(g, "c", OX_FLOAT, 1, dc);
+    int x = graph_value(g, "x", OX_FLOAT, 2, dx), W = graph_value(g, "W", OX_FLOAT, 2, dw);
+    int cv = graph_value(g, "c", OX_FLOAT, 1, dc);
     g->values[W].init = floats(g, 2, dw, w);
     g->values[cv].init = floats(g, 1, dc, c);
     int h = ox_graph_add_value(g, "h"), a = ox_graph_add_value(g, "a");
     int r = ox_graph_add_value(g, "r"), k = ox_graph_add_value(g, "k");
-    int s = ox_graph_add_value(g, "s"), y = value(g, "y", OX_FLOAT, 2, dy);
-    int idx = value(g, "idx", OX_INT64, 1, di);
+    int s = ox_graph_add_value(g, "s"), y = graph_value(g, "y", OX_FLOAT, 2, dy);
+    int idx = graph_value(g, "idx", OX_INT64, 1, di);
     ox_graph_add_input(g, x);
     ox_graph_add_output(g, y);
     ox_graph_add_output(g, idx);
-    node(g, "mm", "MatMul", 2, (int[]){x, W}, h);
-    node(g, "add", "Add", 2, (int[]){h, cv}, a);
-    node(g, "relu", "Relu", 1, (int[]){a}, r);
-    struct ox_node *kn = node(g, "k", "Constant", 0, NULL, k);
+    graph_node(g, "mm", "MatMul", 2, (int[]){x, W}, h, 13);
+    graph_node(g, "add", "Add", 2, (int[]){h, cv}, a, 13);
+    graph_node(g, "relu", "Relu", 1, (int[]){a}, r, 13);
+    struct ox_node *kn = graph_node(g, "k", "Constant", 0, NULL, k, 13);
     kn->attrs = ox_graph_alloc(g, sizeof *kn->attrs);
     kn->attrs[0] =
         (struct ox_attr){.name = "value", .type = OX_ATTR_TENSOR, .t = floats(g, 0, NULL, &half)};
     kn->n_attrs = 1;
-    node(g, "mul", "Mul", 2, (int[]){r, k}, s);
-    node(g, "tanh", "Tanh", 1, (int[]){s}, y);
-    struct ox_node *am = node(g, "argmax", "ArgMax", 1, (int[]){r}, idx);
+    graph_node(g, "mul", "Mul", 2, (int[]){r, k}, s, 13);
+    graph_node(g, "tanh", "Tanh", 1, (int[]){s}, y, 13);
+    struct ox_node *am = graph_node(g, "argmax", "ArgMax", 1, (int[]){r}, idx, 13);
     am->attrs = ox_graph_alloc(g, sizeof *am->attrs * 2);
     am->attrs[0] = (struct ox_attr){.name = "axis", .type = OX_ATTR_INT, .i = 1};
     am->attrs[1] = (struct ox_attr){.name = "keepdims", .type = OX_ATTR_INT, .i = 0};

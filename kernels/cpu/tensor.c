@@ -2074,6 +2074,11 @@ static bool is_nonzero(const ox_tensor *t, int64_t i) {
     }
 }
 
+/* bool, uint8 and int8 (a comparison's output): one byte, zero only as 0 */
+static bool nonzero_bytes(const ox_tensor *t) {
+    return t->dtype == OX_BOOL || t->dtype == OX_UINT8 || t->dtype == OX_INT8;
+}
+
 ox_status ox_tn_infer_nonzero(struct ox_infer_ctx *ctx, const struct ox_node *n,
                               const ox_tensor *const *in, ox_tensor *const *out) {
     (void)ctx;
@@ -2081,7 +2086,12 @@ ox_status ox_tn_infer_nonzero(struct ox_infer_ctx *ctx, const struct ox_node *n,
     if ((st = need_in(n, in, 0, "X")) || (st = need_out(n, out, 0))) return st;
     if (!known(in[0])) return OX_NEED_DATA;
     int64_t N = ox_tensor_numel(in[0]), cnt = 0;
-    for (int64_t i = 0; i < N; i++) cnt += is_nonzero(in[0], i);
+    if (nonzero_bytes(in[0])) {
+        const unsigned char *b = in[0]->data;
+        for (int64_t i = 0; i < N; i++) cnt += b[i] != 0;
+    } else {
+        for (int64_t i = 0; i < N; i++) cnt += is_nonzero(in[0], i);
+    }
     /* a scalar counts as a one-element vector (numpy's nonzero on 0-d input) */
     int64_t dims[2] = {in[0]->rank ? in[0]->rank : 1, cnt};
     ox_set_shape(out[0], OX_INT64, 2, dims);
@@ -2095,8 +2105,9 @@ ox_status ox_tn_cpu_nonzero(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     int r = x->rank;
     int64_t N = ox_tensor_numel(x), nnz = out[0]->dims[1], k = 0, cnt[OX_MAX_RANK] = {0};
     int64_t *y = out[0]->data;
+    const unsigned char *bytes = nonzero_bytes(x) ? x->data : NULL;
     for (int64_t i = 0; i < N; i++) {
-        if (is_nonzero(x, i)) {
+        if (bytes ? bytes[i] != 0 : is_nonzero(x, i)) {
             if (k >= nnz)
                 return ox_node_err(n, OX_E_INTERNAL, "more non-zeros than inferred (%lld)",
                                    (long long)nnz);
