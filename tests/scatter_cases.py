@@ -97,6 +97,16 @@ for dt in TYPES:
             upd = vals(dt, (3, 4), red)
             save("test_sc_elements_%s_%s_%s" % (red, dt, ix), "ScatterElements", 18,
                  dict(attrs, axis=1), data, idx, upd, ref_elements(data, idx, upd, 1, red))
+            # along axis 0 of [5,3,4] (not the last axis: each index row spreads over columns)
+            data = vals(dt, (5, 3, 4), red)
+            if red == "none":
+                idx = np.stack([rng.permutation(5)[:4] for _ in range(12)], axis=1)
+                idx = (idx.reshape(4, 3, 4) - 5 * (rng.random((4, 3, 4)) < 0.5)).astype(ix)
+            else:
+                idx = rng.integers(-5, 5, size=(4, 3, 4)).astype(ix)
+            upd = vals(dt, (4, 3, 4), red)
+            save("test_sc_elements_axis0_%s_%s_%s" % (red, dt, ix), "ScatterElements", 18,
+                 dict(attrs, axis=0), data, idx, upd, ref_elements(data, idx, upd, 0, red))
             # ScatterND: k=1 slices of [4,3,2] and k=3 elements
             data = vals(dt, (4, 3, 2), red)
             idx = (np.array([[1], [-1], [0]]) if red == "none"

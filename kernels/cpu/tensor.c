@@ -821,6 +821,19 @@ ox_status ox_tn_infer_gather_elements(struct ox_infer_ctx *ctx, const struct ox_
     return OX_OK;
 }
 
+/* Gather/ScatterElements: the next position of the indices (an odometer over their dims up
+ * to `last`), with `base` the matching element of the data on every dim but `axis`. */
+static inline void elements_step(int last, int axis, const int64_t *xs, const int64_t *idims,
+                                 int64_t *cnt, int64_t *base) {
+    for (int d = last; d >= 0; d--) {
+        cnt[d]++;
+        if (d != axis) *base += xs[d];
+        if (cnt[d] < idims[d]) break;
+        if (d != axis) *base -= xs[d] * idims[d];
+        cnt[d] = 0;
+    }
+}
+
 ox_status ox_tn_cpu_gather_elements(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                                     const ox_tensor *const *in, ox_tensor *const *out) {
     (void)ctx;
@@ -836,13 +849,7 @@ ox_status ox_tn_cpu_gather_elements(struct ox_kernel_ctx *ctx, const struct ox_n
     for (int64_t e = 0; e < N; e++) {
         if ((st = wrap_index(n, ox_get_i64(idx, e), x->dims[axis], axis, e, &k))) return st;
         memcpy(dst + (size_t)e * es, src + (size_t)(base + k * xs[axis]) * es, es);
-        for (int d = r - 1; d >= 0; d--) {
-            cnt[d]++;
-            if (d != axis) base += xs[d];
-            if (cnt[d] < idx->dims[d]) break;
-            if (d != axis) base -= xs[d] * idx->dims[d];
-            cnt[d] = 0;
-        }
+        elements_step(r - 1, axis, xs, idx->dims, cnt, &base);
     }
     return OX_OK;
 }
@@ -1827,6 +1834,37 @@ ox_status ox_tn_infer_scatter_elements(struct ox_infer_ctx *ctx, const struct ox
     return OX_OK;
 }
 
+/* ScatterElements without a reduction, the indices int64 or int32 and the elements of 4 or
+ * 8 bytes (what exporters send: torchvision's MultiScaleRoIAlign scatters millions of
+ * floats): one row of the indices' last dimension at a time, typed copies instead of one
+ * reduce_into call per element. The indices were checked. False when it does not apply. */
+static bool scatter_rows(ox_tensor *y, const ox_tensor *idx, const ox_tensor *u, int axis,
+                         const int64_t *xs) {
+    size_t es = ox_dtype_size(y->dtype);
+    if ((es != 4 && es != 8) || (idx->dtype != OX_INT64 && idx->dtype != OX_INT32) ||
+        y->dtype == OX_STRING || idx->rank < 1)
+        return false;
+    int r = idx->rank;
+    int64_t L = idx->dims[r - 1], rows = L ? ox_tensor_numel(idx) / L : 0;
+    int64_t cnt[OX_MAX_RANK] = {0}, base = 0, sa = xs[axis], dim = y->dims[axis];
+    bool last = axis == r - 1;
+    for (int64_t row = 0; row < rows; row++) {
+        int64_t e0 = row * L;
+        for (int64_t i = 0; i < L; i++) {
+            int64_t k = idx->dtype == OX_INT64 ? ((const int64_t *)idx->data)[e0 + i]
+                                               : ((const int32_t *)idx->data)[e0 + i];
+            if (k < 0) k += dim;
+            int64_t at = base + k * sa + (last ? 0 : i);
+            if (es == 4)
+                ((uint32_t *)y->data)[at] = ((const uint32_t *)u->data)[e0 + i];
+            else
+                ((uint64_t *)y->data)[at] = ((const uint64_t *)u->data)[e0 + i];
+        }
+        elements_step(r - 2, axis, xs, idx->dims, cnt, &base); /* the next row */
+    }
+    return true;
+}
+
 ox_status ox_tn_cpu_scatter_elements(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                                      const ox_tensor *const *in, ox_tensor *const *out) {
     (void)ctx;
@@ -1841,17 +1879,12 @@ ox_status ox_tn_cpu_scatter_elements(struct ox_kernel_ctx *ctx, const struct ox_
         if ((st = wrap_index(n, ox_get_i64(idx, e), x->dims[axis], axis, e, &k))) return st;
     copy_data(out[0], x);
     strides_of(r, x->dims, xs);
+    if (red == RED_NONE && scatter_rows(out[0], idx, u, axis, xs)) return OX_OK;
     for (int64_t e = 0; e < N; e++) {
         k = ox_get_i64(idx, e);
         if (k < 0) k += x->dims[axis];
         reduce_into(out[0], base + k * xs[axis], u, e, 1, red);
-        for (int d = r - 1; d >= 0; d--) {
-            cnt[d]++;
-            if (d != axis) base += xs[d];
-            if (cnt[d] < idx->dims[d]) break;
-            if (d != axis) base -= xs[d] * idx->dims[d];
-            cnt[d] = 0;
-        }
+        elements_step(r - 1, axis, xs, idx->dims, cnt, &base);
     }
     return OX_OK;
 }

@@ -814,29 +814,35 @@ static void ra_on_map(double a, double b, double g, double hi, int64_t *k0, int6
     *k1 = (int64_t)hi_k;
 }
 
-ox_status ox_vis_cpu_roialign(struct ox_kernel_ctx *ctx, const struct ox_node *n,
-                              const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
-    const ox_tensor *x = in[0], *rois = in[1], *bi = in[2];
-    ox_tensor *y = out[0];
+/* One RoiAlign call's operands, for the rois' threads. */
+struct ra_job {
+    const ox_tensor *x, *rois, *bi;
+    ox_tensor *y;
     struct ra_opts o;
-    ox_status s = ra_opts(n, &o);
-    if (s) return s;
-    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], R = rois->dims[0];
+    const float *xf; /* x's and y's floats when both are float (no per-element dtype switch) */
+    float *yf;
+};
+
+#define RA_LD(i)    (j->xf ? (double)j->xf[i] : ox_ld(x, i))
+#define RA_YLD(i)   (j->yf ? (double)j->yf[i] : ox_ld(y, i))
+#define RA_ST(i, v) (j->yf ? (void)(j->yf[i] = (float)(v)) : ox_st(y, i, v))
+
+/* Rois [r0, r1): each writes its own C x oh x ow outputs. */
+static void ra_rois(void *arg, int64_t r0, int64_t r1, int tid) {
+    (void)tid;
+    const struct ra_job *j = arg;
+    const ox_tensor *x = j->x, *rois = j->rois;
+    ox_tensor *y = j->y;
+    const struct ra_opts o = j->o;
+    int64_t C = x->dims[1], H = x->dims[2], W = x->dims[3];
     int64_t plane = o.oh * o.ow;
     double off = o.half_pixel ? 0.5 : 0;
-    for (int64_t r = 0; r < R; r++) {
-        int64_t b = ox_get_i64(bi, r);
-        if (b < 0 || b >= N)
-            return ox_node_err(n, OX_E_INVALID, "batch index %lld of roi %lld: expected [0, %lld)",
-                               (long long)b, (long long)r, (long long)N);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t b = ox_get_i64(j->bi, r);
         double x0 = ox_ld(rois, r * 4) * o.scale - off, y0 = ox_ld(rois, r * 4 + 1) * o.scale - off;
         double x1 = ox_ld(rois, r * 4 + 2) * o.scale - off,
                y1 = ox_ld(rois, r * 4 + 3) * o.scale - off;
         double rw = x1 - x0, rh = y1 - y0;
-        if (!isfinite(x0) || !isfinite(y0) || !isfinite(rw) || !isfinite(rh))
-            return ox_node_err(n, OX_E_INVALID, "roi %lld has a coordinate that is not finite",
-                               (long long)r);
         if (!o.half_pixel) { /* malformed rois are forced to 1x1 */
             rw = rw > 1 ? rw : 1;
             rh = rh > 1 ? rh : 1;
@@ -853,7 +859,7 @@ ox_status ox_vis_cpu_roialign(struct ox_kernel_ctx *ctx, const struct ox_node *n
         for (int64_t ph = 0; ph < o.oh; ph++)
             for (int64_t pw = 0; pw < o.ow; pw++) {
                 int64_t yo = ybase + ph * o.ow + pw;
-                for (int64_t c = 0; c < C; c++) ox_st(y, yo + c * plane, 0);
+                for (int64_t c = 0; c < C; c++) RA_ST(yo + c * plane, 0);
                 int64_t iy0, iy1, ix0, ix1;
                 ra_on_map(y0 + (double)ph * bh, bh, gh, (double)H, &iy0, &iy1);
                 ra_on_map(x0 + (double)pw * bw, bw, gw, (double)W, &ix0, &ix1);
@@ -898,18 +904,18 @@ ox_status ox_vis_cpu_roialign(struct ox_kernel_ctx *ctx, const struct ox_node *n
                             int64_t xb = (b * C + c) * H * W;
                             double v0 = 0, v1 = 0, v2 = 0, v3 = 0;
                             if (on) {
-                                v0 = w[0] * ox_ld(x, xb + pos[0]);
-                                v1 = w[1] * ox_ld(x, xb + pos[1]);
-                                v2 = w[2] * ox_ld(x, xb + pos[2]);
-                                v3 = w[3] * ox_ld(x, xb + pos[3]);
+                                v0 = w[0] * RA_LD(xb + pos[0]);
+                                v1 = w[1] * RA_LD(xb + pos[1]);
+                                v2 = w[2] * RA_LD(xb + pos[2]);
+                                v3 = w[3] * RA_LD(xb + pos[3]);
                             }
                             int64_t yi = yo + c * plane;
                             if (o.max) {
                                 /* max over samples of the largest weighted tap */
                                 double m = fmax(fmax(v0, v1), fmax(v2, v3));
-                                ox_st(y, yi, first ? m : fmax(ox_ld(y, yi), m));
+                                RA_ST(yi, first ? m : fmax(RA_YLD(yi), m));
                             } else {
-                                ox_st(y, yi, ox_ld(y, yi) + v0 + v1 + v2 + v3);
+                                RA_ST(yi, RA_YLD(yi) + v0 + v1 + v2 + v3);
                             }
                         }
                         first = false;
@@ -918,12 +924,44 @@ ox_status ox_vis_cpu_roialign(struct ox_kernel_ctx *ctx, const struct ox_node *n
                 /* a sample left out (off the map) counts as 0 in the max */
                 if (o.max && (double)(iy1 - iy0) * (double)(ix1 - ix0) < gh * gw)
                     for (int64_t c = 0; c < C; c++)
-                        ox_st(y, yo + c * plane, first ? 0 : fmax(ox_ld(y, yo + c * plane), 0));
+                        RA_ST(yo + c * plane, first ? 0 : fmax(RA_YLD(yo + c * plane), 0));
                 if (!o.max)
                     for (int64_t c = 0; c < C; c++)
-                        ox_st(y, yo + c * plane, ox_ld(y, yo + c * plane) / count);
+                        RA_ST(yo + c * plane, RA_YLD(yo + c * plane) / count);
             }
     }
+}
+
+#undef RA_LD
+#undef RA_YLD
+#undef RA_ST
+
+ox_status ox_vis_cpu_roialign(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                              const ox_tensor *const *in, ox_tensor *const *out) {
+    const ox_tensor *x = in[0], *rois = in[1], *bi = in[2];
+    struct ra_job j = {.x = x, .rois = rois, .bi = bi, .y = out[0]};
+    ox_status s = ra_opts(n, &j.o);
+    if (s) return s;
+    int64_t N = x->dims[0], R = rois->dims[0];
+    double off = j.o.half_pixel ? 0.5 : 0;
+    for (int64_t r = 0; r < R; r++) { /* the errors first, then the rois in parallel */
+        int64_t b = ox_get_i64(bi, r);
+        if (b < 0 || b >= N)
+            return ox_node_err(n, OX_E_INVALID, "batch index %lld of roi %lld: expected [0, %lld)",
+                               (long long)b, (long long)r, (long long)N);
+        double x0 = ox_ld(rois, r * 4) * j.o.scale - off,
+               y0 = ox_ld(rois, r * 4 + 1) * j.o.scale - off;
+        double x1 = ox_ld(rois, r * 4 + 2) * j.o.scale - off,
+               y1 = ox_ld(rois, r * 4 + 3) * j.o.scale - off;
+        if (!isfinite(x0) || !isfinite(y0) || !isfinite(x1 - x0) || !isfinite(y1 - y0))
+            return ox_node_err(n, OX_E_INVALID, "roi %lld has a coordinate that is not finite",
+                               (long long)r);
+    }
+    if (x->dtype == OX_FLOAT && out[0]->dtype == OX_FLOAT) {
+        j.xf = x->data;
+        j.yf = out[0]->data;
+    }
+    ox_parallel_for(ctx->pool, R, ra_rois, &j);
     return OX_OK;
 }
 
