@@ -61,6 +61,7 @@ struct ox_prep_share {
     void (*fill)(void *, void *);
     struct ox_prep_key key;
     void *data;
+    void *owned; /* data, when the entry owns it (filled by a dynamic step: see run_owned) */
     struct ox_prep_share *next;
 };
 
@@ -101,6 +102,7 @@ void ox_plan_free(struct ox_plan *p) {
     while (p->prep_shared) {
         struct ox_prep_share *e = p->prep_shared;
         p->prep_shared = e->next;
+        free(e->owned);
         free(e);
     }
     free(p->steps);
@@ -340,12 +342,15 @@ void *ox_kernel_prepared(struct ox_kernel_ctx *ctx, void (*fill)(void *dst, void
         } else {
             data = h->own;
             fill(data, arg);
-            /* a buffer for one call (run_owned) is not kept: not shared */
-            struct ox_prep_share *e =
-                key && ctx->plan && !ctx->prepared_once ? malloc(sizeof *e) : NULL;
+            /* a buffer for one call (plan-time folding) is not kept, not shared; a dynamic
+             * step's is handed to the plan, for its later runs */
+            bool keep = !ctx->prepared_once || ctx->prepared_keep;
+            struct ox_prep_share *e = key && ctx->plan && keep ? malloc(sizeof *e) : NULL;
             if (e) { /* without memory, only the sharing is lost */
-                *e = (struct ox_prep_share){fill, *key, data, ctx->plan->prep_shared};
+                void *owned = ctx->prepared_once ? data : NULL;
+                *e = (struct ox_prep_share){fill, *key, data, owned, ctx->plan->prep_shared};
                 ctx->plan->prep_shared = e;
+                if (owned) h->own = NULL;
             }
         }
         h->data = data;
@@ -353,6 +358,16 @@ void *ox_kernel_prepared(struct ox_kernel_ctx *ctx, void (*fill)(void *dst, void
     }
     pthread_mutex_unlock(&fill_lock);
     return h->data;
+}
+
+/* Bit k: input k of n is constant for the plan's life (an initializer or folded). */
+static unsigned const_inputs(const struct ox_plan *p, const struct ox_node *n) {
+    unsigned bits = 0;
+    for (int k = 0; k < n->n_inputs && k < 32; k++)
+        if (n->inputs[k] >= 0 &&
+            (p->slot[n->inputs[k]] == OX_SLOT_CONST || p->slot[n->inputs[k]] == OX_SLOT_FOLDED))
+            bits |= 1u << k;
+    return bits;
 }
 
 /* Run one node's kernel outside the arena (plan-time folding, dynamic nodes at run time),
@@ -392,6 +407,7 @@ static ox_status run_owned(struct ox_plan *p, const struct ox_node *n, const ox_
     if (!st && prepared_bytes && !(kc.prepared = ox_prepared_new(prepared_bytes)))
         st = ox_node_err(n, OX_E_NOMEM, "out of memory for %zu prepared bytes", prepared_bytes);
     kc.prepared_once = true;
+    kc.prepared_keep = dynamic;
     if (!st) st = n->op->cpu(&kc, n, (const ox_tensor *const *)in, out);
     if (!dynamic) free(kc.scratch);
     ox_prepared_free(kc.prepared);
@@ -872,12 +888,10 @@ static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *in
         }
         for (int k = 0; k < n->n_outputs; k++)
             if (n->outputs[k] >= 0) s->out[k] = &p->vals[n->outputs[k]];
-        struct ox_infer_ctx ic = {
-            .graph = g, .n_threads = ox_pool_size(pool), .precise = p->precise};
-        for (int k = 0; k < n->n_inputs && k < 32; k++)
-            if (n->inputs[k] >= 0 &&
-                (p->slot[n->inputs[k]] == OX_SLOT_CONST || p->slot[n->inputs[k]] == OX_SLOT_FOLDED))
-                ic.const_inputs |= 1u << k;
+        struct ox_infer_ctx ic = {.graph = g,
+                                  .n_threads = ox_pool_size(pool),
+                                  .precise = p->precise,
+                                  .const_inputs = const_inputs(p, n)};
         if (n->op->flags & OX_OP_ALLOCATES) dyn = true;
         if (!dyn) {
             (void)ox_attr_check(n); /* forget mismatches read outside an infer function */
@@ -1078,8 +1092,12 @@ ox_status ox_plan_run_step(struct ox_plan *p, int s, const struct ox_scope *scop
     if (st->is_skipped) return OX_OK;
     double t0 = p->step_seconds ? ox_seconds() : 0;
     if (st->is_dynamic) {
-        struct ox_infer_ctx ic = {
-            .graph = g, .n_threads = ox_pool_size(p->pool), .precise = p->precise};
+        /* the same constant inputs as at plan time: weights packed once into prepared memory
+         * that the plan keeps (ox_kernel_prepared), not in scratch at every run */
+        struct ox_infer_ctx ic = {.graph = g,
+                                  .n_threads = ox_pool_size(p->pool),
+                                  .precise = p->precise,
+                                  .const_inputs = const_inputs(p, n)};
         bool seq_in = false;
         for (int k = 0; k < n->n_inputs; k++)
             if (st->in[k] && st->in[k]->kind != OX_IO_TENSOR) seq_in = true;

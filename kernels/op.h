@@ -167,7 +167,10 @@ struct ox_kernel_ctx {
     size_t scratch_bytes;
     struct ox_pool *pool; /* NULL: run serially */
     void *prepared;       /* prepared_bytes as infer asked (see ox_kernel_prepared) */
-    bool prepared_once;   /* `prepared` lives for this call only (not shared with others) */
+    bool prepared_once;   /* `prepared` lives for this call only (plan-time folding, dynamic
+                           * steps): not shared, unless prepared_keep */
+    bool prepared_keep;   /* a dynamic step: what it fills with a key is kept by the plan and
+                           * found again by its later runs (ox_kernel_prepared) */
     /* String tensors hold borrowed `char *`: kernels that move strings copy the pointers;
      * a kernel that makes new strings allocates them here (ox_arena_strdup). They live as
      * long as the plan. The executor never frees string elements. */
