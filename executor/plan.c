@@ -184,7 +184,12 @@ const ox_tensor *ox_scope_find(const struct ox_scope *s, const char *name, bool 
 }
 
 /* The declared type of a graph input against the tensor given for it. */
-static ox_status check_input(const struct ox_value *v, const ox_tensor *t) {
+/* A bound input against the graph's declaration: kind, element type, rank, and the static
+ * dims unless `dims_are_hints` (a subgraph's inputs: exporters write the shapes they traced,
+ * and a Loop's carried value may grow from one iteration to the next: torchvision's Mask
+ * R-CNN declares its pasted masks [0, H, W] and concatenates one more each iteration; ONNX
+ * Runtime does not check a subgraph's feeds either). */
+static ox_status check_input(const struct ox_value *v, const ox_tensor *t, bool dims_are_hints) {
     char got[256];
     static const char *kinds[] = {"a tensor",    "a sequence",      "a map",
                                   "an optional", "a sparse tensor", "a value"};
@@ -204,7 +209,7 @@ static ox_status check_input(const struct ox_value *v, const ox_tensor *t) {
             return ox_err(OX_E_SHAPE, "input '%s': negative dimension %lld", v->name,
                           (long long)t->dims[d]);
     bool ok = v->rank < 0 || v->rank == t->rank;
-    for (int d = 0; ok && v->rank >= 0 && d < v->rank; d++)
+    for (int d = 0; ok && !dims_are_hints && v->rank >= 0 && d < v->rank; d++)
         if (v->dims[d].value >= 0 && v->dims[d].value != t->dims[d]) ok = false;
     if (!ok) {
         char want[256];
@@ -850,7 +855,7 @@ static ox_status plan_build(const struct ox_graph *g, const ox_tensor *const *in
             }
             continue; /* the initializer is its default */
         }
-        if ((st = check_input(&g->values[v], t))) goto fail;
+        if ((st = check_input(&g->values[v], t, scope != NULL))) goto fail;
         ox_set_like(&p->vals[v], t);
         p->vals[v].kind = t->kind;
         p->vals[v].data = NULL;

@@ -15,6 +15,8 @@ that the scores differ:
     fasterrcnn_mobilenet_v3_large_320_fpn  320 x 320, box_score_thresh 0
     retinanet_resnet50_fpn                 min_size = max_size = 320, score_thresh 0
     fcos_resnet50_fpn                      min_size = max_size = 320, score_thresh 0
+    maskrcnn_resnet50_fpn                  min_size = max_size = 320, box_score_thresh 0
+    keypointrcnn_resnet50_fpn              the same (also masks / keypoints and their scores)
 
 Each takes one image float32 [3, 320, 320] (uniform in [0, 1)) and returns boxes, scores
 and labels, through the graphs real exports have: NonMaxSuppression over thousands of
@@ -42,6 +44,8 @@ MODELS = {
     "fasterrcnn_mobilenet_v3_large_320_fpn": {"box_score_thresh": 0.0},
     "retinanet_resnet50_fpn": {"score_thresh": 0.0, "min_size": 320, "max_size": 320},
     "fcos_resnet50_fpn": {"score_thresh": 0.0, "min_size": 320, "max_size": 320},
+    "maskrcnn_resnet50_fpn": {"box_score_thresh": 0.0, "min_size": 320, "max_size": 320},
+    "keypointrcnn_resnet50_fpn": {"box_score_thresh": 0.0, "min_size": 320, "max_size": 320},
 }
 
 
