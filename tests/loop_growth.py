@@ -17,8 +17,6 @@ Standard library + numpy + onnx. Exits 1 on any failure.
 """
 import argparse
 import os
-import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,6 +24,9 @@ import tempfile
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rss_check import check_peak_rss, finish  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("--onnxexec", required=True)
@@ -73,20 +74,6 @@ else:
     print("%s output %s (numpy's %s)" % ("ok  " if ok else "FAIL", got.shape, want.shape))
     if not ok:
         failures.append("output differs from numpy's loop")
-r = subprocess.run([args.onnxexec, "bench", path, "-i", "x=" + os.path.join(work, "x.npy"),
-                    "--runs", "2", "--threads", "1"], capture_output=True, text=True)
-rss = re.search(r"peak RSS\s+([0-9.]+) MiB", r.stdout)
-if r.returncode or not rss:
-    failures.append("bench failed: %s%s" % (r.stdout, r.stderr))
-else:
-    ok = float(rss.group(1)) < 80
-    print("%s peak RSS %s MiB over %d growing iterations (bar < 80)"
-          % ("ok  " if ok else "FAIL", rss.group(1), ITERS))
-    if not ok:
-        failures.append("peak RSS %s MiB: the body's plans are all kept" % rss.group(1))
-for f in failures:
-    print("FAIL", f)
-if not args.keep:
-    shutil.rmtree(work)
-print("%d failures" % len(failures))
-sys.exit(1 if failures else 0)
+check_peak_rss(args.onnxexec, path, ["-i", "x=" + os.path.join(work, "x.npy")], 80,
+               "%d growing iterations" % ITERS, failures, "the body's plans are all kept")
+finish(failures, work, args.keep)

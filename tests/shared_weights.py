@@ -21,8 +21,6 @@ Standard library + numpy + onnx + torch. Exits 1 on any failure.
 """
 import argparse
 import os
-import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,6 +29,9 @@ import numpy as np
 import onnx
 import torch
 from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rss_check import check_peak_rss, finish  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("--onnxexec", required=True)
@@ -129,21 +130,6 @@ m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 m.ir_version = 8
 path = os.path.join(work, "tied.onnx")
 onnx.save(m, path)
-r = subprocess.run([args.onnxexec, "bench", path, "--runs", "2", "--threads", "1"],
-                   capture_output=True, text=True)
-rss = re.search(r"peak RSS\s+([0-9.]+) MiB", r.stdout)
-if r.returncode or not rss:
-    failures.append("tied: bench failed: %s%s" % (r.stdout, r.stderr))
-else:
-    ok = float(rss.group(1)) < 96
-    print("%s tied: peak RSS %s MiB with eight MatMuls on one 16 MiB B (bar < 96)"
-          % ("ok  " if ok else "FAIL", rss.group(1)))
-    if not ok:
-        failures.append("tied: peak RSS %s MiB: the packed B is not shared" % rss.group(1))
-
-for f in failures:
-    print("FAIL", f)
-if not args.keep:
-    shutil.rmtree(work)
-print("%d failures" % len(failures))
-sys.exit(1 if failures else 0)
+check_peak_rss(args.onnxexec, path, [], 96, "tied: eight MatMuls on one 16 MiB B", failures,
+               "the packed B is not shared")
+finish(failures, work, args.keep)
