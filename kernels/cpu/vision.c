@@ -827,6 +827,14 @@ struct ra_job {
 #define RA_YLD(i)   (j->yf ? (double)j->yf[i] : ox_ld(y, i))
 #define RA_ST(i, v) (j->yf ? (void)(j->yf[i] = (float)(v)) : ox_st(y, i, v))
 
+/* Roi r's corners on the map: scaled, and shifted by half a pixel in half_pixel mode. */
+static void ra_corners(const ox_tensor *rois, int64_t r, const struct ra_opts *o, double *x0,
+                       double *y0, double *x1, double *y1) {
+    double off = o->half_pixel ? 0.5 : 0;
+    *x0 = ox_ld(rois, r * 4) * o->scale - off, *y0 = ox_ld(rois, r * 4 + 1) * o->scale - off;
+    *x1 = ox_ld(rois, r * 4 + 2) * o->scale - off, *y1 = ox_ld(rois, r * 4 + 3) * o->scale - off;
+}
+
 /* Rois [r0, r1): each writes its own C x oh x ow outputs. */
 static void ra_rois(void *arg, int64_t r0, int64_t r1, int tid) {
     (void)tid;
@@ -836,12 +844,10 @@ static void ra_rois(void *arg, int64_t r0, int64_t r1, int tid) {
     const struct ra_opts o = j->o;
     int64_t C = x->dims[1], H = x->dims[2], W = x->dims[3];
     int64_t plane = o.oh * o.ow;
-    double off = o.half_pixel ? 0.5 : 0;
     for (int64_t r = r0; r < r1; r++) {
         int64_t b = ox_get_i64(j->bi, r);
-        double x0 = ox_ld(rois, r * 4) * o.scale - off, y0 = ox_ld(rois, r * 4 + 1) * o.scale - off;
-        double x1 = ox_ld(rois, r * 4 + 2) * o.scale - off,
-               y1 = ox_ld(rois, r * 4 + 3) * o.scale - off;
+        double x0, y0, x1, y1;
+        ra_corners(rois, r, &o, &x0, &y0, &x1, &y1);
         double rw = x1 - x0, rh = y1 - y0;
         if (!o.half_pixel) { /* malformed rois are forced to 1x1 */
             rw = rw > 1 ? rw : 1;
@@ -943,16 +949,13 @@ ox_status ox_vis_cpu_roialign(struct ox_kernel_ctx *ctx, const struct ox_node *n
     ox_status s = ra_opts(n, &j.o);
     if (s) return s;
     int64_t N = x->dims[0], R = rois->dims[0];
-    double off = j.o.half_pixel ? 0.5 : 0;
     for (int64_t r = 0; r < R; r++) { /* the errors first, then the rois in parallel */
         int64_t b = ox_get_i64(bi, r);
         if (b < 0 || b >= N)
             return ox_node_err(n, OX_E_INVALID, "batch index %lld of roi %lld: expected [0, %lld)",
                                (long long)b, (long long)r, (long long)N);
-        double x0 = ox_ld(rois, r * 4) * j.o.scale - off,
-               y0 = ox_ld(rois, r * 4 + 1) * j.o.scale - off;
-        double x1 = ox_ld(rois, r * 4 + 2) * j.o.scale - off,
-               y1 = ox_ld(rois, r * 4 + 3) * j.o.scale - off;
+        double x0, y0, x1, y1;
+        ra_corners(rois, r, &j.o, &x0, &y0, &x1, &y1);
         if (!isfinite(x0) || !isfinite(y0) || !isfinite(x1 - x0) || !isfinite(y1 - y0))
             return ox_node_err(n, OX_E_INVALID, "roi %lld has a coordinate that is not finite",
                                (long long)r);
