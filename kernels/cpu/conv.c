@@ -339,59 +339,51 @@ ox_status ox_nn_infer_conv(struct ox_infer_ctx *ctx, const struct ox_node *n,
 }
 
 /* Rows [r0, r1) and columns [p0, p1) of one group's patch matrix (rows: input channel and
- * kernel offset; columns: output positions), stored with row stride ld. */
+ * kernel offset; columns: output positions), stored with row stride ld. The output positions
+ * go by rows along the last spatial dim (the leading dims numbered together): per row, the
+ * input row its tap reads (or none, in the padding of a leading dim) and the columns whose
+ * tap lies inside it, copied as one run at stride 1. */
 #define DEF_IM2COL(T)                                                                              \
     OX_HOT static void im2col_##T(const T *x, const struct geom *g, int64_t r0, int64_t r1,        \
                                   int64_t p0, int64_t p1, int64_t ld, T *col) {                    \
+        int L = g->nsp - 1; /* the last spatial dim */                                             \
+        int64_t OW = g->out[L], sw = g->s[L], W = g->in[L];                                        \
         for (int64_t row = r0; row < r1; row++) {                                                  \
             const T *xc = x + row / g->k_size * g->in_size;                                        \
-            {                                                                                      \
-                int64_t ko[MAX_SP] = {0}, r = row % g->k_size;                                     \
-                for (int i = g->nsp - 1; i >= 0; i--) ko[i] = r % g->k[i], r /= g->k[i];           \
-                T *dst = col + (row - r0) * ld - p0; /* dst[p]: column p */                        \
-                if (g->nsp == 2) {                                                                 \
-                    int64_t OW = g->out[1], sw = g->s[1], off = ko[1] * g->d[1] - g->pb[1];        \
-                    /* the outputs whose tap lies inside the row: [lo, hi) */                      \
-                    int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;                              \
-                    int64_t hi = g->in[1] - off <= 0 ? 0 : (g->in[1] - off - 1) / sw + 1;          \
-                    if (hi > OW) hi = OW;                                                          \
-                    for (int64_t oh = p0 / OW; oh * OW < p1; oh++) {                               \
-                        int64_t a = oh * OW < p0 ? p0 - oh * OW : 0;                               \
-                        int64_t b = (oh + 1) * OW > p1 ? p1 - oh * OW : OW;                        \
-                        int64_t ih = oh * g->s[0] - g->pb[0] + ko[0] * g->d[0];                    \
-                        T *d = dst + oh * OW;                                                      \
-                        if (ih < 0 || ih >= g->in[0]) {                                            \
-                            for (int64_t ow = a; ow < b; ow++) d[ow] = 0;                          \
-                            continue;                                                              \
-                        }                                                                          \
-                        const T *xr = xc + ih * g->in[1];                                          \
-                        int64_t l = lo < a   ? a                                                   \
-                                    : lo > b ? b                                                   \
-                                             : lo,                                                 \
-                                h = hi > b   ? b                                                   \
-                                    : hi < l ? l                                                   \
-                                             : hi;                                                 \
-                        for (int64_t ow = a; ow < l; ow++) d[ow] = 0;                              \
-                        if (sw == 1) {                                                             \
-                            if (h > l) memcpy(d + l, xr + l + off, sizeof(T) * (size_t)(h - l));   \
-                        } else {                                                                   \
-                            for (int64_t ow = l; ow < h; ow++) d[ow] = xr[ow * sw + off];          \
-                        }                                                                          \
-                        for (int64_t ow = h; ow < b; ow++) d[ow] = 0;                              \
-                    }                                                                              \
+            int64_t ko[MAX_SP] = {0}, r = row % g->k_size;                                         \
+            for (int i = L; i >= 0; i--) ko[i] = r % g->k[i], r /= g->k[i];                        \
+            T *dst = col + (row - r0) * ld - p0; /* dst[p]: column p */                            \
+            int64_t off = ko[L] * g->d[L] - g->pb[L];                                              \
+            /* the outputs whose tap lies inside the row: [lo, hi) */                              \
+            int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;                                      \
+            int64_t hi = W - off <= 0 ? 0 : (W - off - 1) / sw + 1;                                \
+            if (hi > OW) hi = OW;                                                                  \
+            for (int64_t orow = p0 / OW; orow * OW < p1; orow++) {                                 \
+                int64_t a = orow * OW < p0 ? p0 - orow * OW : 0;                                   \
+                int64_t b = (orow + 1) * OW > p1 ? p1 - orow * OW : OW;                            \
+                int64_t in_row = 0, q = orow, scale = 1;                                           \
+                bool inside = true;                                                                \
+                for (int i = L - 1; i >= 0; i--) {                                                 \
+                    int64_t v = q % g->out[i] * g->s[i] - g->pb[i] + ko[i] * g->d[i];              \
+                    q /= g->out[i];                                                                \
+                    inside &= v >= 0 && v < g->in[i];                                              \
+                    in_row += v * scale;                                                           \
+                    scale *= g->in[i];                                                             \
+                }                                                                                  \
+                T *d = dst + orow * OW;                                                            \
+                if (!inside) {                                                                     \
+                    for (int64_t ow = a; ow < b; ow++) d[ow] = 0;                                  \
                     continue;                                                                      \
                 }                                                                                  \
-                for (int64_t p = p0; p < p1; p++) {                                                \
-                    int64_t idx = 0, q = p, o[MAX_SP];                                             \
-                    bool inside = true;                                                            \
-                    for (int i = g->nsp - 1; i >= 0; i--) o[i] = q % g->out[i], q /= g->out[i];    \
-                    for (int i = 0; i < g->nsp; i++) {                                             \
-                        int64_t v = o[i] * g->s[i] - g->pb[i] + ko[i] * g->d[i];                   \
-                        if (v < 0 || v >= g->in[i]) inside = false;                                \
-                        idx = idx * g->in[i] + v;                                                  \
-                    }                                                                              \
-                    dst[p] = inside ? xc[idx] : 0;                                                 \
+                const T *xr = xc + in_row * W;                                                     \
+                int64_t l = lo < a ? a : lo > b ? b : lo, h = hi > b ? b : hi < l ? l : hi;        \
+                for (int64_t ow = a; ow < l; ow++) d[ow] = 0;                                      \
+                if (sw == 1) {                                                                     \
+                    if (h > l) memcpy(d + l, xr + l + off, sizeof(T) * (size_t)(h - l));           \
+                } else {                                                                           \
+                    for (int64_t ow = l; ow < h; ow++) d[ow] = xr[ow * sw + off];                  \
                 }                                                                                  \
+                for (int64_t ow = h; ow < b; ow++) d[ow] = 0;                                      \
             }                                                                                      \
         }                                                                                          \
     }
@@ -1476,26 +1468,37 @@ struct patch_src {
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
-/* 2-D patches for columns [j0, j1) (one block, at most 32 output positions): the block is
- * cut into runs along output rows; for each patch row (channel, kh, kw) a run is one
- * masked load (stride 1) or gather (other strides) of up to 16 inputs, the lanes whose
- * tap falls in the padding masked to zero. */
-__attribute__((target("avx512f"))) static void pack_patches_2d(const float *x, const struct geom *g,
-                                                               int64_t k0, int64_t k1, int64_t j0,
-                                                               int64_t j1, float *dst) {
-    int64_t H = g->in[0], W = g->in[1], OW = g->out[1], KH = g->k[0], KW = g->k[1];
-    int64_t SH = g->s[0], SW = g->s[1], DH = g->d[0], DW = g->d[1], PT = g->pb[0], PL = g->pb[1];
+/* Patches for columns [j0, j1) (one block, at most 32 output positions) of a 1-, 2- or 3-D
+ * convolution. The output positions are rows along the last spatial dim (the others, the
+ * leading dims, numbered together); the block is cut into runs along those rows; for each
+ * patch row (channel, tap) a run is one masked load (stride 1) or gather (other strides) of
+ * up to 16 inputs, the lanes whose tap falls in the padding masked to zero, and a run whose
+ * tap falls outside a leading dim is zero. */
+__attribute__((target("avx512f"))) static void pack_patches_rows(const float *x,
+                                                                 const struct geom *g, int64_t k0,
+                                                                 int64_t k1, int64_t j0, int64_t j1,
+                                                                 float *dst) {
+    int L = g->nsp - 1; /* the last spatial dim; dims [0, L) are the leading ones */
+    int64_t W = g->in[L], OW = g->out[L], SW = g->s[L], DW = g->d[L], PL = g->pb[L];
     struct run {
         int off, len;
-        int64_t ih0, iw0; /* input position of the first tap at kh = kw = 0 */
+        int64_t lead[MAX_SP]; /* input position in each leading dim of the tap at 0 */
+        int64_t iw0;          /* input column of the first lane's tap at 0 */
     } runs[2 * OX_GEMM_NR];
     int n_runs = 0;
     for (int64_t p = j0; p < j1;) {
-        int64_t oh = p / OW, ow = p % OW, len = OW - ow < j1 - p ? OW - ow : j1 - p;
+        int64_t row = p / OW, ow = p % OW, len = OW - ow < j1 - p ? OW - ow : j1 - p;
+        int64_t lead[MAX_SP] = {0};
+        for (int i = L - 1; i >= 0; i--) {
+            lead[i] = row % g->out[i] * g->s[i] - g->pb[i];
+            row /= g->out[i];
+        }
         for (int64_t t = 0; t < len; t += 16) { /* runs of at most 16 lanes */
-            int64_t l = len - t < 16 ? len - t : 16;
-            runs[n_runs++] =
-                (struct run){(int)(p - j0 + t), (int)l, oh * SH - PT, (ow + t) * SW - PL};
+            struct run *ru = &runs[n_runs++];
+            ru->off = (int)(p - j0 + t);
+            ru->len = (int)(len - t < 16 ? len - t : 16);
+            memcpy(ru->lead, lead, sizeof lead);
+            ru->iw0 = (ow + t) * SW - PL;
         }
         p += len;
     }
@@ -1503,22 +1506,30 @@ __attribute__((target("avx512f"))) static void pack_patches_2d(const float *x, c
     __m512i step = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)SW));
     __m512i wv = _mm512_set1_epi32((int)W); /* unsigned compare: negative columns fail too */
     __m512i sixteen = _mm512_set1_epi32(16), even = _mm512_add_epi32(lane, lane);
-    int64_t kk = KH * KW, c = k0 / kk, kh = k0 % kk / KW, kw = k0 % KW;
+    int64_t tap[MAX_SP], c = k0 / g->k_size, rem = k0 % g->k_size;
+    for (int i = L; i >= 0; i--) tap[i] = rem % g->k[i], rem /= g->k[i];
     for (int64_t r = k0; r < k1; r++, dst += OX_GEMM_NR) {
-        const float *xc = x + c * H * W;
+        const float *xc = x + c * g->in_size;
         _mm512_store_ps(dst, _mm512_setzero_ps());
         _mm512_store_ps(dst + 16, _mm512_setzero_ps());
         for (int i = 0; i < n_runs; i++) {
             const struct run *ru = &runs[i];
-            int64_t ih = ru->ih0 + kh * DH, iw = ru->iw0 + kw * DW;
-            if (ih < 0 || ih >= H) continue;
-            const float *xr = xc + ih * W;
+            int64_t in_row = 0;
+            bool inside = true;
+            for (int d = 0; d < L && inside; d++) {
+                int64_t v = ru->lead[d] + tap[d] * g->d[d];
+                inside = v >= 0 && v < g->in[d];
+                in_row = in_row * g->in[d] + v;
+            }
+            if (!inside) continue;
+            const float *xr = xc + in_row * W;
+            int64_t iw = ru->iw0 + tap[L] * DW;
             /* lanes t < len with 0 <= iw + t * SW < W (no division in this loop) */
             __m512i iwv = _mm512_add_epi32(step, _mm512_set1_epi32((int)iw));
             __mmask16 m = _mm512_cmplt_epu32_mask(iwv, wv) & (__mmask16)((1u << ru->len) - 1);
             if (!m) continue;
             __m512 v;
-            _mm_prefetch((const char *)(xr + iw + 2 * H * W), _MM_HINT_T0);
+            _mm_prefetch((const char *)(xr + iw + 2 * g->in_size), _MM_HINT_T0);
             if (SW == 1) {
                 v = _mm512_maskz_loadu_ps(m, xr + iw); /* masked lanes never fault */
             } else if (SW == 2) {                      /* two loads, even lanes kept */
@@ -1532,9 +1543,10 @@ __attribute__((target("avx512f"))) static void pack_patches_2d(const float *x, c
             }
             _mm512_mask_storeu_ps(dst + ru->off, (__mmask16)((1u << ru->len) - 1), v);
         }
-        if (++kw == KW) {
-            kw = 0;
-            if (++kh == KH) kh = 0, c++;
+        for (int i = L; i >= 0; i--) { /* the next tap; after the last, the next channel */
+            if (++tap[i] < g->k[i]) break;
+            tap[i] = 0;
+            if (i == 0) c++;
         }
     }
 }
@@ -1544,9 +1556,9 @@ static void pack_patches(const struct ox_gemm_b *b, int64_t k0, int64_t k1, int6
                          float *dst) {
     const struct patch_src *ps = b->ctx;
 #if defined(__x86_64__) && defined(__GNUC__)
-    /* gathers index with 32-bit lanes: 2-D images below 2^31 elements per channel row */
-    if (ps->g->nsp == 2 && ps->g->in_size < INT32_MAX / 2) {
-        pack_patches_2d(ps->x, ps->g, k0, k1, j0, j1, dst);
+    /* gathers index with 32-bit lanes: images below 2^31 elements per channel row */
+    if (ps->g->in_size < INT32_MAX / 2) {
+        pack_patches_rows(ps->x, ps->g, k0, k1, j0, j1, dst);
         return;
     }
 #endif
@@ -2124,13 +2136,13 @@ static ox_status infer_pool(struct ox_infer_ctx *ctx, const struct ox_node *n,
     for (int i = 0; i < g.nsp; i++) dims[i + 2] = g.out[i];
     ox_set_shape(out[0], x->dtype, x->rank, dims);
     if (n->n_outputs > 1 && out[1]) ox_set_shape(out[1], OX_INT64, x->rank, dims);
-    if (kind == POOL_MAX && x->dtype == OX_FLOAT && g.nsp == 2) { /* none, a tile, or 2 rows */
+    if (kind == POOL_MAX && x->dtype == OX_FLOAT) { /* none, a tile, or 2 rows */
         int64_t slot = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
-        if (maxpool_k3s2_fits(&g)) return OX_OK; /* one pass, no scratch */
-        slot = maxpool_tiled_floats(&g);
+        if (g.nsp == 2 && maxpool_k3s2_fits(&g)) return OX_OK; /* one pass, no scratch */
+        if (g.nsp == 2) slot = maxpool_tiled_floats(&g);
 #endif
-        if (!slot) slot = (g.in[1] + 15) / 16 * 16 * 2;
+        if (!slot) slot = (g.in[g.nsp - 1] + 15) / 16 * 16 * 2;
         ctx->scratch_bytes =
             (size_t)slot * sizeof(float) * (size_t)(ctx->n_threads > 1 ? ctx->n_threads : 1);
     }
@@ -2238,68 +2250,80 @@ static ox_status pool_run(const struct ox_node *n, const ox_tensor *x, ox_tensor
     return OX_OK;
 }
 
-/* float 2-D max and average pooling without indices, a row at a time: for each kernel tap
- * the output row is updated from one input row, over the range of outputs whose tap lies
- * inside the input (no bounds test per element, a loop the compiler vectorizes). Same
- * results as pool_run. */
-OX_HOT static void pool2d_float(const struct ox_node *n, const ox_tensor *x, ox_tensor *y,
-                                const struct geom *g, int kind) {
-    bool include_pad = kind == POOL_AVG && ox_attr_int(n, "count_include_pad", 0);
-    int64_t NC = x->dims[0] * x->dims[1], H = g->in[0], W = g->in[1];
-    int64_t OH = g->out[0], OW = g->out[1], KH = g->k[0], KW = g->k[1];
-    int64_t SH = g->s[0], SW = g->s[1], DH = g->d[0], DW = g->d[1], PT = g->pb[0], PL = g->pb[1];
-    bool is_max = kind == POOL_MAX;
+/* float 1-, 2- and 3-D average pooling, a row at a time, channels over the pool's threads. The
+ * output rows run along the last spatial dim (the leading dims numbered together); for each tap of
+ * the leading dims inside the input, and each tap of the last, the output row is updated from one
+ * input row over the range of outputs whose tap lies inside it (no bounds test per element, a loop
+ * the compiler vectorizes). Same results as pool_run. */
+struct pool_rows_job {
+    const float *x;
+    float *y;
+    const struct geom *g;
+    bool include_pad;
+};
+
+OX_HOT static void pool_rows_piece(void *arg, int64_t c0, int64_t c1, int tid) {
+    (void)tid;
+    const struct pool_rows_job *j = arg;
+    const struct geom *g = j->g;
+    int L = g->nsp - 1; /* the last spatial dim; [0, L) the leading ones */
+    int64_t W = g->in[L], OW = g->out[L], KW = g->k[L], SW = g->s[L], DW = g->d[L];
+    int64_t PL = g->pb[L];
+    if (OW == 0) return;
     /* the taps that some output of a row reaches inside the input: [kw0, kw0 + nkw0) */
     int64_t kw0 = 0, nkw0 = 0;
-    if (OW > 0 && W > 0) {
-        /* tap kw meets column kw DW - PL + ow SW for ow in [0, OW): some in [0, W) */
-        nkw0 = taps_inside((OW - 1) * SW - PL, KW, DW, W + (OW - 1) * SW, &kw0);
-    }
-    for (int64_t c = 0; c < NC; c++) {
-        const float *xc = (const float *)x->data + c * g->in_size;
-        float *yc = (float *)y->data + c * g->out_size;
-        for (int64_t oh = 0; oh < OH; oh++) {
-            float *yr = yc + oh * OW;
-            int64_t h0 = oh * SH - PT, kh0, nkh = taps_inside(h0, KH, DH, H, &kh0);
-            for (int64_t ow = 0; ow < OW; ow++) yr[ow] = is_max ? -INFINITY : 0.0f;
-            for (int64_t kh = kh0; kh < kh0 + nkh; kh++) {
-                int64_t ih = h0 + kh * DH;
-                const float *xr = xc + ih * W;
+    if (W > 0) nkw0 = taps_inside((OW - 1) * SW - PL, KW, DW, W + (OW - 1) * SW, &kw0);
+    int64_t rows = g->out_size / OW;
+    for (int64_t c = c0; c < c1; c++) {
+        const float *xc = j->x + c * g->in_size;
+        float *yc = j->y + c * g->out_size;
+        for (int64_t orow = 0; orow < rows; orow++) {
+            float *yr = yc + orow * OW;
+            /* per leading dim: the window's start, its taps inside the input [k0, k0 + nk),
+             * and the taps counted with count_include_pad (up to the end padding) */
+            int64_t start[MAX_SP], k0[MAX_SP], nk[MAX_SP], t[MAX_SP], q = orow;
+            int64_t n_inside = 1, n_padded = 1;
+            for (int i = L - 1; i >= 0; i--) {
+                start[i] = q % g->out[i] * g->s[i] - g->pb[i];
+                q /= g->out[i];
+                nk[i] = taps_inside(start[i], g->k[i], g->d[i], g->in[i], &k0[i]);
+                n_inside *= nk[i];
+                int64_t end = start[i] + (g->k[i] - 1) * g->d[i] + 1, lim = g->in[i] + g->pe[i];
+                n_padded *= ((end < lim ? end : lim) - start[i] + g->d[i] - 1) / g->d[i];
+                t[i] = k0[i];
+            }
+            for (int64_t ow = 0; ow < OW; ow++) yr[ow] = 0.0f;
+            for (int64_t tt = 0; tt < n_inside; tt++) {
+                int64_t in_row = 0;
+                for (int i = 0; i < L; i++) in_row = in_row * g->in[i] + start[i] + t[i] * g->d[i];
+                const float *xr = xc + in_row * W;
                 for (int64_t kw = kw0; kw < kw0 + nkw0; kw++) {
                     int64_t off = kw * DW - PL;
                     int64_t lo = off >= 0 ? 0 : (-off + SW - 1) / SW;
                     int64_t hi = W - off <= 0 ? 0 : (W - off - 1) / SW + 1;
                     if (hi > OW) hi = OW;
-                    if (is_max) {
-                        for (int64_t ow = lo; ow < hi; ow++) {
-                            float v = xr[ow * SW + off]; /* a NaN wins, as in numpy */
-                            yr[ow] = v > yr[ow] || v != v ? v : yr[ow];
-                        }
-                    } else {
-                        for (int64_t ow = lo; ow < hi; ow++) yr[ow] += xr[ow * SW + off];
-                    }
+                    for (int64_t ow = lo; ow < hi; ow++) yr[ow] += xr[ow * SW + off];
+                }
+                for (int i = L - 1; i >= 0; i--) { /* the next leading tap inside */
+                    if (++t[i] < k0[i] + nk[i]) break;
+                    t[i] = k0[i];
                 }
             }
-            /* the number of taps inside the input, and inside the padded input */
-            int64_t h1 = h0 + (KH - 1) * DH + 1, hl = H + g->pe[0];
-            int64_t ph = ((h1 < hl ? h1 : hl) - h0 + DH - 1) / DH;
             for (int64_t ow = 0; ow < OW; ow++) {
                 int64_t w0 = ow * SW - PL, kw1, nkw = taps_inside(w0, KW, DW, W, &kw1);
-                int64_t count = nkh * nkw;
-                if (is_max) {
-                    if (count == 0) yr[ow] = 0;
-                } else {
-                    int64_t w1 = w0 + (KW - 1) * DW + 1, wl = W + g->pe[1];
-                    int64_t pw = ((w1 < wl ? w1 : wl) - w0 + DW - 1) / DW;
-                    yr[ow] /= (float)(include_pad ? ph * pw : (count ? count : 1));
-                }
+                int64_t count = n_inside * nkw;
+                int64_t w1 = w0 + (KW - 1) * DW + 1, wl = W + g->pe[L];
+                int64_t pw = ((w1 < wl ? w1 : wl) - w0 + DW - 1) / DW;
+                yr[ow] /= (float)(j->include_pad ? n_padded * pw : (count ? count : 1));
             }
         }
     }
 }
 
-/* float 2-D max pooling without indices, over the pool's threads (channels split): for
- * each output row, the rows of its window are first reduced into one row (a contiguous,
+/* float 1-, 2- and 3-D max pooling without indices, over the pool's threads (channels
+ * split); output rows run along the last spatial dim, the leading dims numbered together
+ * (as in pool_rows_piece). For each output row, the rows of its window are first reduced
+ * into one row (a contiguous,
  * vectorized max), then each output takes the max of its taps in that row. A NaN wins, as
  * in numpy; a window wholly in the padding gives 0, as in pool_run. */
 struct maxpool_job {
@@ -2388,18 +2412,18 @@ static void strided_row(float *y, const float *u, int64_t n, int64_t stride) {
         for (int64_t o = 0; o < n; o++) y[o] = u[o * stride];
 }
 
-static void maxpool2d_rows(void *arg, int64_t c0, int64_t c1, int tid) {
+static void maxpool_rows(void *arg, int64_t c0, int64_t c1, int tid) {
     const struct maxpool_job *j = arg;
     const struct geom *g = j->g;
-    int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1], KH = g->k[0];
-    int64_t KW = g->k[1], SH = g->s[0], SW = g->s[1], DH = g->d[0], DW = g->d[1];
-    int64_t PT = g->pb[0], PL = g->pb[1];
-    if (H == 0 || W == 0) { /* every window lies in the padding: 0, and no scratch */
+    int L = g->nsp - 1; /* the last spatial dim; [0, L) the leading ones */
+    int64_t W = g->in[L], OW = g->out[L], KW = g->k[L], SW = g->s[L], DW = g->d[L];
+    int64_t PL = g->pb[L];
+    if (g->in_size == 0) { /* every window lies in the padding: 0, and no scratch */
         if (g->out_size)
             memset(j->y + c0 * g->out_size, 0, sizeof(float) * (size_t)((c1 - c0) * g->out_size));
         return;
     }
-    int64_t Wr = (W + 15) / 16 * 16;
+    int64_t Wr = (W + 15) / 16 * 16, rows = OW ? g->out_size / OW : 0;
     float *t = j->scratch + tid * 2 * Wr, *u = t + Wr;
     /* u[i]: the max of t over the window whose first tap is column i, for i < nu */
     int64_t span = (KW - 1) * DW, nu = W - span;
@@ -2410,18 +2434,32 @@ static void maxpool2d_rows(void *arg, int64_t c0, int64_t c1, int tid) {
     for (int64_t c = c0; c < c1; c++) {
         const float *xc = j->x + c * g->in_size;
         float *yc = j->y + c * g->out_size;
-        for (int64_t oh = 0; oh < OH; oh++) {
-            float *yr = yc + oh * OW;
-            int64_t kh0, nkh = taps_inside(oh * SH - PT, KH, DH, H, &kh0);
-            for (int64_t kh = kh0; kh < kh0 + nkh; kh++) {
-                int64_t ih = oh * SH - PT + kh * DH;
-                const float *xr = xc + ih * W;
-                if (kh == kh0)
+        for (int64_t orow = 0; orow < rows; orow++) {
+            float *yr = yc + orow * OW;
+            /* the window's rows inside the input (taps of the leading dims), max'ed into t */
+            int64_t start[MAX_SP], k0[MAX_SP], nk[MAX_SP], tap[MAX_SP], q = orow, n_rows = 1;
+            for (int i = L - 1; i >= 0; i--) {
+                start[i] = q % g->out[i] * g->s[i] - g->pb[i];
+                q /= g->out[i];
+                nk[i] = taps_inside(start[i], g->k[i], g->d[i], g->in[i], &k0[i]);
+                n_rows *= nk[i];
+                tap[i] = k0[i];
+            }
+            for (int64_t r = 0; r < n_rows; r++) {
+                int64_t in_row = 0;
+                for (int i = 0; i < L; i++)
+                    in_row = in_row * g->in[i] + start[i] + tap[i] * g->d[i];
+                const float *xr = xc + in_row * W;
+                if (r == 0)
                     memcpy(t, xr, sizeof(float) * (size_t)W);
                 else
                     max_row(t, t, xr, W);
+                for (int i = L - 1; i >= 0; i--) { /* the next leading tap inside */
+                    if (++tap[i] < k0[i] + nk[i]) break;
+                    tap[i] = k0[i];
+                }
             }
-            if (!nkh) { /* the window's rows are all padding */
+            if (!n_rows) { /* the window's rows are all padding */
                 for (int64_t ow = 0; ow < OW; ow++) yr[ow] = 0.0f;
                 continue;
             }
@@ -2503,20 +2541,20 @@ static ox_status cpu_pool(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     ox_status st = pool_setup(n, in[0], &g);
     if (st) return st;
     ox_tensor *idx = n->n_outputs > 1 ? out[1] : NULL;
-    if (in[0]->dtype == OX_FLOAT && g.nsp == 2 && !idx && kind == POOL_MAX) {
+    if (in[0]->dtype == OX_FLOAT && !idx && kind == POOL_MAX) {
         struct maxpool_job j = {in[0]->data, out[0]->data, &g, ctx->scratch, in[0]->dims[1]};
 #ifdef HAVE_DEPTHWISE_AVX512
-        if (maxpool_k3s2_fits(&g) && g.in[0] && g.in[1]) {
+        if (g.nsp == 2 && maxpool_k3s2_fits(&g) && g.in[0] && g.in[1]) {
             ox_parallel_for(ctx->pool, in[0]->dims[0] * in[0]->dims[1], maxpool_k3s2_piece, &j);
             return OX_OK;
         }
-        if (maxpool_tiled_floats(&g) && g.in[0] && g.in[1]) {
+        if (g.nsp == 2 && maxpool_tiled_floats(&g) && g.in[0] && g.in[1]) {
             ox_parallel_for(ctx->pool, in[0]->dims[0] * ((in[0]->dims[1] + 15) / 16),
                             maxpool_tiled_piece, &j);
             return OX_OK;
         }
 #endif
-        ox_parallel_for(ctx->pool, in[0]->dims[0] * in[0]->dims[1], maxpool2d_rows, &j);
+        ox_parallel_for(ctx->pool, in[0]->dims[0] * in[0]->dims[1], maxpool_rows, &j);
         return OX_OK;
     }
     if (in[0]->dtype == OX_FLOAT && g.nsp == 2 && idx && kind == POOL_MAX &&
@@ -2525,8 +2563,10 @@ static ox_status cpu_pool(struct ox_kernel_ctx *ctx, const struct ox_node *n,
         ox_parallel_for(ctx->pool, in[0]->dims[0] * in[0]->dims[1], maxpool2d_idx_rows, &j);
         return OX_OK;
     }
-    if (in[0]->dtype == OX_FLOAT && g.nsp == 2 && !idx && kind != POOL_LP) {
-        pool2d_float(n, in[0], out[0], &g, kind);
+    if (in[0]->dtype == OX_FLOAT && !idx && kind == POOL_AVG) {
+        struct pool_rows_job j = {in[0]->data, out[0]->data, &g,
+                                  ox_attr_int(n, "count_include_pad", 0) != 0};
+        ox_parallel_for(ctx->pool, in[0]->dims[0] * in[0]->dims[1], pool_rows_piece, &j);
         return OX_OK;
     }
     return pool_run(n, in[0], out[0], idx, &g, kind);
