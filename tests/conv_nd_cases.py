@@ -25,10 +25,12 @@ import subprocess
 import sys
 
 import numpy as np
-import onnx
 import torch
 import torch.nn.functional as F
 from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from case_dir import write_case  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("outdir")
@@ -91,14 +93,8 @@ def case(name, x_shape, m, k, strides=None, pads=None, dil=None, group=1, bias=T
                                                                               list(y.shape))],
                           inits)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    d = os.path.join(out, name, "test_data_set_0")
-    os.makedirs(d)
-    onnx.save(model, os.path.join(out, name, "model.onnx"))
-    for i, (v, nm) in enumerate(zip(feeds, ["x", "z"])):
-        with open(os.path.join(d, "input_%d.pb" % i), "wb") as f:
-            f.write(numpy_helper.from_array(v.numpy(), nm).SerializeToString())
-    with open(os.path.join(d, "output_0.pb"), "wb") as f:
-        f.write(numpy_helper.from_array(y.numpy(), "y").SerializeToString())
+    write_case(out, name, model, [(nm, v.numpy()) for v, nm in zip(feeds, ["x", "z"])],
+               [("y", y.numpy())])
 
 
 # 3-D
@@ -178,13 +174,7 @@ def pool_case(name, x_shape, op, k, strides=None, pads=None, dil=None, ceil=0, i
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y.shape))])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
-    d = os.path.join(out, name, "test_data_set_0")
-    os.makedirs(d)
-    onnx.save(model, os.path.join(out, name, "model.onnx"))
-    with open(os.path.join(d, "input_0.pb"), "wb") as f:
-        f.write(numpy_helper.from_array(x.numpy(), "x").SerializeToString())
-    with open(os.path.join(d, "output_0.pb"), "wb") as f:
-        f.write(numpy_helper.from_array(y.numpy(), "y").SerializeToString())
+    write_case(out, name, model, [("x", x.numpy())], [("y", y.numpy())])
 
 
 # pooling, 3-D (s3d's MaxPool3d k3 s1 p1 and k(1,3,3) s(1,2,2)), 1-D, 2-D average
