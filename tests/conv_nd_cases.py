@@ -11,7 +11,10 @@ off by one missed tap is far outside the tolerance. Covered: 3x3x3 stride 1 pad 
 (1,3,3) and (3,1,1) kernels (r2plus1d), strides 2 and 3 (the gathered patches), dilation,
 asymmetric pads, kernels wider than the padded input along a leading dim (taps that fall
 outside it), groups, batch 2, rows of the last dim longer than one 16-lane run, 1x1x1
-(pointwise), float64 (the double path), and 1-D convolutions (one row). Then MaxPool and AveragePool in 3-D and 1-D (s3d's windows, ceil_mode,
+(pointwise), float64 (the double path), and 1-D convolutions (one row). Convolutions whose
+end taps read only padding (DeepLab's atrous 3x3 at dilation 24/36 on small maps, a 3x3 on
+a 1x1 map), which run with those taps dropped, one weight shared by a trimmed and an
+untrimmed convolution, and weights fed at run time. Then MaxPool and AveragePool in 3-D and 1-D (s3d's windows, ceil_mode,
 dilation, asymmetric pads, count_include_pad, a NaN that must win its max windows), against
 torch's pooling of an explicitly padded input. With --onnxexec the
 cases run twice: on the packed AVX-512 GEMM where the CPU has it, and with
@@ -48,7 +51,7 @@ def rand(*shape, dtype=torch.float32, scale=1.0):
 
 
 def case(name, x_shape, m, k, strides=None, pads=None, dil=None, group=1, bias=True,
-         post=None, dtype=torch.float32):
+         post=None, dtype=torch.float32, w_input=False):
     """Conv of x [x_shape] by m filters of extent k; pads as ONNX gives them (begins, ends);
     post: None, "relu" or "add" (a residual of the output's shape)."""
     nsp = len(k)
@@ -68,7 +71,7 @@ def case(name, x_shape, m, k, strides=None, pads=None, dil=None, group=1, bias=T
     with torch.no_grad():
         y = conv(F.pad(x, tp), w, b, stride=strides, dilation=dil, groups=group)
     t = TYPES[dtype]
-    inits = [numpy_helper.from_array(w.numpy(), "w")]
+    inits = [] if w_input else [numpy_helper.from_array(w.numpy(), "w")]
     conv_in = ["x", "w"]
     if bias:
         inits.append(numpy_helper.from_array(b.numpy(), "b"))
@@ -76,6 +79,9 @@ def case(name, x_shape, m, k, strides=None, pads=None, dil=None, group=1, bias=T
     attrs = dict(kernel_shape=list(k), strides=strides, pads=pads, dilations=dil, group=group)
     inputs = [helper.make_tensor_value_info("x", t, list(x_shape))]
     feeds = [x]
+    if w_input:  # weights fed at run time: not constant, never trimmed
+        inputs.append(helper.make_tensor_value_info("w", t, list(w.shape)))
+        feeds.append(w)
     if post is None:
         nodes = [helper.make_node("Conv", conv_in, ["y"], **attrs)]
     elif post == "relu":
@@ -93,7 +99,8 @@ def case(name, x_shape, m, k, strides=None, pads=None, dil=None, group=1, bias=T
                                                                               list(y.shape))],
                           inits)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    write_case(out, name, model, [(nm, v.numpy()) for v, nm in zip(feeds, ["x", "z"])],
+    names = [i.name for i in inputs]
+    write_case(out, name, model, [(nm, v.numpy()) for v, nm in zip(feeds, names)],
                [("y", y.numpy())])
 
 
@@ -116,6 +123,46 @@ case("c3_groups_batch2", (2, 8, 4, 9, 9), 12, (3, 3, 3), pads=[1] * 6, group=2)
 case("c3_pointwise", (1, 16, 4, 7, 9), 8, (1, 1, 1))
 case("c3_no_bias", (1, 6, 5, 8, 8), 4, (2, 2, 2), strides=[2, 2, 2], bias=False)
 case("c3_float64", (1, 4, 5, 7, 9), 6, (3, 3, 3), pads=[1, 0, 1, 1, 2, 0], dtype=torch.float64)
+# taps that read only padding for every output (conv_trim): ASPP's atrous 3x3 at dilation
+# 36 and 24 on a 14x14 map (a 1x1 remains), strided, a 3x3 on a 1x1 map, a partial trim of
+# one dim, a 3-D kernel on one frame, fused residual Add; weights fed at run time (kept)
+case("trim_aspp_d36", (1, 16, 14, 14), 8, (3, 3), pads=[36] * 4, dil=[36, 36])
+case("trim_aspp_d24_s2", (1, 16, 14, 14), 8, (3, 3), strides=[2, 2], pads=[24] * 4,
+     dil=[24, 24])
+case("trim_aspp_d12_kept", (1, 16, 14, 14), 8, (3, 3), pads=[12] * 4, dil=[12, 12])
+case("trim_3x3_on_1x1", (2, 8, 1, 1), 6, (3, 3), pads=[1] * 4, post="relu")
+case("trim_partial_h", (1, 6, 5, 9), 7, (5, 5), pads=[6, 2, 6, 2], dil=[3, 1])
+case("trim_3d_one_frame", (1, 4, 1, 6, 6), 5, (3, 3, 3), pads=[1] * 6)
+case("trim_add", (1, 8, 7, 7), 8, (3, 3), pads=[9] * 4, dil=[9, 9], post="add")
+case("trim_w_input", (1, 16, 14, 14), 8, (3, 3), pads=[36] * 4, dil=[36, 36], w_input=True)
+
+
+def shared_weights_trimmed(name, shapes, pads, dil):
+    """One weight [6, 8, 3, 3] for two convolutions with the same attributes on inputs of
+    two sizes whose live taps differ. Each must pack its own taps (conv_weights_key)."""
+    w = rand(6, 8, 3, 3, scale=72 ** -0.5)
+    xs = [rand(*shape) for shape in shapes]
+    tp = [pads[1], pads[3], pads[0], pads[2]]
+    ys = [F.conv2d(F.pad(x, tp), w, dilation=dil) for x in xs]
+    attrs = dict(kernel_shape=[3, 3], pads=pads, dilations=dil)
+    nodes = [helper.make_node("Conv", ["x%d" % i, "w"], ["y%d" % i], **attrs) for i in (0, 1)]
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph(nodes, name,
+                          [vi("x%d" % i, TensorProto.FLOAT, list(xs[i].shape)) for i in (0, 1)],
+                          [vi("y%d" % i, TensorProto.FLOAT, list(ys[i].shape)) for i in (0, 1)],
+                          [numpy_helper.from_array(w.numpy(), "w")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    write_case(out, name, model, [("x%d" % i, xs[i].numpy()) for i in (0, 1)],
+               [("y%d" % i, ys[i].numpy()) for i in (0, 1)])
+
+
+# on 14x14 only the centre tap is live, on 40x40 all are
+shared_weights_trimmed("trim_shared_weight", [(1, 8, 14, 14), (1, 8, 40, 40)], [36] * 4,
+                       [36, 36])
+# 2 x 3 live taps against 3 x 2: the same number of weights, other taps
+shared_weights_trimmed("trim_shared_same_count", [(1, 8, 2, 3), (1, 8, 3, 2)], [0, 0, 1, 1],
+                       [1, 1])
+
 # 1-D
 case("c1_k5_p2", (1, 6, 100), 10, (5,), pads=[2, 2])
 case("c1_k3_s2_dil2", (2, 8, 83), 12, (3,), strides=[2], dil=[2], pads=[1, 3])

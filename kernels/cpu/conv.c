@@ -150,6 +150,38 @@ static bool conv_is_pointwise(const struct geom *g) {
     return true;
 }
 
+/* Whether tap k of spatial dim i reads only padding, for every output position. */
+static bool tap_dead(const struct geom *g, int i, int64_t k) {
+    int64_t first = k * g->d[i] - g->pb[i], last = first + (g->out[i] - 1) * g->s[i];
+    return last < 0 || first >= g->in[i];
+}
+
+/* A convolution whose taps at the ends of a kernel dim read only padding for every output
+ * (DeepLab's atrous convolutions at dilation 24 or 36 on a 14x14 or 28x28 map, a 3x3 on a
+ * 1x1 map) computes the same as one with those taps dropped: kernel k' = the live taps,
+ * pads reduced by the dropped taps' reach, the same output. Fills t and the first live tap
+ * of each dim; false when nothing is dropped (or all would be, or a pad would go negative). */
+static bool conv_trim(const struct geom *g, struct geom *t, int64_t *klo) {
+    *t = *g;
+    bool any = false;
+    t->k_size = 1;
+    for (int i = 0; i < g->nsp; i++) {
+        int64_t lo = 0, hi = g->k[i];
+        if (hi >= 1024) return false; /* conv_weights_key spells the taps in 10 bits */
+        while (lo < hi && tap_dead(g, i, lo)) lo++;
+        while (hi > lo && tap_dead(g, i, hi - 1)) hi--;
+        if (lo == hi) return false; /* every window in the padding: the output is the bias */
+        any |= lo > 0 || hi < g->k[i];
+        klo[i] = lo;
+        t->k[i] = hi - lo;
+        t->pb[i] = g->pb[i] - lo * g->d[i];
+        t->pe[i] = g->pe[i] - (g->k[i] - hi) * g->d[i];
+        if (t->pb[i] < 0 || t->pe[i] < 0) return false;
+        t->k_size *= t->k[i];
+    }
+    return any;
+}
+
 /* Whether a float convolution goes through the packed GEMM (not depthwise ones). */
 static bool conv_is_fast(int64_t cg, int64_t mg) {
     return ox_sgemm_is_fast() && !(cg == 1 && mg == 1);
@@ -301,7 +333,15 @@ ox_status ox_nn_infer_conv(struct ox_infer_ctx *ctx, const struct ox_node *n,
     int64_t cg = x->dims[1] / group, mg = w->dims[0] / group;
     size_t cols = 0, conv16 = 0;
     struct ox_wino wg;
-    if (x->dtype == OX_DOUBLE) {
+    struct geom gt;
+    int64_t klo[MAX_SP];
+    if (x->dtype == OX_FLOAT && conv_is_fast(cg, mg) && (ctx->const_inputs & 2) &&
+        conv_trim(&g, &gt, klo)) { /* conv_exec's trimmed path: the slice, then as below */
+        ctx->prepared_bytes = (size_t)(group * ox_sgemm_packed_a_floats(mg, cg * gt.k_size)) * 4;
+        cols = (size_t)((w->dims[0] * cg * gt.k_size + 15) / 16 * 16) * 4 +
+               (size_t)direct_slot(&gt, cg, mg) * 4 *
+                   (size_t)(ctx->n_threads > 1 ? ctx->n_threads : 1);
+    } else if (x->dtype == OX_DOUBLE) {
         if (!conv_is_pointwise(&g) && !(cg == 1 && mg == 1))
             cols = (size_t)(cg * g.k_size * g.out_size) * 8;
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -576,6 +616,11 @@ struct conv_job {
     /* depthwise: floats between channel planes of x and of y and z, when not the map's
      * in_size and out_size (0): a band of rows of each plane (ox_nn_cpu_pw_dw) */
     int64_t x_plane, y_plane;
+    /* trimmed (conv_trim): g is the trimmed geometry and w the full weights, of g_full's
+     * taps; the weights of taps klo.. are copied into `slice` (scratch) before packing */
+    const struct geom *g_full;
+    int64_t klo[MAX_SP];
+    float *slice;
 };
 
 static struct conv_job conv_job_make(const float *x, const float *w, const float *b, float *y,
@@ -1571,16 +1616,45 @@ static void pack_patches(const struct ox_gemm_b *b, int64_t k0, int64_t k1, int6
 
 /* What pack_conv_weights makes its panels from. */
 static struct ox_prep_key conv_weights_key(const struct conv_job *f) {
-    return (struct ox_prep_key){f->w, {f->group, f->mg, f->kdim, 0}};
+    int64_t trim = 0; /* which taps a trimmed convolution keeps: its first ones, and count */
+    for (int i = 0; f->g_full && i < f->g->nsp; i++)
+        trim = (trim << 10 | f->klo[i]) << 10 | f->g->k[i];
+    return (struct ox_prep_key){f->w, {f->group, f->mg, f->kdim, trim}};
+}
+
+/* The weights of a trimmed convolution's live taps, [M, cg, k'...], into f->slice. */
+static void slice_conv_weights(const struct conv_job *f) {
+    const struct geom *g = f->g, *full = f->g_full;
+    int L = g->nsp - 1;
+    float *dst = f->slice;
+    for (int64_t mc = 0; mc < f->M * f->cg; mc++) {
+        const float *src = f->w + mc * full->k_size;
+        int64_t tap[MAX_SP] = {0};
+        for (int64_t k = 0; k < g->k_size; k++) {
+            int64_t off = 0;
+            for (int i = 0; i <= L; i++) off = off * full->k[i] + f->klo[i] + tap[i];
+            *dst++ = src[off];
+            for (int i = L; i >= 0; i--) {
+                if (++tap[i] < g->k[i]) break;
+                tap[i] = 0;
+            }
+        }
+    }
 }
 
 static void pack_conv_weights(void *dst, void *arg) {
     const struct conv_job *f = arg;
+    const float *w = f->w;
+    if (f->g_full) {
+        slice_conv_weights(f);
+        w = f->slice;
+    }
     int64_t per = ox_sgemm_packed_a_floats(f->mg, f->kdim);
     for (int64_t gr = 0; gr < f->group; gr++)
-        ox_sgemm_pack_a(f->w + gr * f->mg * f->kdim, f->kdim, false, f->mg, f->kdim,
+        ox_sgemm_pack_a(w + gr * f->mg * f->kdim, f->kdim, false, f->mg, f->kdim,
                         (float *)dst + gr * per);
-    ox_release_pages(f->w, sizeof(float) * (size_t)(f->M * f->kdim));
+    ox_release_pages(f->w, sizeof(float) *
+                               (size_t)(f->M * f->cg * (f->g_full ? f->g_full : f->g)->k_size));
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -1749,6 +1823,10 @@ static void conv_float_fast(struct ox_kernel_ctx *ctx, struct conv_job *job, int
     struct conv_job f = *job;
     int64_t group = f.group;
     f.scratch = ctx->scratch;
+    if (f.g_full) { /* trimmed: the live taps' weights first (infer sized it) */
+        f.slice = f.scratch;
+        f.scratch += (f.M * f.kdim + 15) / 16 * 16;
+    }
     struct ox_prep_key key = conv_weights_key(&f);
     if (!(f.packed_w = ox_kernel_prepared(ctx, pack_conv_weights, &f, &key))) {
         pack_conv_weights(ctx->scratch, &f);
@@ -1839,7 +1917,15 @@ static ox_status conv_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n, c
         j.silu = silu;
         j.dw_padded = true; /* infer sized the scratch for it */
         struct ox_wino wg;
-        if (conv_stem(&g, C, M, group))
+        struct geom gt;
+        /* constant weights (prepared: infer saw them constant) with dead taps: trimmed */
+        if (conv_is_fast(C / group, M / group) && ctx->prepared && conv_trim(&g, &gt, j.klo)) {
+            j.g_full = &g;
+            j.g = &gt;
+            j.kdim = j.cg * gt.k_size;
+            j.pointwise = conv_is_pointwise(&gt);
+            conv_float_fast(ctx, &j, N);
+        } else if (conv_stem(&g, C, M, group))
             conv_float_stem(ctx, &j, N);
         else if (conv_wino(ctx->precise, &g, N, C, M, group, &wg))
             conv_float_wino(ctx, &j, &wg);
