@@ -2360,6 +2360,11 @@ OX_HOT static void pool_rows_piece(void *arg, int64_t c0, int64_t c1, int tid) {
     int64_t kw0 = 0, nkw0 = 0;
     if (W > 0) nkw0 = taps_inside((OW - 1) * SW - PL, KW, DW, W + (OW - 1) * SW, &kw0);
     int64_t rows = g->out_size / OW;
+    /* outputs [in_lo, in_hi) have their whole window inside the row */
+    int64_t span = (KW - 1) * DW, in_lo = (PL + SW - 1) / SW;
+    int64_t in_hi = W - 1 - span + PL < 0 ? 0 : (W - 1 - span + PL) / SW + 1;
+    if (in_hi > OW) in_hi = OW;
+    if (in_lo > in_hi) in_lo = in_hi;
     for (int64_t c = c0; c < c1; c++) {
         const float *xc = j->x + c * g->in_size;
         float *yc = j->y + c * g->out_size;
@@ -2388,14 +2393,25 @@ OX_HOT static void pool_rows_piece(void *arg, int64_t c0, int64_t c1, int tid) {
                     int64_t lo = off >= 0 ? 0 : (-off + SW - 1) / SW;
                     int64_t hi = W - off <= 0 ? 0 : (W - off - 1) / SW + 1;
                     if (hi > OW) hi = OW;
-                    for (int64_t ow = lo; ow < hi; ow++) yr[ow] += xr[ow * SW + off];
+                    if (SW == 1) { /* contiguous: vectorized */
+                        const float *xo = xr + off;
+                        for (int64_t ow = lo; ow < hi; ow++) yr[ow] += xo[ow];
+                    } else {
+                        for (int64_t ow = lo; ow < hi; ow++) yr[ow] += xr[ow * SW + off];
+                    }
                 }
                 for (int i = L - 1; i >= 0; i--) { /* the next leading tap inside */
                     if (++t[i] < k0[i] + nk[i]) break;
                     t[i] = k0[i];
                 }
             }
-            for (int64_t ow = 0; ow < OW; ow++) {
+            /* windows wholly inside the row: every tap counts, one divisor */
+            float whole = (float)((j->include_pad ? n_padded : n_inside) * KW);
+            if (n_inside || j->include_pad)
+                for (int64_t ow = in_lo; ow < in_hi; ow++) yr[ow] /= whole;
+            for (int64_t ow = 0; ow < OW; ow++) { /* and the others */
+                if (ow == in_lo && (n_inside || j->include_pad)) ow = in_hi;
+                if (ow >= OW) break;
                 int64_t w0 = ow * SW - PL, kw1, nkw = taps_inside(w0, KW, DW, W, &kw1);
                 int64_t count = n_inside * nkw;
                 int64_t w1 = w0 + (KW - 1) * DW + 1, wl = W + g->pe[L];
