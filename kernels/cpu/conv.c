@@ -2341,6 +2341,42 @@ static ox_status pool_run(const struct ox_node *n, const ox_tensor *x, ox_tensor
  * the leading dims inside the input, and each tap of the last, the output row is updated from one
  * input row over the range of outputs whose tap lies inside it (no bounds test per element, a loop
  * the compiler vectorizes). Same results as pool_run. */
+/* The window of output row `orow` (the leading dims' output position, numbered together) in
+ * the leading dims: per dim its start, its taps inside the input [k0, k0 + nk) and the tap
+ * being visited. lead_window fills it and returns how many input rows the window has inside
+ * the input; *n_padded (when not NULL) gets the taps counted with count_include_pad (up to
+ * the end padding). lead_next_row returns the input row of the tap visited, and moves on. */
+struct lead_window {
+    int64_t start[MAX_SP], k0[MAX_SP], nk[MAX_SP], tap[MAX_SP];
+};
+
+static int64_t lead_window(const struct geom *g, int64_t orow, struct lead_window *w,
+                           int64_t *n_padded) {
+    int64_t n_inside = 1, padded = 1, q = orow;
+    for (int i = g->nsp - 2; i >= 0; i--) {
+        w->start[i] = q % g->out[i] * g->s[i] - g->pb[i];
+        q /= g->out[i];
+        w->nk[i] = taps_inside(w->start[i], g->k[i], g->d[i], g->in[i], &w->k0[i]);
+        n_inside *= w->nk[i];
+        int64_t end = w->start[i] + (g->k[i] - 1) * g->d[i] + 1, lim = g->in[i] + g->pe[i];
+        padded *= ((end < lim ? end : lim) - w->start[i] + g->d[i] - 1) / g->d[i];
+        w->tap[i] = w->k0[i];
+    }
+    if (n_padded) *n_padded = padded;
+    return n_inside;
+}
+
+static int64_t lead_next_row(const struct geom *g, struct lead_window *w) {
+    int L = g->nsp - 1;
+    int64_t in_row = 0;
+    for (int i = 0; i < L; i++) in_row = in_row * g->in[i] + w->start[i] + w->tap[i] * g->d[i];
+    for (int i = L - 1; i >= 0; i--) { /* the next leading tap inside */
+        if (++w->tap[i] < w->k0[i] + w->nk[i]) break;
+        w->tap[i] = w->k0[i];
+    }
+    return in_row;
+}
+
 struct pool_rows_job {
     const float *x;
     float *y;
@@ -2370,24 +2406,11 @@ OX_HOT static void pool_rows_piece(void *arg, int64_t c0, int64_t c1, int tid) {
         float *yc = j->y + c * g->out_size;
         for (int64_t orow = 0; orow < rows; orow++) {
             float *yr = yc + orow * OW;
-            /* per leading dim: the window's start, its taps inside the input [k0, k0 + nk),
-             * and the taps counted with count_include_pad (up to the end padding) */
-            int64_t start[MAX_SP], k0[MAX_SP], nk[MAX_SP], t[MAX_SP], q = orow;
-            int64_t n_inside = 1, n_padded = 1;
-            for (int i = L - 1; i >= 0; i--) {
-                start[i] = q % g->out[i] * g->s[i] - g->pb[i];
-                q /= g->out[i];
-                nk[i] = taps_inside(start[i], g->k[i], g->d[i], g->in[i], &k0[i]);
-                n_inside *= nk[i];
-                int64_t end = start[i] + (g->k[i] - 1) * g->d[i] + 1, lim = g->in[i] + g->pe[i];
-                n_padded *= ((end < lim ? end : lim) - start[i] + g->d[i] - 1) / g->d[i];
-                t[i] = k0[i];
-            }
+            struct lead_window lw;
+            int64_t n_padded, n_inside = lead_window(g, orow, &lw, &n_padded);
             for (int64_t ow = 0; ow < OW; ow++) yr[ow] = 0.0f;
             for (int64_t tt = 0; tt < n_inside; tt++) {
-                int64_t in_row = 0;
-                for (int i = 0; i < L; i++) in_row = in_row * g->in[i] + start[i] + t[i] * g->d[i];
-                const float *xr = xc + in_row * W;
+                const float *xr = xc + lead_next_row(g, &lw) * W;
                 for (int64_t kw = kw0; kw < kw0 + nkw0; kw++) {
                     int64_t off = kw * DW - PL;
                     int64_t lo = off >= 0 ? 0 : (-off + SW - 1) / SW;
@@ -2399,10 +2422,6 @@ OX_HOT static void pool_rows_piece(void *arg, int64_t c0, int64_t c1, int tid) {
                     } else {
                         for (int64_t ow = lo; ow < hi; ow++) yr[ow] += xr[ow * SW + off];
                     }
-                }
-                for (int i = L - 1; i >= 0; i--) { /* the next leading tap inside */
-                    if (++t[i] < k0[i] + nk[i]) break;
-                    t[i] = k0[i];
                 }
             }
             /* windows wholly inside the row: every tap counts, one divisor */
@@ -2539,27 +2558,14 @@ static void maxpool_rows(void *arg, int64_t c0, int64_t c1, int tid) {
         for (int64_t orow = 0; orow < rows; orow++) {
             float *yr = yc + orow * OW;
             /* the window's rows inside the input (taps of the leading dims), max'ed into t */
-            int64_t start[MAX_SP], k0[MAX_SP], nk[MAX_SP], tap[MAX_SP], q = orow, n_rows = 1;
-            for (int i = L - 1; i >= 0; i--) {
-                start[i] = q % g->out[i] * g->s[i] - g->pb[i];
-                q /= g->out[i];
-                nk[i] = taps_inside(start[i], g->k[i], g->d[i], g->in[i], &k0[i]);
-                n_rows *= nk[i];
-                tap[i] = k0[i];
-            }
+            struct lead_window lw;
+            int64_t n_rows = lead_window(g, orow, &lw, NULL);
             for (int64_t r = 0; r < n_rows; r++) {
-                int64_t in_row = 0;
-                for (int i = 0; i < L; i++)
-                    in_row = in_row * g->in[i] + start[i] + tap[i] * g->d[i];
-                const float *xr = xc + in_row * W;
+                const float *xr = xc + lead_next_row(g, &lw) * W;
                 if (r == 0)
                     memcpy(t, xr, sizeof(float) * (size_t)W);
                 else
                     max_row(t, t, xr, W);
-                for (int i = L - 1; i >= 0; i--) { /* the next leading tap inside */
-                    if (++tap[i] < k0[i] + nk[i]) break;
-                    tap[i] = k0[i];
-                }
             }
             if (!n_rows) { /* the window's rows are all padding */
                 for (int64_t ow = 0; ow < OW; ow++) yr[ow] = 0.0f;
