@@ -1847,23 +1847,20 @@ static int compare(int k, const char *name, const ox_tensor *exp, const ox_tenso
     }
     /* ||got - exp|| / ||exp||; an all-zero expectation is met only exactly */
     double rel = exp2 > 0 ? sqrt(diff2 / exp2) : diff2 > 0 ? INFINITY : 0;
-    if (whole && !n_bad && rel > o->rel_l2) n_bad = -1; /* values differ as a whole */
-    if (!n_bad) return 0;
+    bool whole_bad = whole && !n_bad && rel > o->rel_l2; /* values differ as a whole */
+    if (!n_bad && !whole_bad) return 0;
     char idx[600], l2[80] = "";
-    if (c == C_FLOAT || c == C_COMPLEX) snprintf(l2, sizeof l2, ", relative L2 %.3g", rel);
-    if (n_bad < 0) {
-        fmt_index(exp, worst, idx, sizeof idx);
-        fmt_elem(exp, worst, a, sizeof a);
-        fmt_elem(got, worst, b, sizeof b);
+    fmt_index(exp, worst, idx, sizeof idx);
+    fmt_elem(exp, worst, a, sizeof a);
+    fmt_elem(got, worst, b, sizeof b);
+    if (whole_bad) {
         snprintf(why, len,
                  "output %d '%s': relative L2 %.3g > %g (max abs err %.6g at %s: expected %s, "
                  "got %s)",
                  k, name, rel, o->rel_l2, worst_err, idx, a, b);
         return 1;
     }
-    fmt_index(exp, worst, idx, sizeof idx);
-    fmt_elem(exp, worst, a, sizeof a);
-    fmt_elem(got, worst, b, sizeof b);
+    if (c == C_FLOAT || c == C_COMPLEX) snprintf(l2, sizeof l2, ", relative L2 %.3g", rel);
     if (c == C_STRING || c == C_OTHER)
         snprintf(why, len,
                  "output %d '%s': differs at %s (expected %s, got %s), %" PRId64 " of %" PRId64
