@@ -2366,6 +2366,17 @@ static int64_t lead_window(const struct geom *g, int64_t orow, struct lead_windo
     return n_inside;
 }
 
+/* The outputs [*lo, *hi) of a row (the last spatial dim) whose window lies wholly inside
+ * the input row. */
+static void whole_windows(const struct geom *g, int64_t *lo, int64_t *hi) {
+    int L = g->nsp - 1;
+    int64_t SW = g->s[L], PL = g->pb[L], last = g->in[L] - 1 - (g->k[L] - 1) * g->d[L] + PL;
+    *lo = (PL + SW - 1) / SW;
+    *hi = last < 0 ? 0 : last / SW + 1;
+    if (*hi > g->out[L]) *hi = g->out[L];
+    if (*lo > *hi) *lo = *hi;
+}
+
 static int64_t lead_next_row(const struct geom *g, struct lead_window *w) {
     int L = g->nsp - 1;
     int64_t in_row = 0;
@@ -2396,11 +2407,8 @@ OX_HOT static void pool_rows_piece(void *arg, int64_t c0, int64_t c1, int tid) {
     int64_t kw0 = 0, nkw0 = 0;
     if (W > 0) nkw0 = taps_inside((OW - 1) * SW - PL, KW, DW, W + (OW - 1) * SW, &kw0);
     int64_t rows = g->out_size / OW;
-    /* outputs [in_lo, in_hi) have their whole window inside the row */
-    int64_t span = (KW - 1) * DW, in_lo = (PL + SW - 1) / SW;
-    int64_t in_hi = W - 1 - span + PL < 0 ? 0 : (W - 1 - span + PL) / SW + 1;
-    if (in_hi > OW) in_hi = OW;
-    if (in_lo > in_hi) in_lo = in_hi;
+    int64_t in_lo, in_hi; /* outputs whose whole window is inside the row */
+    whole_windows(g, &in_lo, &in_hi);
     for (int64_t c = c0; c < c1; c++) {
         const float *xc = j->x + c * g->in_size;
         float *yc = j->y + c * g->out_size;
@@ -2549,9 +2557,8 @@ static void maxpool_rows(void *arg, int64_t c0, int64_t c1, int tid) {
     /* u[i]: the max of t over the window whose first tap is column i, for i < nu */
     int64_t span = (KW - 1) * DW, nu = W - span;
     /* outputs [ilo, ihi) have every tap inside the row: y = u[ow * SW - PL] */
-    int64_t ilo = (PL + SW - 1) / SW, ihi = nu - 1 + PL < 0 ? 0 : (nu - 1 + PL) / SW + 1;
-    if (ihi > OW) ihi = OW;
-    if (ilo > ihi) ilo = ihi;
+    int64_t ilo, ihi;
+    whole_windows(g, &ilo, &ihi);
     for (int64_t c = c0; c < c1; c++) {
         const float *xc = j->x + c * g->in_size;
         float *yc = j->y + c * g->out_size;
