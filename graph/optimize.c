@@ -40,6 +40,9 @@
  *   whose result only FusedAttention operands (and Shapes) read moves into the operands'
  *   view programs: the MatMul reads the untransposed input (hoist_transpose).
  *   OX_MOVE_TRANSPOSE=0: not done.
+ * - DequantizeLinear(QuantizeLinear(x, s, z), s, z) with the same constant parameters (a
+ *   QDQ model's round trip between float operators, through a Cast of the quantized type to
+ *   itself as torch exports it) becomes one ai.onnxexec QuantizeDequantize node.
  * - Nodes whose outputs nothing reads (and that have no side effects: every op here) are
  *   removed; so are initializers that nothing reads any more.
  *
@@ -409,6 +412,94 @@ static ox_status replace_chain(struct opt *o, struct ox_node *const *chain, int 
     last->attrs = attrs;
     last->n_attrs = n_attrs;
     o->st->fused_nodes += n_chain;
+    return count_uses(o);
+}
+
+/* ---- QDQ: a QuantizeLinear's round trip through DequantizeLinear ------------------------ */
+
+/* Whether node n sets no attribute but those named (a space-separated list). */
+static bool only_attrs(const struct ox_node *n, const char *names) {
+    for (int k = 0; k < n->n_attrs; k++) {
+        const char *a = n->attrs[k].name, *p = strstr(names, a);
+        size_t len = strlen(a);
+        if (!p || (p != names && p[-1] != ' ') || (p[len] != ' ' && p[len] != '\0')) return false;
+    }
+    return true;
+}
+
+/* Whether values a and b hold the same constant (type, shape and bytes); both absent (-1)
+ * counts as the same. */
+static bool same_const(struct opt *o, int a, int b) {
+    if (a < 0 || b < 0) return a < 0 && b < 0;
+    const ox_tensor *ta = const_of(o, a), *tb = const_of(o, b);
+    size_t bytes;
+    if (!ta || !tb || ta->kind != OX_IO_TENSOR || tb->kind != OX_IO_TENSOR ||
+        ta->dtype != tb->dtype || ta->rank != tb->rank ||
+        memcmp(ta->dims, tb->dims, sizeof(int64_t) * (size_t)ta->rank) != 0 ||
+        !ox_tensor_bytes(ta->dtype, ta->rank, ta->dims, &bytes))
+        return false;
+    return ta->dtype != OX_STRING && (bytes == 0 || memcmp(ta->data, tb->data, bytes) == 0);
+}
+
+/* The integer type a QuantizeLinear produces, from its constant zero point (uint8 without
+ * one); 0 when not known before run time or not an integer type. */
+static ox_dtype q_int_type(struct opt *o, const struct ox_node *q) {
+    if (q->n_inputs < 3 || q->inputs[2] < 0) return OX_UINT8;
+    const ox_tensor *z = const_of(o, q->inputs[2]);
+    if (!z) return 0;
+    switch (z->dtype) {
+    case OX_UINT8:
+    case OX_INT8:
+    case OX_UINT16:
+    case OX_INT16:
+    case OX_UINT4:
+    case OX_INT4: return z->dtype;
+    default: return 0;
+    }
+}
+
+/* DequantizeLinear(QuantizeLinear(x, s, z), s, z), the pair a QDQ model puts between its
+ * float operators (torch's exporter with a Cast of the quantized type to itself between
+ * them), becomes one ai.onnxexec QuantizeDequantize(x, s, z) node in the DequantizeLinear's
+ * place (kernels/cpu/quant.c): one pass over x instead of two or three. Only where the two
+ * have the same constant parameters and set nothing but the axis (the same one where the
+ * scale has more than one element). The QuantizeLinear stays for any other reader. */
+static ox_status fold_qdq(struct opt *o, struct ox_node *dq) {
+    struct ox_graph *g = o->g;
+    if (!is_op(dq, "DequantizeLinear") || dq->n_inputs < 2 || dq->n_outputs != 1 ||
+        !only_attrs(dq, "axis"))
+        return OX_OK;
+    int v = dq->inputs[0], p = v >= 0 ? g->values[v].producer : -1;
+    struct ox_node *q = p >= 0 && !o->dead[p] ? &g->nodes[p] : NULL;
+    int64_t cast_to = -1;
+    if (is_op(q, "Cast") && q->n_inputs == 1 && only_attrs(q, "to")) {
+        const struct ox_attr *a = ox_node_attr(q, "to");
+        if (!a || a->type != OX_ATTR_INT) return OX_OK;
+        cast_to = a->i;
+        p = g->values[q->inputs[0]].producer;
+        q = p >= 0 && !o->dead[p] ? &g->nodes[p] : NULL;
+    }
+    if (!is_op(q, "QuantizeLinear") || q->n_inputs < 2 || !only_attrs(q, "axis saturate"))
+        return OX_OK;
+    ox_dtype qt = q_int_type(o, q);
+    int qz = q->n_inputs > 2 ? q->inputs[2] : -1, dz = dq->n_inputs > 2 ? dq->inputs[2] : -1;
+    const ox_tensor *s = const_of(o, q->inputs[1]);
+    if (!qt || (cast_to >= 0 && cast_to != (int64_t)qt) || !s ||
+        !same_const(o, q->inputs[1], dq->inputs[1]) || !same_const(o, qz, dz) ||
+        (ox_tensor_numel(s) != 1 && ox_attr_int(q, "axis", 1) != ox_attr_int(dq, "axis", 1)))
+        return OX_OK;
+    const struct ox_op *op = ox_op_find(OX_DOMAIN_ONNXEXEC, "QuantizeDequantize", 1);
+    int *ins = ox_graph_alloc(g, sizeof(int) * 3);
+    if (!op || !ins) return ox_err(OX_E_NOMEM, "out of memory fusing QuantizeDequantize");
+    int n_ins = qz >= 0 ? 3 : 2;
+    for (int k = 0; k < n_ins; k++) ins[k] = q->inputs[k];
+    dq->domain = OX_DOMAIN_ONNXEXEC;
+    dq->op_type = "QuantizeDequantize";
+    dq->opset = 1;
+    dq->op = op;
+    dq->inputs = ins;
+    dq->n_inputs = n_ins;
+    o->st->fused_nodes++;
     return count_uses(o);
 }
 
@@ -1287,6 +1378,8 @@ ox_status ox_graph_optimize(struct ox_graph *g, bool standard_only, struct ox_op
                     .st = st,
                     .move_transposes = !(fm && !strcmp(fm, "0"))};
     ox_status rc = o.dead ? count_uses(&o) : ox_err(OX_E_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_nodes && !rc && !standard_only; i++)
+        if (!o.dead[i]) rc = fold_qdq(&o, &g->nodes[i]);
     for (int i = 0; i < g->n_nodes && !rc; i++)
         if (!o.dead[i]) rc = fold_bn(&o, &g->nodes[i]);
     int64_t opset = ox_graph_opset(g, "");

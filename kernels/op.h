@@ -45,7 +45,8 @@ enum {
     OX_OP_SHAPE_ONLY = 1 << 1,       /* reads only its inputs' shapes: folded whenever they are
                                         known (Shape, Size), whatever their data */
     OX_OP_VIEW = 1 << 3,             /* output 0 is input 0's data under another shape
-                                        (Reshape, Flatten, Squeeze, Unsqueeze, Identity): the
+                                        (Reshape, Flatten, Squeeze, Unsqueeze, Identity) when
+                                        the two have one type (Cast, CastLike: only then): the
                                         planner makes it a view, with no step and no copy */
     OX_OP_ALLOCATES = 1 << 2,        /* control flow: always run at run time, infer is not
                                         called; the kernel sets each output's type and shape

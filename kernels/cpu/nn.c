@@ -14,11 +14,13 @@
  * The normalizations accumulate in double; float32 reads and writes its data directly, the
  * other float types go through ox_get_f64/ox_set_f64.
  */
+#include "kernels/cpu/igemm.h"
 #include "kernels/op.h"
 
 #include <cblas.h>
 #include <float.h>
 #include <limits.h>
+#include <stdlib.h>
 
 /* Prototypes of this file's rows, so the definitions are checked against the table. */
 #define OX_OP(domain, type, since, until, infer, cpu, flags)                                       \
@@ -407,9 +409,20 @@ ox_status ox_nn_infer_matmulinteger(struct ox_infer_ctx *ctx, const struct ox_no
     ox_status st = mmi_shape(n, in, &m);
     if (st) return st;
     ox_set_shape(out[0], OX_INT32, m.s.rank, m.s.dims);
-    /* scratch: B minus its zero points [K, N] and one row of A minus its zero point [K] */
-    size_t t;
+    /* scratch: B minus its zero points [K, N] and one row of A minus its zero point [K] in
+     * int32; for ox_igemm16, A and B minus their zero points in int16 and its own */
+    size_t t, ta, tb;
     if (!mul3(m.s.K, m.s.N + 1, 4, &t)) return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
+    if (ox_igemm16_fast()) {
+        if (!mul3(m.s.M, m.s.K, 2, &ta) || !mul3(m.s.K, m.s.N, 2, &tb) ||
+            !ox_add_size(ta + 64, tb + 64, &t) ||
+            !ox_igemm16_scratch(m.s.M, m.s.K, ctx->n_threads, &t))
+            return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
+        const ox_tensor *b = ox_in(n, in, 1);
+        if (b->rank == 2 && (ctx->const_inputs & 2) &&
+            (!ox_in(n, in, 3) || (ctx->const_inputs & 8)))
+            ctx->prepared_bytes = ox_igemm16_b_bytes(m.s.K, m.s.N);
+    }
     ctx->scratch_bytes = t;
     return OX_OK;
 }
@@ -417,6 +430,42 @@ ox_status ox_nn_infer_matmulinteger(struct ox_infer_ctx *ctx, const struct ox_no
 /* Element i of an int8 or uint8 tensor. */
 static inline int32_t q8(const void *p, bool is_signed, int64_t i) {
     return is_signed ? ((const int8_t *)p)[i] : ((const uint8_t *)p)[i];
+}
+
+/* Prepared memory of a constant 2-D B: minus its zero points, packed for ox_igemm16. */
+struct mmi_b {
+    const ox_tensor *b, *zb;
+    const struct mmi *m;
+};
+
+static void mmi_pack_b(void *dst, void *arg) {
+    const struct mmi_b *q = arg;
+    int64_t K = q->m->s.K, N = q->m->s.N;
+    bool sg = q->b->dtype == OX_INT8;
+    int16_t *b16 = malloc(sizeof(int16_t) * (size_t)(K * N > 0 ? K * N : 1));
+    if (!b16) {
+        memset(dst, 0, ox_igemm16_b_bytes(K, N));
+        return;
+    }
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < N; j++) {
+            int32_t z = q->m->zb_kind == 1   ? q8(q->zb->data, sg, 0)
+                        : q->m->zb_kind >= 2 ? q8(q->zb->data, sg, j)
+                                             : 0;
+            b16[k * N + j] = (int16_t)(q8(q->b->data, sg, k * N + j) - z);
+        }
+    ox_igemm16_pack_b(b16, N, K, N, dst);
+    free(b16);
+}
+
+struct mmi_out {
+    int32_t *y; /* this product's M x N */
+    int64_t N;
+};
+
+static void mmi_emit(void *arg, int64_t i, int64_t n0, int64_t nn, const int32_t *c) {
+    const struct mmi_out *o = arg;
+    memcpy(o->y + i * o->N + n0, c, sizeof(int32_t) * (size_t)nn);
 }
 
 ox_status ox_nn_cpu_matmulinteger(struct ox_kernel_ctx *ctx, const struct ox_node *n,
@@ -430,22 +479,58 @@ ox_status ox_nn_cpu_matmulinteger(struct ox_kernel_ctx *ctx, const struct ox_nod
     int32_t *bq = ctx->scratch, *aq = bq + K * N;
     uint32_t *y = out[0]->data;
     int64_t last_bo = -1;
+    bool fast = ox_igemm16_fast();
+    const void *bp = NULL; /* one constant B: packed once */
+    struct mmi_b mb = {b, zb, &m};
+    if (fast && b->rank == 2) {
+        struct ox_prep_key key = {b->data, {K, N, zb ? (int64_t)(intptr_t)zb->data : 0, 0}};
+        bp = ox_kernel_prepared(ctx, mmi_pack_b, &mb, &key);
+    }
+    int16_t *a16 = ctx->scratch,
+            *b16 = (int16_t *)((char *)ctx->scratch + (M * K * 2 + 63) / 64 * 64);
+    char *ig = (char *)b16 + (K * N * 2 + 63) / 64 * 64;
     for (int64_t it = 0; it < m.s.batch; it++) {
         int64_t ao, bo;
         ox_matmul_offsets(&m.s, it, &ao, &bo);
         uint32_t *yb = y + it * M * N;
-        if (bo != last_bo) { /* B minus its zero points, once per distinct B matrix */
+        if (bo != last_bo && !bp) { /* B minus its zero points, once per distinct B matrix */
             int64_t zbase = m.zb_kind == 3 ? bo / (K > 0 ? K : 1) : 0;
             for (int64_t k = 0; k < K; k++)
                 for (int64_t j = 0; j < N; j++) {
                     int32_t z = 0;
                     if (m.zb_kind == 1) z = q8(zb->data, bsg, 0);
                     if (m.zb_kind >= 2) z = q8(zb->data, bsg, zbase + j);
-                    bq[k * N + j] = q8(b->data, bsg, bo + k * N + j) - z;
+                    int32_t v = q8(b->data, bsg, bo + k * N + j) - z;
+                    if (fast)
+                        b16[k * N + j] = (int16_t)v;
+                    else
+                        bq[k * N + j] = v;
                 }
             last_bo = bo;
         }
         int64_t zabase = m.za_kind == 3 ? ao / (K > 0 ? K : 1) : 0;
+        if (fast) { /* A minus its zero points, then the pool's GEMM */
+            for (int64_t i = 0; i < M; i++) {
+                int32_t z = m.za_kind == 1   ? q8(za->data, as, 0)
+                            : m.za_kind >= 2 ? q8(za->data, as, zabase + i)
+                                             : 0;
+                for (int64_t k = 0; k < K; k++)
+                    a16[i * K + k] = (int16_t)(q8(a->data, as, ao + i * K + k) - z);
+            }
+            struct mmi_out o = {(int32_t *)yb, N};
+            struct ox_igemm16_op op = {.M = M,
+                                       .N = N,
+                                       .K = K,
+                                       .a = a16,
+                                       .lda = K,
+                                       .b = b16,
+                                       .ldb = N,
+                                       .b_packed = bp,
+                                       .emit = mmi_emit,
+                                       .arg = &o};
+            ox_igemm16(ctx->pool, &op, ig);
+            continue;
+        }
         for (int64_t i = 0; i < M; i++) {
             int32_t z = 0;
             if (m.za_kind == 1) z = q8(za->data, as, 0);

@@ -2,8 +2,10 @@
  *
  * Default domain: QuantizeLinear and DequantizeLinear (per tensor, per axis and blocked; the
  * integer types down to 2 bits, float8 and float4e2m1), DynamicQuantizeLinear, QLinearMatMul,
- * QLinearConv and ConvInteger. Domain com.microsoft: QLinearAdd, QLinearMul, QLinearSigmoid,
- * QLinearLeakyRelu, QLinearGlobalAveragePool and QLinearConcat, as onnxruntime defines them.
+ * QLinearConv and ConvInteger. Domain ai.onnxexec: QuantizeDequantize, the two first ops'
+ * round trip with one set of parameters (a QDQ model's Q -> DQ pairs, graph/optimize.c). Domain
+ * com.microsoft: QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool
+ * and QLinearConcat, as onnxruntime defines them.
  *
  * Integer results are exact. Products of zero-point-shifted 8-bit operands (widened to int16
  * in scratch) are summed in int32; the sum is requantized in double with a multiplier rounded
@@ -12,8 +14,11 @@
  * Sub-byte types (int4, uint4, int2, uint2, float4e2m1) are stored one element per byte.
  */
 #include "kernels/op.h"
+#include "kernels/cpu/igemm.h"
+#include "kernels/cpu/vecmath.h"
 
 #include <float.h>
+#include <stdlib.h>
 #include <stdint.h>
 
 /* ---- element types --------------------------------------------------------------------- */
@@ -371,6 +376,107 @@ ox_status ox_q_cpu_dequantize(struct ox_kernel_ctx *ctx, const struct ox_node *n
     return OX_OK;
 }
 
+/* ---- QuantizeDequantize (ai.onnxexec) ----------------------------------------------------- */
+
+/* DequantizeLinear(QuantizeLinear(x, s, z), s, z): a QDQ model's round trip between its
+ * float operators as one node (graph/optimize.c makes it where both use the same
+ * parameters). Inputs and attributes are the QuantizeLinear's; the output has x's shape and
+ * the dequantized type. Float x and scale with a one-element 8- or 16-bit zero point run
+ * one pass (qdq_piece); every other case quantizes into scratch and dequantizes from it with
+ * the two ops' own kernels, so that the result is always theirs. */
+static bool qdq_fast(const ox_tensor *x, const ox_tensor *s, const ox_tensor *z, ox_dtype qt) {
+    int64_t lo, hi;
+    return x->dtype == OX_FLOAT && s->dtype == OX_FLOAT && ox_tensor_numel(s) == 1 &&
+           (!z || ox_tensor_numel(z) == 1) && qint_range(qt, &lo, &hi);
+}
+
+ox_status ox_q_infer_qdq(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                         const ox_tensor *const *in, ox_tensor *const *out) {
+    ox_tensor q = {0};
+    ox_tensor *qo = &q;
+    ox_status st = ox_q_infer_quantize(ctx, n, in, &qo);
+    if (st) return st;
+    const ox_tensor *dq_in[3] = {&q, in[1], ox_in(n, in, 2)};
+    if ((st = ox_q_infer_dequantize(ctx, n, dq_in, out))) return st;
+    if (!qdq_fast(in[0], in[1], ox_in(n, in, 2), q.dtype))
+        ctx->scratch_bytes = (size_t)ox_tensor_numel(in[0]) * ox_dtype_size(q.dtype);
+    return OX_OK;
+}
+
+struct qdq_job {
+    const float *x;
+    float *y;
+    int64_t numel;
+    float s, z, lo, hi;
+};
+
+#define QDQ_CHUNK 16384 /* elements per piece over the pool */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* 16 at a time: the same division, rounding half to even and clamp (max and min give the
+ * bound for a NaN, as the scalar loop's comparisons do). */
+__attribute__((target("avx512f"))) static void qdq_avx512(const struct qdq_job *j, int64_t i0,
+                                                          int64_t i1) {
+    __m512 s = _mm512_set1_ps(j->s), z = _mm512_set1_ps(j->z);
+    __m512 lo = _mm512_set1_ps(j->lo), hi = _mm512_set1_ps(j->hi);
+    for (int64_t i = i0; i < i1; i += 16) {
+        __mmask16 m = tail_mask16(i1 - i);
+        __m512 r = _mm512_div_ps(_mm512_maskz_loadu_ps(m, j->x + i), s);
+        r = _mm512_add_ps(_mm512_roundscale_ps(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                          z);
+        r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+        _mm512_mask_storeu_ps(j->y + i, m, _mm512_mul_ps(_mm512_sub_ps(r, z), s));
+    }
+}
+#endif
+
+/* QuantizeLinear's float arithmetic (rintf(x / s) + z, saturated), then DequantizeLinear's
+ * ((q - z) * s, exact in float for these integers). */
+static void qdq_piece(void *arg, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const struct qdq_job *j = arg;
+    int64_t i0 = b * QDQ_CHUNK, i1 = e * QDQ_CHUNK < j->numel ? e * QDQ_CHUNK : j->numel;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (ox_sgemm_is_fast()) {
+        qdq_avx512(j, i0, i1);
+        return;
+    }
+#endif
+    for (int64_t i = i0; i < i1; i++) {
+        float r = rintf(j->x[i] / j->s) + j->z;
+        if (!(r >= j->lo)) r = j->lo;
+        if (r > j->hi) r = j->hi;
+        j->y[i] = (r - j->z) * j->s;
+    }
+}
+
+ox_status ox_q_cpu_qdq(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                       const ox_tensor *const *in, ox_tensor *const *out) {
+    const ox_tensor *x = in[0], *s = in[1], *z = ox_in(n, in, 2);
+    ox_dtype qt = OX_UINT8;
+    ox_status st = quant_out_type(n, z, &qt);
+    if (st) return st;
+    if (!qdq_fast(x, s, z, qt)) {
+        ox_tensor q = {.dtype = qt, .rank = x->rank, .data = ctx->scratch};
+        memcpy(q.dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+        ox_tensor *qo = &q;
+        if ((st = ox_q_cpu_quantize(ctx, n, in, &qo))) return st;
+        const ox_tensor *dq_in[3] = {&q, s, z};
+        return ox_q_cpu_dequantize(ctx, n, dq_in, out);
+    }
+    int64_t lo = 0, hi = 0;
+    qint_range(qt, &lo, &hi);
+    struct qdq_job j = {.x = x->data,
+                        .y = out[0]->data,
+                        .numel = ox_tensor_numel(x),
+                        .s = *(const float *)s->data,
+                        .z = (float)zp_of(z, 0),
+                        .lo = (float)lo,
+                        .hi = (float)hi};
+    ox_parallel_for(ctx->pool, (j.numel + QDQ_CHUNK - 1) / QDQ_CHUNK, qdq_piece, &j);
+    return OX_OK;
+}
+
 /* ---- DynamicQuantizeLinear --------------------------------------------------------------- */
 
 ox_status ox_q_infer_dynamic_quantize(struct ox_infer_ctx *ctx, const struct ox_node *n,
@@ -387,13 +493,48 @@ ox_status ox_q_infer_dynamic_quantize(struct ox_infer_ctx *ctx, const struct ox_
     return OX_OK;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The two loops below 16 floats at a time: a NaN is passed over by min and max (the second
+ * operand is kept) and becomes 0 at the clamp, as there. */
+__attribute__((target("avx512f"))) static void dq_range16(const float *x, int64_t cnt, float *mn,
+                                                          float *mx) {
+    __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
+    for (int64_t i = 0; i < cnt; i += 16) {
+        __m512 v = _mm512_maskz_loadu_ps(tail_mask16(cnt - i), x + i); /* tail lanes: 0 */
+        lo = _mm512_min_ps(v, lo);
+        hi = _mm512_max_ps(v, hi);
+    }
+    *mn = _mm512_reduce_min_ps(lo), *mx = _mm512_reduce_max_ps(hi);
+}
+
+__attribute__((target("avx512f"))) static void dq_quant16(const float *x, int64_t cnt, float scale,
+                                                          float zp, uint8_t *y) {
+    __m512 s = _mm512_set1_ps(scale), z = _mm512_set1_ps(zp);
+    __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(255.0f);
+    for (int64_t i = 0; i < cnt; i += 16) {
+        __mmask16 m = tail_mask16(cnt - i);
+        __m512 r = _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), s);
+        r = _mm512_add_ps(_mm512_roundscale_ps(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                          z);
+        r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+        _mm512_mask_cvtepi32_storeu_epi8(y + i, m, _mm512_cvtps_epi32(r));
+    }
+}
+#endif
+
 ox_status ox_q_cpu_dynamic_quantize(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                                     const ox_tensor *const *in, ox_tensor *const *out) {
     (void)ctx;
     const float *x = in[0]->data;
     int64_t cnt = ox_tensor_numel(in[0]);
     float mn = 0, mx = 0; /* the range always includes 0 */
-    for (int64_t i = 0; i < cnt; i++) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    bool vec = ox_sgemm_is_fast();
+    if (vec) dq_range16(x, cnt, &mn, &mx);
+#else
+    bool vec = false;
+#endif
+    for (int64_t i = 0; i < cnt && !vec; i++) {
         if (x[i] < mn) mn = x[i];
         if (x[i] > mx) mx = x[i];
     }
@@ -403,7 +544,10 @@ ox_status ox_q_cpu_dynamic_quantize(struct ox_kernel_ctx *ctx, const struct ox_n
     if (zpf > 255) zpf = 255;
     float zp = rintf(zpf);
     uint8_t *y = out[0]->data;
-    for (int64_t i = 0; i < cnt; i++) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (vec) dq_quant16(x, cnt, scale, zp, y);
+#endif
+    for (int64_t i = 0; i < cnt && !vec; i++) {
         float r = rintf(x[i] / scale) + zp;
         if (!(r >= 0)) r = 0;
         if (r > 255) r = 255;
@@ -456,6 +600,14 @@ static inline void requant_store(ox_tensor *y, int64_t i, double v, int64_t lo, 
         ((int8_t *)y->data)[i] = (int8_t)r;
 }
 
+/* Whether infer may ask for prepared memory made from input wi and its zero point, input zi:
+ * both constant (or the zero point absent). */
+static bool may_pack(const struct ox_infer_ctx *ctx, const struct ox_node *n,
+                     const ox_tensor *const *in, int wi, int zi) {
+    return ox_igemm16_fast() && (ctx->const_inputs >> wi & 1) &&
+           (!ox_in(n, in, zi) || (ctx->const_inputs >> zi & 1));
+}
+
 /* ---- QLinearMatMul ------------------------------------------------------------------------- */
 
 /* Per-tensor, or one value per column of b (N values, 1-D). */
@@ -494,10 +646,58 @@ ox_status ox_q_infer_qlinear_matmul(struct ox_infer_ctx *ctx, const struct ox_no
     ox_set_shape(out[0], yz ? yz->dtype : a->dtype, m.rank, m.dims);
     size_t total = 0;
     if (!add_piece(&total, m.M, m.K, 2) || !add_piece(&total, m.K, m.N, 2) ||
-        !add_piece(&total, m.M, m.N, 4) || !add_piece(&total, m.N, 1, 8))
+        !add_piece(&total, m.M, m.N, 4) || !add_piece(&total, m.N, 1, 8) ||
+        !ox_igemm16_scratch(m.M, m.K, ctx->n_threads, &total))
         return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
     ctx->scratch_bytes = total;
+    if (b->rank == 2 && may_pack(ctx, n, in, 3, 5))
+        ctx->prepared_bytes = ox_igemm16_b_bytes(m.K, m.N);
     return OX_OK;
+}
+
+struct qmm_out {
+    ox_tensor *y;
+    int64_t yo, N; /* y's first element of this product; its columns */
+    const double *mult;
+    double yzp;
+    int64_t lo, hi;
+};
+
+static void qmm_emit(void *arg, int64_t i, int64_t n0, int64_t nn, const int32_t *acc) {
+    const struct qmm_out *o = arg;
+    for (int64_t j = 0; j < nn; j++)
+        requant_store(o->y, o->yo + i * o->N + n0 + j, (double)acc[j] * o->mult[n0 + j] + o->yzp,
+                      o->lo, o->hi);
+}
+
+/* B of a QLinearMatMul minus its zero point (one, or one per column), widened. */
+struct qmm_b {
+    const ox_tensor *b, *bz;
+    int64_t K, N;
+};
+
+static void qmm_widen_b(const struct qmm_b *q, int64_t bo, int16_t *b16) {
+    if (q->bz && ox_tensor_numel(q->bz) != 1) {
+        for (int64_t k = 0; k < q->K; k++)
+            for (int64_t j = 0; j < q->N; j++)
+                b16[k * q->N + j] =
+                    (int16_t)(ox_get_i64(q->b, bo + k * q->N + j) - zp_of(q->bz, j));
+    } else {
+        widen(q->b, bo, q->K * q->N, zp_of(q->bz, 0), b16);
+    }
+}
+
+/* Prepared memory of a constant 2-D B: packed for ox_igemm16. */
+static void qmm_pack_b(void *dst, void *arg) {
+    const struct qmm_b *q = arg;
+    int16_t *b16 = malloc(sizeof(int16_t) * (size_t)(q->K * q->N > 0 ? q->K * q->N : 1));
+    if (!b16) {
+        memset(dst, 0, ox_igemm16_b_bytes(q->K, q->N));
+        return;
+    }
+    qmm_widen_b(q, 0, b16);
+    ox_igemm16_pack_b(b16, q->N, q->K, q->N, dst);
+    free(b16);
 }
 
 ox_status ox_q_cpu_qlinear_matmul(struct ox_kernel_ctx *ctx, const struct ox_node *n,
@@ -515,7 +715,7 @@ ox_status ox_q_cpu_qlinear_matmul(struct ox_kernel_ctx *ctx, const struct ox_nod
     double *mult = take(&p, m.N, 8);
     /* the reference rounds a_scale * b_scale / y_scale in the scales' type */
     ox_dtype sdt = as->dtype;
-    bool bcol = ox_tensor_numel(bs) != 1, zcol = bz && ox_tensor_numel(bz) != 1;
+    bool bcol = ox_tensor_numel(bs) != 1;
     for (int64_t j = 0; j < m.N; j++)
         mult[j] = round_to(round_to(ox_get_f64(as, 0) * ox_get_f64(bs, bcol ? j : 0), sdt) /
                                ox_get_f64(ys, 0),
@@ -525,25 +725,35 @@ ox_status ox_q_cpu_qlinear_matmul(struct ox_kernel_ctx *ctx, const struct ox_nod
     int32_t azp = zp_of(az, 0);
     double yzp = zp_of(yz, 0);
     int64_t last_a = -1, last_b = -1;
+    struct qmm_b qb = {b, bz, m.K, m.N};
+    const void *bp = NULL; /* one constant B: packed once */
+    if (b->rank == 2 && ox_igemm16_fast()) {
+        struct ox_prep_key key = {b->data, {m.K, m.N, bz ? (int64_t)(intptr_t)bz->data : 0, 0}};
+        bp = ox_kernel_prepared(ctx, qmm_pack_b, &qb, &key);
+    }
     for (int64_t bi = 0; bi < m.batch; bi++) {
         int64_t ao, bo;
         ox_matmul_offsets(&m, bi, &ao, &bo);
         if (ao != last_a) widen(a, ao, m.M * m.K, azp, a16);
-        if (bo != last_b) {
-            if (zcol) {
-                for (int64_t k = 0; k < m.K; k++)
-                    for (int64_t j = 0; j < m.N; j++)
-                        b16[k * m.N + j] =
-                            (int16_t)(ox_get_i64(b, bo + k * m.N + j) - zp_of(bz, j));
-            } else {
-                widen(b, bo, m.K * m.N, zp_of(bz, 0), b16);
-            }
-        }
+        if (bo != last_b && !bp) qmm_widen_b(&qb, bo, b16);
         last_a = ao, last_b = bo;
+        struct qmm_out o = {y, bi * m.M * m.N, m.N, mult, yzp, lo, hi};
+        if (ox_igemm16_fast()) {
+            struct ox_igemm16_op op = {.M = m.M,
+                                       .N = m.N,
+                                       .K = m.K,
+                                       .a = a16,
+                                       .lda = m.K,
+                                       .b = b16,
+                                       .ldb = m.N,
+                                       .b_packed = bp,
+                                       .emit = qmm_emit,
+                                       .arg = &o};
+            ox_igemm16(ctx->pool, &op, p);
+            continue;
+        }
         igemm(m.M, m.N, m.K, a16, b16, acc);
-        int64_t yo = bi * m.M * m.N;
-        for (int64_t i = 0; i < m.M * m.N; i++)
-            requant_store(y, yo + i, (double)acc[i] * mult[i % m.N] + yzp, lo, hi);
+        for (int64_t i = 0; i < m.M; i++) qmm_emit(&o, i, 0, m.N, acc + i * m.N);
     }
     return OX_OK;
 }
@@ -650,24 +860,28 @@ static bool conv_pointwise(const struct cgeom *g) {
 }
 
 /* Scratch: x of one image widened (C*in), the columns of one group, the widened weights (M*kdim),
- * one group's int32 sums. */
-static ox_status conv_scratch(const struct ox_node *n, const struct cgeom *g, size_t *total) {
+ * then igemm_pool's (ig_scratch) or one group's int32 sums for igemm. */
+static ox_status conv_scratch(const struct ox_node *n, const struct cgeom *g, int n_threads,
+                              size_t *total) {
     *total = 0;
     if (!add_piece(total, g->C, g->in_size, 2) ||
         !add_piece(total, conv_pointwise(g) ? 0 : g->kdim, g->out_size, 2) ||
-        !add_piece(total, g->M, g->kdim, 2) || !add_piece(total, g->mg, g->out_size, 4))
+        !add_piece(total, g->M, g->kdim, 2) ||
+        !(ox_igemm16_fast() ? ox_igemm16_scratch(g->mg, g->kdim, n_threads, total)
+                            : add_piece(total, g->mg, g->out_size, 4)))
         return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
     return OX_OK;
 }
 
-/* Columns of one group of one image: row (c, kernel offset), column output position; the
- * padding reads 0 (the zero point was already subtracted). */
-static void im2col16(const int16_t *x, const struct cgeom *g, int16_t *col) {
-    int64_t row = 0;
-    for (int64_t c = 0; c < g->cg; c++) {
+/* Columns of channels [c0, c1) of one group of one image: row (c, kernel offset), column
+ * output position; the padding reads 0 (the zero point was already subtracted). */
+static void im2col16(const int16_t *x, const struct cgeom *g, int64_t c0, int64_t c1,
+                     int16_t *col) {
+    int64_t row = c0 * g->k_size;
+    for (int64_t c = c0; c < c1; c++) {
         const int16_t *xc = x + c * g->in_size;
         for (int64_t kk = 0; kk < g->k_size; kk++, row++) {
-            int64_t ko[OX_MAX_RANK], r = kk;
+            int64_t ko[OX_MAX_RANK] = {0}, r = kk;
             for (int i = g->nsp - 1; i >= 0; i--) ko[i] = r % g->k[i], r /= g->k[i];
             int16_t *dst = col + row * g->out_size;
             if (g->nsp == 2) {
@@ -717,35 +931,104 @@ static ox_status check_per_m(const struct ox_node *n, const ox_tensor *t, int64_
     return OX_OK;
 }
 
-/* The integer convolution shared by ConvInteger and QLinearConv: for each image and group,
- * `emit(m0, acc)` receives the int32 sums of output channels m0.. m0+mg-1 (mg rows of out_size). */
+/* The integer convolution shared by ConvInteger and QLinearConv: `emit(arg, img, m, q0, nq,
+ * acc)` receives the int32 sums of output channel m of image img at output positions
+ * [q0, q0 + nq), from the threads of the pool where igemm_pool runs. */
+typedef void (*conv_emit)(void *arg, int64_t img, int64_t m, int64_t q0, int64_t nq,
+                          const int32_t *acc);
+
 struct conv_job {
     const ox_tensor *x, *w, *xz, *wz;
     struct cgeom g;
+    /* while running */
+    const int16_t *x16;
+    int16_t *col;
+    int64_t img, gr;
+    conv_emit emit;
+    void *arg;
 };
 
-typedef void (*conv_emit)(void *arg, int64_t img, int64_t m0, const int32_t *acc);
+static void im2col_piece(void *arg, int64_t c0, int64_t c1, int tid) {
+    (void)tid;
+    const struct conv_job *j = arg;
+    im2col16(j->x16 + j->gr * j->g.cg * j->g.in_size, &j->g, c0, c1, j->col);
+}
 
-static void conv_int(struct ox_kernel_ctx *ctx, const struct conv_job *j, conv_emit emit,
-                     void *arg) {
+static void conv_block_emit(void *arg, int64_t m, int64_t n0, int64_t nn, const int32_t *c) {
+    const struct conv_job *j = arg;
+    j->emit(j->arg, j->img, j->gr * j->g.mg + m, n0, nn, c);
+}
+
+/* The weights minus their zero points (one or one per output channel), widened. */
+static void conv_widen_w(const struct conv_job *j, int16_t *w16) {
+    const struct cgeom *g = &j->g;
+    bool wcol = j->wz && ox_tensor_numel(j->wz) != 1;
+    for (int64_t m = 0; m < g->M; m++)
+        widen(j->w, m * g->kdim, g->kdim, zp_of(j->wz, wcol ? m : 0), w16 + m * g->kdim);
+}
+
+/* Prepared memory of constant weights: each group's rows packed for ox_igemm16. */
+static size_t conv_packed_bytes(const struct cgeom *g) {
+    return (size_t)g->group * ox_igemm16_a_bytes(g->mg, g->kdim);
+}
+
+static void conv_pack_w(void *dst, void *arg) {
+    const struct conv_job *j = arg;
+    const struct cgeom *g = &j->g;
+    int16_t *w16 = malloc(sizeof(int16_t) * (size_t)(g->M * g->kdim > 0 ? g->M * g->kdim : 1));
+    if (!w16) { /* zeros: the caller packs its own copy when it sees none (never here) */
+        memset(dst, 0, conv_packed_bytes(g));
+        return;
+    }
+    conv_widen_w(j, w16);
+    for (int64_t gr = 0; gr < g->group; gr++)
+        ox_igemm16_pack_a(w16 + gr * g->mg * g->kdim, g->kdim, g->mg, g->kdim,
+                          (char *)dst + gr * ox_igemm16_a_bytes(g->mg, g->kdim));
+    free(w16);
+}
+
+static void conv_int(struct ox_kernel_ctx *ctx, struct conv_job *j, conv_emit emit, void *arg) {
     const struct cgeom *g = &j->g;
     char *p = ctx->scratch;
     bool pw = conv_pointwise(g);
     int16_t *x16 = take(&p, g->C * g->in_size, 2),
             *col = take(&p, pw ? 0 : g->kdim * g->out_size, 2);
     int16_t *w16 = take(&p, g->M * g->kdim, 2);
-    int32_t *acc = take(&p, g->mg * g->out_size, 4);
-    bool wcol = j->wz && ox_tensor_numel(j->wz) != 1;
-    for (int64_t m = 0; m < g->M; m++)
-        widen(j->w, m * g->kdim, g->kdim, zp_of(j->wz, wcol ? m : 0), w16 + m * g->kdim);
+    const char *wp = NULL;
+    if (ox_igemm16_fast()) {
+        struct ox_prep_key key = {
+            j->w->data, {g->M, g->kdim, g->group, j->wz ? (int64_t)(intptr_t)j->wz->data : 0}};
+        wp = ox_kernel_prepared(ctx, conv_pack_w, j, &key);
+    }
+    if (!wp) conv_widen_w(j, w16);
     int32_t xzp = zp_of(j->xz, 0);
+    j->x16 = x16, j->col = col, j->emit = emit, j->arg = arg;
     for (int64_t img = 0; img < g->N; img++) {
         widen(j->x, img * g->C * g->in_size, g->C * g->in_size, xzp, x16);
         for (int64_t gr = 0; gr < g->group; gr++) {
-            const int16_t *xg = x16 + gr * g->cg * g->in_size;
-            if (!pw) im2col16(xg, g, col);
-            igemm(g->mg, g->out_size, g->kdim, w16 + gr * g->mg * g->kdim, pw ? xg : col, acc);
-            emit(arg, img, gr * g->mg, acc);
+            const int16_t *xg = x16 + gr * g->cg * g->in_size, *b = pw ? xg : col;
+            const int16_t *wg = w16 + gr * g->mg * g->kdim;
+            j->img = img, j->gr = gr;
+            if (!pw) ox_parallel_for(ctx->pool, g->cg, im2col_piece, j);
+            if (ox_igemm16_fast()) {
+                struct ox_igemm16_op op = {
+                    .M = g->mg,
+                    .N = g->out_size,
+                    .K = g->kdim,
+                    .a = wg,
+                    .lda = g->kdim,
+                    .a_packed = wp ? wp + gr * ox_igemm16_a_bytes(g->mg, g->kdim) : NULL,
+                    .b = b,
+                    .ldb = g->out_size,
+                    .emit = conv_block_emit,
+                    .arg = j};
+                ox_igemm16(ctx->pool, &op, p);
+                continue;
+            }
+            int32_t *acc = (int32_t *)p;
+            igemm(g->mg, g->out_size, g->kdim, wg, b, acc);
+            for (int64_t m = 0; m < g->mg; m++)
+                emit(arg, img, gr * g->mg + m, 0, g->out_size, acc + m * g->out_size);
         }
     }
 }
@@ -770,7 +1053,8 @@ ox_status ox_q_infer_conv_integer(struct ox_infer_ctx *ctx, const struct ox_node
     int64_t dims[OX_MAX_RANK] = {g.N, g.M};
     for (int i = 0; i < g.nsp; i++) dims[i + 2] = g.out[i];
     ox_set_shape(out[0], OX_INT32, x->rank, dims);
-    return conv_scratch(n, &g, &ctx->scratch_bytes);
+    if (may_pack(ctx, n, in, 1, 3)) ctx->prepared_bytes = conv_packed_bytes(&g);
+    return conv_scratch(n, &g, ctx->n_threads, &ctx->scratch_bytes);
 }
 
 struct ci_out {
@@ -778,16 +1062,14 @@ struct ci_out {
     int32_t *y;
 };
 
-static void ci_emit(void *arg, int64_t img, int64_t m0, const int32_t *acc) {
+static void ci_emit(void *arg, int64_t img, int64_t m, int64_t q0, int64_t nq, const int32_t *acc) {
     struct ci_out *o = arg;
-    const struct cgeom *g = o->g;
-    memcpy(o->y + (img * g->M + m0) * g->out_size, acc,
-           sizeof(int32_t) * (size_t)(g->mg * g->out_size));
+    memcpy(o->y + (img * o->g->M + m) * o->g->out_size + q0, acc, sizeof(int32_t) * (size_t)nq);
 }
 
 ox_status ox_q_cpu_conv_integer(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                                 const ox_tensor *const *in, ox_tensor *const *out) {
-    struct conv_job j = {in[0], in[1], ox_in(n, in, 2), ox_in(n, in, 3), {0}};
+    struct conv_job j = {.x = in[0], .w = in[1], .xz = ox_in(n, in, 2), .wz = ox_in(n, in, 3)};
     ox_status st = conv_geom(n, j.x, j.w, &j.g);
     if (st) return st;
     struct ci_out o = {&j.g, out[0]->data};
@@ -825,9 +1107,10 @@ ox_status ox_q_infer_qlinear_conv(struct ox_infer_ctx *ctx, const struct ox_node
     for (int i = 0; i < g.nsp; i++) dims[i + 2] = g.out[i];
     ox_set_shape(out[0], yz ? yz->dtype : x->dtype, x->rank, dims);
     size_t total;
-    if ((st = conv_scratch(n, &g, &total))) return st;
+    if ((st = conv_scratch(n, &g, ctx->n_threads, &total))) return st;
     if (!add_piece(&total, g.M, 1, 8)) return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
     ctx->scratch_bytes = total;
+    if (may_pack(ctx, n, in, 3, 5)) ctx->prepared_bytes = conv_packed_bytes(&g);
     return OX_OK;
 }
 
@@ -840,15 +1123,52 @@ struct qc_out {
     int64_t lo, hi;
 };
 
-static void qc_emit(void *arg, int64_t img, int64_t m0, const int32_t *acc) {
+/* saturate(rint((acc + bias) * mult + zp)) into n 8-bit outputs, in double as the scalar
+ * loop below (and requant_store) compute it. */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"))) static void requant_row_avx512(const int32_t *acc, int64_t n,
+                                                                  int32_t bias, double mult,
+                                                                  double zp, double lo, double hi,
+                                                                  void *dst) {
+    __m512d vm = _mm512_set1_pd(mult), vz = _mm512_set1_pd(zp);
+    __m512d vlo = _mm512_set1_pd(lo), vhi = _mm512_set1_pd(hi);
+    __m512i vb = _mm512_set1_epi32(bias);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = tail_mask16(n - i);
+        __m512i a = _mm512_add_epi32(_mm512_maskz_loadu_epi32(m, acc + i), vb);
+        __m256i half[2];
+        for (int h = 0; h < 2; h++) {
+            __m512d v =
+                _mm512_cvtepi32_pd(h ? _mm512_extracti64x4_epi64(a, 1) : _mm512_castsi512_si256(a));
+            v = _mm512_add_pd(_mm512_mul_pd(v, vm), vz);
+            v = _mm512_roundscale_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            half[h] = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(v, vlo), vhi));
+        }
+        __m512i r = _mm512_inserti64x4(_mm512_castsi256_si512(half[0]), half[1], 1);
+        _mm512_mask_cvtepi32_storeu_epi8((char *)dst + i, m, r);
+    }
+}
+#endif
+
+static void qc_emit(void *arg, int64_t img, int64_t m, int64_t q0, int64_t nq, const int32_t *acc) {
     struct qc_out *o = arg;
-    const struct cgeom *g = o->g;
-    for (int64_t m = 0; m < g->mg; m++) {
-        int64_t mm = m0 + m, yo = (img * g->M + mm) * g->out_size;
-        int32_t bv = o->bias ? o->bias[mm] : 0;
-        const int32_t *am = acc + m * g->out_size;
-        for (int64_t q = 0; q < g->out_size; q++)
-            requant_store(o->y, yo + q, (double)(am[q] + bv) * o->mult[mm] + o->yzp, o->lo, o->hi);
+    int64_t yo = (img * o->g->M + m) * o->g->out_size + q0;
+    int32_t bv = o->bias ? o->bias[m] : 0;
+    double mult = o->mult[m], lo = (double)o->lo, hi = (double)o->hi;
+    bool is_u8 = o->y->dtype == OX_UINT8;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (ox_igemm16_fast()) {
+        requant_row_avx512(acc, nq, bv, mult, o->yzp, lo, hi, (char *)o->y->data + yo);
+        return;
+    }
+#endif
+    for (int64_t q = 0; q < nq; q++) { /* requant_store's arithmetic, the type known */
+        double r = rint((double)(acc[q] + bv) * mult + o->yzp);
+        r = !(r >= lo) ? lo : r > hi ? hi : r;
+        if (is_u8)
+            ((uint8_t *)o->y->data)[yo + q] = (uint8_t)r;
+        else
+            ((int8_t *)o->y->data)[yo + q] = (int8_t)r;
     }
 }
 
@@ -856,11 +1176,11 @@ ox_status ox_q_cpu_qlinear_conv(struct ox_kernel_ctx *ctx, const struct ox_node 
                                 const ox_tensor *const *in, ox_tensor *const *out) {
     const ox_tensor *xs = in[1], *ws = in[4], *ys = in[6], *yz = ox_in(n, in, 7);
     const ox_tensor *b = ox_in(n, in, 8);
-    struct conv_job j = {in[0], in[3], ox_in(n, in, 2), ox_in(n, in, 5), {0}};
+    struct conv_job j = {.x = in[0], .w = in[3], .xz = ox_in(n, in, 2), .wz = ox_in(n, in, 5)};
     ox_status st = conv_geom(n, j.x, j.w, &j.g);
     if (st) return st;
     size_t base;
-    if ((st = conv_scratch(n, &j.g, &base))) return st;
+    if ((st = conv_scratch(n, &j.g, ox_pool_size(ctx->pool), &base))) return st;
     double *mult = ox_scratch_at(ctx->scratch, base);
     bool wcol = ox_tensor_numel(ws) != 1;
     float xsv = ((const float *)xs->data)[0], ysv = ((const float *)ys->data)[0];
