@@ -170,7 +170,7 @@ def matmul_integer(name, ashape, bshape, at, bt, za=None, zb=None, b_fed=False):
     a, b = ints(at, ashape), ints(bt, bshape)
     zav = np.asarray(za if za is not None else 0, at)
     zbv = np.asarray(zb if zb is not None else 0, bt)
-    za_b = zav.reshape(-1, 1) if zav.ndim else zav  # per row of A
+    za_b = zav.reshape(-1, 1) if zav.ndim == 1 else zav  # per row of A ([M] or [..., M, 1])
     y = np.matmul(a.astype(np.int64) - za_b.astype(np.int64), b.astype(np.int64) - zbv.astype(np.int64))
     nodes = [helper.make_node("MatMulInteger", ["a", "b", "za", "zb"], ["y"])]
     save_int(name, nodes, ("a", a), ("b", b), b_fed, [("za", zav), ("zb", zbv)], y)
@@ -180,6 +180,12 @@ matmul_integer("matmulint_bert_like", [2, 37, 129], [129, 77], np.uint8, np.int8
                zb=np.arange(77) % 5 - 2)
 matmul_integer("matmulint_b_fed", [3, 5, 40], [3, 40, 33], np.uint8, np.uint8, za=2, zb=200,
                b_fed=True)
+# batches of A times one B are one product of all their rows: zero points per row of M and
+# per row of each batch
+matmul_integer("matmulint_batched_row_zero_points", [3, 9, 33], [33, 40], np.uint8, np.int8,
+               za=np.arange(9) * 7, zb=1)
+matmul_integer("matmulint_batched_zero_point_per_batch_row", [2, 9, 33], [33, 40], np.int8,
+               np.int8, za=np.arange(18).reshape(2, 9, 1) - 9)
 matmul_integer("matmulint_row_zero_points", [9, 33], [33, 70], np.int8, np.uint8,
                za=np.arange(9) - 4, zb=128)
 

@@ -57,18 +57,22 @@ size_t ox_igemm16_a_bytes(int64_t M, int64_t K) {
 }
 
 /* A (lda apart) as panels of pairs; rows past M and the pair after an odd K's last k are
- * zero. */
+ * zero. A pair is the two int16 read as one int32 (little-endian: k in the low half). */
 void ox_igemm16_pack_a(const int16_t *a, int64_t lda, int64_t M, int64_t K, void *dst) {
     int32_t *ap = dst;
-    int64_t kp = (K + 1) / 2;
+    int64_t kp = (K + 1) / 2, whole = K / 2;
     for (int64_t p = 0; p * IG_MR < M; p++)
-        for (int64_t k2 = 0; k2 < kp; k2++)
-            for (int r = 0; r < IG_MR; r++) {
-                int64_t m = p * IG_MR + r, k = 2 * k2;
-                uint32_t lo = m < M ? (uint16_t)a[m * lda + k] : 0;
-                uint32_t hi = m < M && k + 1 < K ? (uint16_t)a[m * lda + k + 1] : 0;
-                ap[(p * kp + k2) * IG_MR + r] = (int32_t)(lo | hi << 16);
+        for (int r = 0; r < IG_MR; r++) {
+            int64_t m = p * IG_MR + r;
+            int32_t *d = ap + p * kp * IG_MR + r;
+            if (m >= M) {
+                for (int64_t k2 = 0; k2 < kp; k2++) d[k2 * IG_MR] = 0;
+                continue;
             }
+            const int16_t *row = a + m * lda;
+            for (int64_t k2 = 0; k2 < whole; k2++) memcpy(d + k2 * IG_MR, row + 2 * k2, 4);
+            if (whole < kp) d[whole * IG_MR] = (uint16_t)row[K - 1];
+        }
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -91,26 +95,32 @@ ig_pack_b(const int16_t *b0, int64_t ldb, int64_t K, int64_t n0, int64_t nn, int
 }
 
 /* One panel of A times one packed block of B: IG_MR x IG_NR sums into c. DOT(s, a, b) adds
- * the products of a's and b's pairs of int16 to s's int32 lanes. */
+ * the products of a's and b's pairs of int16 to s's int32 lanes. The sums are named
+ * variables, not an array, so that the compiler keeps each in its register. */
+#define IG_ROW_DECL(r) __m512i s##r##0 = _mm512_setzero_si512(), s##r##1 = _mm512_setzero_si512();
+#define IG_ROW_STEP(r, DOT)                                                                        \
+    {                                                                                              \
+        __m512i av = _mm512_set1_epi32(a[r]);                                                      \
+        s##r##0 = DOT(s##r##0, av, b0);                                                            \
+        s##r##1 = DOT(s##r##1, av, b1);                                                            \
+    }
+#define IG_ROW_STORE(r)                                                                            \
+    _mm512_storeu_si512(c + r * IG_NR, s##r##0);                                                   \
+    _mm512_storeu_si512(c + r * IG_NR + 16, s##r##1);
 #define IG_KERNEL(NAME, TARGET, DOT)                                                               \
     __attribute__((target(TARGET))) static void NAME(const int32_t *ap, const int16_t *bp,         \
                                                      int64_t kp, int32_t *c) {                     \
-        __m512i s[IG_MR][2];                                                                       \
-        for (int r = 0; r < IG_MR; r++) s[r][0] = s[r][1] = _mm512_setzero_si512();                \
+        IG_ROW_DECL(0) IG_ROW_DECL(1) IG_ROW_DECL(2) IG_ROW_DECL(3);                               \
+        IG_ROW_DECL(4) IG_ROW_DECL(5) IG_ROW_DECL(6) IG_ROW_DECL(7);                               \
         for (int64_t k2 = 0; k2 < kp; k2++) {                                                      \
             __m512i b0 = _mm512_loadu_si512(bp + k2 * 2 * IG_NR);                                  \
             __m512i b1 = _mm512_loadu_si512(bp + k2 * 2 * IG_NR + IG_NR);                          \
             const int32_t *a = ap + k2 * IG_MR;                                                    \
-            for (int r = 0; r < IG_MR; r++) {                                                      \
-                __m512i av = _mm512_set1_epi32(a[r]);                                              \
-                s[r][0] = DOT(s[r][0], av, b0);                                                    \
-                s[r][1] = DOT(s[r][1], av, b1);                                                    \
-            }                                                                                      \
+            IG_ROW_STEP(0, DOT) IG_ROW_STEP(1, DOT) IG_ROW_STEP(2, DOT) IG_ROW_STEP(3, DOT);       \
+            IG_ROW_STEP(4, DOT) IG_ROW_STEP(5, DOT) IG_ROW_STEP(6, DOT) IG_ROW_STEP(7, DOT);       \
         }                                                                                          \
-        for (int r = 0; r < IG_MR; r++) {                                                          \
-            _mm512_storeu_si512(c + r * IG_NR, s[r][0]);                                           \
-            _mm512_storeu_si512(c + r * IG_NR + 16, s[r][1]);                                      \
-        }                                                                                          \
+        IG_ROW_STORE(0) IG_ROW_STORE(1) IG_ROW_STORE(2) IG_ROW_STORE(3);                           \
+        IG_ROW_STORE(4) IG_ROW_STORE(5) IG_ROW_STORE(6) IG_ROW_STORE(7);                           \
     }
 
 /* AVX-512BW: vpmaddwd, then vpaddd; AVX-512 VNNI: vpdpwssd, the two in one instruction */

@@ -414,11 +414,13 @@ ox_status ox_nn_infer_matmulinteger(struct ox_infer_ctx *ctx, const struct ox_no
     size_t t, ta, tb;
     if (!mul3(m.s.K, m.s.N + 1, 4, &t)) return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
     if (ox_igemm16_fast()) {
-        if (!mul3(m.s.M, m.s.K, 2, &ta) || !mul3(m.s.K, m.s.N, 2, &tb) ||
-            !ox_add_size(ta + 64, tb + 64, &t) ||
-            !ox_igemm16_scratch(m.s.M, m.s.K, ctx->n_threads, &t))
-            return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
+        /* one B for every batch: the batches' rows are one A (mmi_rows) */
         const ox_tensor *b = ox_in(n, in, 1);
+        int64_t rows = b->rank == 2 ? m.s.batch * m.s.M : m.s.M;
+        if (!mul3(rows, m.s.K, 2, &ta) || !mul3(m.s.K, m.s.N, 2, &tb) ||
+            !ox_add_size(ta + 64, tb + 64, &t) ||
+            !ox_igemm16_scratch(rows, m.s.K, ctx->n_threads, &t))
+            return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
         if (b->rank == 2 && (ctx->const_inputs & 2) &&
             (!ox_in(n, in, 3) || (ctx->const_inputs & 8)))
             ctx->prepared_bytes = ox_igemm16_b_bytes(m.s.K, m.s.N);
@@ -510,15 +512,25 @@ ox_status ox_nn_cpu_matmulinteger(struct ox_kernel_ctx *ctx, const struct ox_nod
         }
         int64_t zabase = m.za_kind == 3 ? ao / (K > 0 ? K : 1) : 0;
         if (fast) { /* A minus its zero points, then the pool's GEMM */
-            for (int64_t i = 0; i < M; i++) {
+            /* one B for every batch (A's batches then lie one after another, as y's): all
+             * the rows in one product (mmi_rows), the zero point of row i that of row i % M
+             * of its batch */
+            int64_t rows = b->rank == 2 ? m.s.batch * M : M;
+            for (int64_t i = 0; i < rows; i++) {
                 int32_t z = m.za_kind == 1   ? q8(za->data, as, 0)
-                            : m.za_kind >= 2 ? q8(za->data, as, zabase + i)
+                            : m.za_kind == 2 ? q8(za->data, as, i % M)
+                            : m.za_kind == 3 ? q8(za->data, as, zabase + i)
                                              : 0;
-                for (int64_t k = 0; k < K; k++)
-                    a16[i * K + k] = (int16_t)(q8(a->data, as, ao + i * K + k) - z);
+                int16_t *d = a16 + i * K;
+                if (as)
+                    for (int64_t k = 0; k < K; k++)
+                        d[k] = (int16_t)(((const int8_t *)a->data)[ao + i * K + k] - z);
+                else
+                    for (int64_t k = 0; k < K; k++)
+                        d[k] = (int16_t)(((const uint8_t *)a->data)[ao + i * K + k] - z);
             }
             struct mmi_out o = {(int32_t *)yb, N};
-            struct ox_igemm16_op op = {.M = M,
+            struct ox_igemm16_op op = {.M = rows,
                                        .N = N,
                                        .K = K,
                                        .a = a16,
@@ -529,6 +541,7 @@ ox_status ox_nn_cpu_matmulinteger(struct ox_kernel_ctx *ctx, const struct ox_nod
                                        .emit = mmi_emit,
                                        .arg = &o};
             ox_igemm16(ctx->pool, &op, ig);
+            if (rows > M) break;
             continue;
         }
         for (int64_t i = 0; i < M; i++) {

@@ -645,9 +645,11 @@ ox_status ox_q_infer_qlinear_matmul(struct ox_infer_ctx *ctx, const struct ox_no
         return st;
     ox_set_shape(out[0], yz ? yz->dtype : a->dtype, m.rank, m.dims);
     size_t total = 0;
-    if (!add_piece(&total, m.M, m.K, 2) || !add_piece(&total, m.K, m.N, 2) ||
+    /* one B for every batch: the batches' rows are one A for ox_igemm16 */
+    int64_t rows = b->rank == 2 && ox_igemm16_fast() ? m.batch * m.M : m.M;
+    if (!add_piece(&total, rows, m.K, 2) || !add_piece(&total, m.K, m.N, 2) ||
         !add_piece(&total, m.M, m.N, 4) || !add_piece(&total, m.N, 1, 8) ||
-        !ox_igemm16_scratch(m.M, m.K, ctx->n_threads, &total))
+        !ox_igemm16_scratch(rows, m.K, ctx->n_threads, &total))
         return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
     ctx->scratch_bytes = total;
     if (b->rank == 2 && may_pack(ctx, n, in, 3, 5))
@@ -710,7 +712,10 @@ ox_status ox_q_cpu_qlinear_matmul(struct ox_kernel_ctx *ctx, const struct ox_nod
     ox_status st = ox_matmul_shape(n, a, b, &m);
     if (st) return st;
     char *p = ctx->scratch;
-    int16_t *a16 = take(&p, m.M * m.K, 2), *b16 = take(&p, m.K * m.N, 2);
+    /* one B for every batch (A's batches then lie one after another, as y's): all the rows
+     * in one product */
+    int64_t rows = b->rank == 2 && ox_igemm16_fast() ? m.batch * m.M : m.M;
+    int16_t *a16 = take(&p, rows * m.K, 2), *b16 = take(&p, m.K * m.N, 2);
     int32_t *acc = take(&p, m.M * m.N, 4);
     double *mult = take(&p, m.N, 8);
     /* the reference rounds a_scale * b_scale / y_scale in the scales' type */
@@ -734,12 +739,12 @@ ox_status ox_q_cpu_qlinear_matmul(struct ox_kernel_ctx *ctx, const struct ox_nod
     for (int64_t bi = 0; bi < m.batch; bi++) {
         int64_t ao, bo;
         ox_matmul_offsets(&m, bi, &ao, &bo);
-        if (ao != last_a) widen(a, ao, m.M * m.K, azp, a16);
+        if (ao != last_a) widen(a, ao, rows * m.K, azp, a16);
         if (bo != last_b && !bp) qmm_widen_b(&qb, bo, b16);
         last_a = ao, last_b = bo;
         struct qmm_out o = {y, bi * m.M * m.N, m.N, mult, yzp, lo, hi};
         if (ox_igemm16_fast()) {
-            struct ox_igemm16_op op = {.M = m.M,
+            struct ox_igemm16_op op = {.M = rows,
                                        .N = m.N,
                                        .K = m.K,
                                        .a = a16,
@@ -750,6 +755,7 @@ ox_status ox_q_cpu_qlinear_matmul(struct ox_kernel_ctx *ctx, const struct ox_nod
                                        .emit = qmm_emit,
                                        .arg = &o};
             ox_igemm16(ctx->pool, &op, p);
+            if (rows > m.M) break;
             continue;
         }
         igemm(m.M, m.N, m.K, a16, b16, acc);
