@@ -13,8 +13,8 @@ the 8-bit ranges (sums near the largest that int32 holds), int8 and uint8 on eit
 per-channel zero points and scales, a bias, MatMul batches that broadcast B, and weights
 fed at run time (packed at each run rather than once); DynamicQuantizeLinear (ties, one-signed
 inputs) alone and before a MatMulInteger, as onnxruntime's dynamic quantization writes it. Every case
-must agree exactly: on the AVX-512 path (with VNNI where the CPU has it, and without), and
-with OX_SGEMM_PACKED=0 (the scalar loops).
+must agree exactly: on the AVX-512 paths (uint8 by int8 four k at a time with vpdpbusd, int16
+pairs with vpdpwssd, and with vpmaddwd), and with OX_SGEMM_PACKED=0 (the scalar loops).
 """
 import argparse
 import itertools
@@ -186,6 +186,12 @@ matmul_integer("matmulint_batched_row_zero_points", [3, 9, 33], [33, 40], np.uin
                za=np.arange(9) * 7, zb=1)
 matmul_integer("matmulint_batched_zero_point_per_batch_row", [2, 9, 33], [33, 40], np.int8,
                np.int8, za=np.arange(18).reshape(2, 9, 1) - 9)
+# uint8 A by int8 B with no zero point: the 8-bit form (column sums of B correct A's zero
+# points), per row of M and per row of each batch
+matmul_integer("matmulint_u8s8_row_zero_points", [3, 9, 35], [35, 70], np.uint8, np.int8,
+               za=np.arange(9) * 7)
+matmul_integer("matmulint_u8s8_zero_point_per_batch_row", [2, 9, 33], [33, 40], np.uint8,
+               np.int8, za=np.arange(18).reshape(2, 9, 1) * 3, zb=0)
 matmul_integer("matmulint_row_zero_points", [9, 33], [33, 70], np.int8, np.uint8,
                za=np.arange(9) - 4, zb=128)
 
@@ -260,8 +266,10 @@ write_case(out, "dynquant_matmul", helper.make_model(g, opset_imports=[helper.ma
            [("x", x)], [("y", y)])
 
 failed = 0
-# OX_IGEMM_VNNI=0: vpmaddwd + vpaddd where the CPU has AVX-512 VNNI's vpdpwssd
-for env in ({}, {"OX_IGEMM_VNNI": "0"}, {"OX_SGEMM_PACKED": "0"}):
+# OX_IGEMM8=0: uint8 by int8 on the int16 path too; OX_IGEMM_VNNI=0: vpmaddwd + vpaddd where
+# the CPU has AVX-512 VNNI's vpdpwssd
+for env in ({}, {"OX_IGEMM8": "0"}, {"OX_IGEMM8": "0", "OX_IGEMM_VNNI": "0"},
+            {"OX_SGEMM_PACKED": "0"}):
     r = subprocess.run([args.onnxexec, "test", out, "--rtol", "0", "--atol", "0", "--threads", "2"],
                        capture_output=True, text=True, env=dict(os.environ, **env))
     sys.stdout.write("onnxexec test%s:\n%s%s" % ("".join(" " + k + "=" + v for k, v in env.items()),

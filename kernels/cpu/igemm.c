@@ -21,7 +21,7 @@ static size_t align64(size_t n) {
 }
 
 #define IG_MR 8
-#define IG_NR 32
+#define IG_NR IG_BLOCK_COLS
 
 struct ig_job {
     const struct ox_igemm16_op *op;
@@ -75,6 +75,68 @@ void ox_igemm16_pack_a(const int16_t *a, int64_t lda, int64_t M, int64_t K, void
         }
 }
 
+size_t ox_igemm8_a_bytes(int64_t M, int64_t K) {
+    return (size_t)((M + IG_MR - 1) / IG_MR * IG_MR) * (size_t)((K + 3) / 4) * 4;
+}
+
+/* 8-bit A (lda bytes apart) as panels of groups of four k (one int32 each), zeros past M and
+ * past K. */
+void ox_igemm8_pack_a(const void *a, int64_t lda, int64_t M, int64_t K, void *dst) {
+    int32_t *ap = dst;
+    int64_t kq = (K + 3) / 4, whole = K / 4;
+    for (int64_t p = 0; p * IG_MR < M; p++)
+        for (int r = 0; r < IG_MR; r++) {
+            int64_t m = p * IG_MR + r;
+            int32_t *d = ap + p * kq * IG_MR + r;
+            if (m >= M) {
+                for (int64_t k4 = 0; k4 < kq; k4++) d[k4 * IG_MR] = 0;
+                continue;
+            }
+            const uint8_t *row = (const uint8_t *)a + m * lda;
+            for (int64_t k4 = 0; k4 < whole; k4++) memcpy(d + k4 * IG_MR, row + 4 * k4, 4);
+            if (whole < kq) {
+                uint8_t last[4] = {0};
+                memcpy(last, row + 4 * whole, (size_t)(K - 4 * whole));
+                memcpy(d + whole * IG_MR, last, 4);
+            }
+        }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* Columns [n0, n0 + nn) of 8-bit B (ldb bytes apart) as groups of four rows: group k4 holds
+ * IG_NR columns of 4 bytes (rows 4 k4 .. 4 k4 + 3; zeros past K and past nn). */
+static void ig_pack_b8(const void *b, int64_t ldb, int64_t K, int64_t n0, int64_t nn, int16_t *bp) {
+    static const uint8_t zeros[IG_NR];
+    uint8_t *out = (uint8_t *)bp;
+    for (int64_t k4 = 0; k4 < (K + 3) / 4; k4++) {
+        const uint8_t *r[4];
+        uint8_t tail[4][IG_NR];
+        for (int i = 0; i < 4; i++) {
+            int64_t k = 4 * k4 + i;
+            r[i] = k < K ? (const uint8_t *)b + k * ldb + n0 : zeros;
+            if (k < K && nn < IG_NR) { /* a short block: the columns past nn read zeros */
+                memset(tail[i], 0, IG_NR);
+                memcpy(tail[i], r[i], (size_t)nn);
+                r[i] = tail[i];
+            }
+        }
+        for (int h = 0; h < IG_NR; h += 16) {
+            __m128i a0 = _mm_loadu_si128((const __m128i *)(r[0] + h));
+            __m128i a1 = _mm_loadu_si128((const __m128i *)(r[1] + h));
+            __m128i a2 = _mm_loadu_si128((const __m128i *)(r[2] + h));
+            __m128i a3 = _mm_loadu_si128((const __m128i *)(r[3] + h));
+            __m128i t0 = _mm_unpacklo_epi8(a0, a1), t1 = _mm_unpackhi_epi8(a0, a1);
+            __m128i u0 = _mm_unpacklo_epi8(a2, a3), u1 = _mm_unpackhi_epi8(a2, a3);
+            uint8_t *o = out + k4 * IG_NR * 4 + h * 4;
+            _mm_storeu_si128((__m128i *)o, _mm_unpacklo_epi16(t0, u0));
+            _mm_storeu_si128((__m128i *)(o + 16), _mm_unpackhi_epi16(t0, u0));
+            _mm_storeu_si128((__m128i *)(o + 32), _mm_unpacklo_epi16(t1, u1));
+            _mm_storeu_si128((__m128i *)(o + 48), _mm_unpackhi_epi16(t1, u1));
+        }
+    }
+}
+#endif
+
 #if defined(__x86_64__) && defined(__GNUC__)
 /* Columns [n0, n0 + nn) of B as pairs of rows: pair k2 holds IG_NR (k, k + 1) pairs. */
 __attribute__((target("avx512f,avx512bw"))) static void
@@ -127,6 +189,12 @@ ig_pack_b(const int16_t *b0, int64_t ldb, int64_t K, int64_t n0, int64_t nn, int
 #define MADD_ADD(s, a, b) _mm512_add_epi32(s, _mm512_madd_epi16(a, b))
 IG_KERNEL(ig_kernel_bw, "avx512f,avx512bw", MADD_ADD)
 IG_KERNEL(ig_kernel_vnni, "avx512f,avx512bw,avx512vnni", _mm512_dpwssd_epi32)
+/* 8-bit operands, four k per int32 lane (vpdpbusd: its first factor unsigned): B unsigned
+ * against A signed, or A unsigned against B signed */
+#define DOT_BU8(s, a, b) _mm512_dpbusd_epi32(s, b, a)
+#define DOT_AU8(s, a, b) _mm512_dpbusd_epi32(s, a, b)
+IG_KERNEL(ig_kernel_bu8, "avx512f,avx512bw,avx512vnni", DOT_BU8)
+IG_KERNEL(ig_kernel_au8, "avx512f,avx512bw,avx512vnni", DOT_AU8)
 
 typedef void (*ig_kernel_fn)(const int32_t *ap, const int16_t *bp, int64_t kp, int32_t *c);
 
@@ -147,13 +215,17 @@ static void ig_units(void *arg, int64_t u0, int64_t u1, int tid) {
     int32_t *c = (int32_t *)((char *)buf + align64((size_t)j->kp * IG_NR * 4));
     int64_t panels = (op->M + IG_MR - 1) / IG_MR, per = (panels + j->mgroups - 1) / j->mgroups;
     int64_t packed = -1;
-    ig_kernel_fn kernel = ig_kernel();
+    ig_kernel_fn kernel = op->mode8 == OX_IG8_A_S8_B_U8   ? ig_kernel_bu8
+                          : op->mode8 == OX_IG8_A_U8_B_S8 ? ig_kernel_au8
+                                                          : ig_kernel();
     for (int64_t u = u0; u < u1; u++) {
         int64_t blk = u / j->mgroups, grp = u % j->mgroups;
         int64_t n0 = blk * IG_NR, nn = op->N - n0 < IG_NR ? op->N - n0 : IG_NR;
         const int16_t *bp = buf;
         if (op->b_packed)
             bp = (const int16_t *)op->b_packed + blk * j->kp * 2 * IG_NR;
+        else if (packed != blk && op->mode8)
+            ig_pack_b8(op->b8, op->ldb, op->K, n0, nn, buf), packed = blk;
         else if (packed != blk)
             ig_pack_b(op->b, op->ldb, op->K, n0, nn, buf), packed = blk;
         for (int64_t p = grp * per; p < panels && p < (grp + 1) * per; p++) {
@@ -179,16 +251,48 @@ void ox_igemm16_pack_b(const int16_t *b, int64_t ldb, int64_t K, int64_t N, void
 #endif
 }
 
+size_t ox_igemm8_b_bytes(int64_t K, int64_t N) {
+    return (size_t)((N + IG_NR - 1) / IG_NR) * (size_t)((K + 3) / 4) * IG_NR * 4;
+}
+
+void ox_igemm8_pack_b(const void *b, int64_t ldb, int64_t K, int64_t N, void *dst) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    for (int64_t n0 = 0; n0 < N; n0 += IG_NR)
+        ig_pack_b8(b, ldb, K, n0, N - n0 < IG_NR ? N - n0 : IG_NR,
+                   (int16_t *)((char *)dst + n0 / IG_NR * ((K + 3) / 4) * IG_NR * 4));
+#else
+    (void)b, (void)ldb, (void)K, (void)N, (void)dst;
+#endif
+}
+
+bool ox_igemm8_fast(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    static int fast = -1;
+    if (fast < 0) {
+        const char *e = getenv("OX_IGEMM8"); /* 0: the int16 path for 8-bit operands too */
+        fast = ox_igemm16_fast() && __builtin_cpu_supports("avx512vnni") && !(e && !strcmp(e, "0"))
+                   ? 1
+                   : 0;
+    }
+    return fast == 1;
+#else
+    return false;
+#endif
+}
+
 void ox_igemm16(struct ox_pool *pool, const struct ox_igemm16_op *op, void *scratch) {
 #if defined(__x86_64__) && defined(__GNUC__)
     int T = ox_pool_size(pool);
-    struct ig_job j = {.op = op, .kp = (op->K + 1) / 2};
+    struct ig_job j = {.op = op, .kp = op->mode8 ? (op->K + 3) / 4 : (op->K + 1) / 2};
     j.per_thread = align64((size_t)j.kp * IG_NR * 4) + align64(IG_MR * IG_NR * 4);
     j.scratch = scratch;
     j.ap = op->a_packed;
     if (!j.ap) {
         int32_t *ap = (int32_t *)((char *)scratch + (size_t)(T > 0 ? T : 1) * j.per_thread);
-        ox_igemm16_pack_a(op->a, op->lda, op->M, op->K, ap);
+        if (op->mode8)
+            ox_igemm8_pack_a(op->a8, op->lda, op->M, op->K, ap);
+        else
+            ox_igemm16_pack_a(op->a, op->lda, op->M, op->K, ap);
         j.ap = ap;
     }
     j.blocks = (op->N + IG_NR - 1) / IG_NR;

@@ -403,6 +403,12 @@ static ox_status mmi_shape(const struct ox_node *n, const ox_tensor *const *in, 
     return st;
 }
 
+/* Prepared memory of a constant 2-D B: packed for ox_igemm16, or for ox_igemm8 and then its
+ * column sums (mmi_pack_b). */
+static size_t mmi_packed_bytes(int64_t K, int64_t N) {
+    return ox_igemm16_b_bytes(K, N) + ((size_t)N * 4 + 63) / 64 * 64;
+}
+
 ox_status ox_nn_infer_matmulinteger(struct ox_infer_ctx *ctx, const struct ox_node *n,
                                     const ox_tensor *const *in, ox_tensor *const *out) {
     struct mmi m;
@@ -423,7 +429,7 @@ ox_status ox_nn_infer_matmulinteger(struct ox_infer_ctx *ctx, const struct ox_no
             return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
         if (b->rank == 2 && (ctx->const_inputs & 2) &&
             (!ox_in(n, in, 3) || (ctx->const_inputs & 8)))
-            ctx->prepared_bytes = ox_igemm16_b_bytes(m.s.K, m.s.N);
+            ctx->prepared_bytes = mmi_packed_bytes(m.s.K, m.s.N);
     }
     ctx->scratch_bytes = t;
     return OX_OK;
@@ -436,14 +442,37 @@ static inline int32_t q8(const void *p, bool is_signed, int64_t i) {
 
 /* Prepared memory of a constant 2-D B: minus its zero points, packed for ox_igemm16. */
 struct mmi_b {
-    const ox_tensor *b, *zb;
+    const ox_tensor *a, *b, *zb;
     const struct mmi *m;
 };
+
+/* The 8-bit form (ox_igemm8): uint8 A, int8 B whose zero points are all 0; the prepared B
+ * then ends with its column sums (the correction for A's zero points). */
+static bool mmi_is8(const ox_tensor *a, const ox_tensor *b, const ox_tensor *zb) {
+    if (!ox_igemm8_fast() || a->dtype != OX_UINT8 || b->dtype != OX_INT8 || b->rank != 2)
+        return false;
+    for (int64_t i = 0; zb && i < ox_tensor_numel(zb); i++)
+        if (((const int8_t *)zb->data)[i]) return false;
+    return true;
+}
+
+static size_t mmi_packed8_bytes(int64_t K, int64_t N) {
+    return (ox_igemm8_b_bytes(K, N) + 63) / 64 * 64;
+}
 
 static void mmi_pack_b(void *dst, void *arg) {
     const struct mmi_b *q = arg;
     int64_t K = q->m->s.K, N = q->m->s.N;
     bool sg = q->b->dtype == OX_INT8;
+    if (mmi_is8(q->a, q->b, q->zb)) {
+        ox_igemm8_pack_b(q->b->data, N, K, N, dst);
+        int32_t *cs = (int32_t *)((char *)dst + mmi_packed8_bytes(K, N));
+        const int8_t *w = q->b->data;
+        for (int64_t j = 0; j < N; j++) cs[j] = 0;
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t j = 0; j < N; j++) cs[j] += w[k * N + j];
+        return;
+    }
     int16_t *b16 = malloc(sizeof(int16_t) * (size_t)(K * N > 0 ? K * N : 1));
     if (!b16) {
         memset(dst, 0, ox_igemm16_b_bytes(K, N));
@@ -463,11 +492,31 @@ static void mmi_pack_b(void *dst, void *arg) {
 struct mmi_out {
     int32_t *y; /* this product's M x N */
     int64_t N;
+    /* the 8-bit form: B's column sums and what gives row i's zero point of A */
+    const int32_t *colsum;
+    const struct mmi *m;
+    const ox_tensor *za;
+    int64_t zabase;
 };
+
+/* Row i's zero point of A (rows of every batch in one product: i % M is its row in M). */
+static int32_t mmi_za(const struct mmi *m, const ox_tensor *za, bool sg, int64_t zabase,
+                      int64_t i) {
+    return m->za_kind == 1   ? q8(za->data, sg, 0)
+           : m->za_kind == 2 ? q8(za->data, sg, i % m->s.M)
+           : m->za_kind == 3 ? q8(za->data, sg, zabase + i)
+                             : 0;
+}
 
 static void mmi_emit(void *arg, int64_t i, int64_t n0, int64_t nn, const int32_t *c) {
     const struct mmi_out *o = arg;
-    memcpy(o->y + i * o->N + n0, c, sizeof(int32_t) * (size_t)nn);
+    int32_t *y = o->y + i * o->N + n0;
+    if (!o->colsum) {
+        memcpy(y, c, sizeof(int32_t) * (size_t)nn);
+        return;
+    }
+    int32_t z = mmi_za(o->m, o->za, false, o->zabase, i);
+    for (int64_t q = 0; q < nn; q++) y[q] = c[q] - z * o->colsum[n0 + q];
 }
 
 ox_status ox_nn_cpu_matmulinteger(struct ox_kernel_ctx *ctx, const struct ox_node *n,
@@ -483,11 +532,12 @@ ox_status ox_nn_cpu_matmulinteger(struct ox_kernel_ctx *ctx, const struct ox_nod
     int64_t last_bo = -1;
     bool fast = ox_igemm16_fast();
     const void *bp = NULL; /* one constant B: packed once */
-    struct mmi_b mb = {b, zb, &m};
+    struct mmi_b mb = {a, b, zb, &m};
     if (fast && b->rank == 2) {
         struct ox_prep_key key = {b->data, {K, N, zb ? (int64_t)(intptr_t)zb->data : 0, 0}};
         bp = ox_kernel_prepared(ctx, mmi_pack_b, &mb, &key);
     }
+    bool is8 = bp && mmi_is8(a, b, zb); /* only with B packed once */
     int16_t *a16 = ctx->scratch,
             *b16 = (int16_t *)((char *)ctx->scratch + (M * K * 2 + 63) / 64 * 64);
     char *ig = (char *)b16 + (K * N * 2 + 63) / 64 * 64;
@@ -516,11 +566,24 @@ ox_status ox_nn_cpu_matmulinteger(struct ox_kernel_ctx *ctx, const struct ox_nod
              * the rows in one product (mmi_rows), the zero point of row i that of row i % M
              * of its batch */
             int64_t rows = b->rank == 2 ? m.s.batch * M : M;
+            struct mmi_out o = {(int32_t *)yb, N, NULL, &m, za, zabase};
+            if (is8) { /* A as it is, the zero points after */
+                o.colsum = (const int32_t *)((const char *)bp + mmi_packed8_bytes(K, N));
+                struct ox_igemm16_op op = {.M = rows,
+                                           .N = N,
+                                           .K = K,
+                                           .mode8 = OX_IG8_A_U8_B_S8,
+                                           .a8 = (const uint8_t *)a->data + ao,
+                                           .lda = K,
+                                           .b_packed = bp,
+                                           .emit = mmi_emit,
+                                           .arg = &o};
+                ox_igemm16(ctx->pool, &op, ig);
+                if (rows > M) break;
+                continue;
+            }
             for (int64_t i = 0; i < rows; i++) {
-                int32_t z = m.za_kind == 1   ? q8(za->data, as, 0)
-                            : m.za_kind == 2 ? q8(za->data, as, i % M)
-                            : m.za_kind == 3 ? q8(za->data, as, zabase + i)
-                                             : 0;
+                int32_t z = mmi_za(&m, za, as, zabase, i);
                 int16_t *d = a16 + i * K;
                 if (as)
                     for (int64_t k = 0; k < K; k++)
@@ -529,7 +592,6 @@ ox_status ox_nn_cpu_matmulinteger(struct ox_kernel_ctx *ctx, const struct ox_nod
                     for (int64_t k = 0; k < K; k++)
                         d[k] = (int16_t)(((const uint8_t *)a->data)[ao + i * K + k] - z);
             }
-            struct mmi_out o = {(int32_t *)yb, N};
             struct ox_igemm16_op op = {.M = rows,
                                        .N = N,
                                        .K = K,

@@ -872,7 +872,7 @@ static ox_status conv_scratch(const struct ox_node *n, const struct cgeom *g, in
     *total = 0;
     if (!add_piece(total, g->C, g->in_size, 2) ||
         !add_piece(total, conv_pointwise(g) ? 0 : g->kdim, g->out_size, 2) ||
-        !add_piece(total, g->M, g->kdim, 2) ||
+        !add_piece(total, g->M, g->kdim, 2) || !add_piece(total, g->M, 1, 4) ||
         !(ox_igemm16_fast() ? ox_igemm16_scratch(g->mg, g->kdim, n_threads, total)
                             : add_piece(total, g->mg, g->out_size, 4)))
         return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
@@ -880,51 +880,54 @@ static ox_status conv_scratch(const struct ox_node *n, const struct cgeom *g, in
 }
 
 /* Columns of channels [c0, c1) of one group of one image: row (c, kernel offset), column
- * output position; the padding reads 0 (the zero point was already subtracted). */
-static void im2col16(const int16_t *x, const struct cgeom *g, int64_t c0, int64_t c1,
-                     int16_t *col) {
-    int64_t row = c0 * g->k_size;
-    for (int64_t c = c0; c < c1; c++) {
-        const int16_t *xc = x + c * g->in_size;
-        for (int64_t kk = 0; kk < g->k_size; kk++, row++) {
-            int64_t ko[OX_MAX_RANK] = {0}, r = kk;
-            for (int i = g->nsp - 1; i >= 0; i--) ko[i] = r % g->k[i], r /= g->k[i];
-            int16_t *dst = col + row * g->out_size;
-            if (g->nsp == 2) {
-                int64_t off = ko[1] * g->d[1] - g->pb[1];
-                for (int64_t oh = 0; oh < g->out[0]; oh++) {
-                    int64_t ih = oh * g->s[0] - g->pb[0] + ko[0] * g->d[0];
-                    int16_t *dr = dst + oh * g->out[1];
-                    if (ih < 0 || ih >= g->in[0]) {
-                        memset(dr, 0, sizeof(int16_t) * (size_t)g->out[1]);
-                        continue;
-                    }
-                    const int16_t *xr = xc + ih * g->in[1];
-                    for (int64_t ow = 0; ow < g->out[1]; ow++) {
-                        int64_t iw = ow * g->s[1] + off;
-                        dr[ow] = iw >= 0 && iw < g->in[1] ? xr[iw] : 0;
-                    }
-                }
-                continue;
-            }
-            int64_t o[OX_MAX_RANK] = {0};
-            for (int64_t q = 0; q < g->out_size; q++) {
-                int64_t idx = 0;
-                bool inside = true;
-                for (int i = 0; i < g->nsp; i++) {
-                    int64_t v = o[i] * g->s[i] - g->pb[i] + ko[i] * g->d[i];
-                    if (v < 0 || v >= g->in[i]) inside = false;
-                    idx = idx * g->in[i] + v;
-                }
-                dst[q] = inside ? xc[idx] : 0;
-                for (int i = g->nsp - 1; i >= 0; i--) {
-                    if (++o[i] < g->out[i]) break;
-                    o[i] = 0;
-                }
-            }
-        }
+ * output position; the padding reads pad (0 where the zero point was already subtracted, the
+ * zero point itself in the 8-bit form). One function per element type. */
+#define IM2COL(NAME, T)                                                                            \
+    static void NAME(const T *x, const struct cgeom *g, int64_t c0, int64_t c1, T pad, T *col) {   \
+        int64_t row = c0 * g->k_size;                                                              \
+        for (int64_t c = c0; c < c1; c++) {                                                        \
+            const T *xc = x + c * g->in_size;                                                      \
+            for (int64_t kk = 0; kk < g->k_size; kk++, row++) {                                    \
+                int64_t ko[OX_MAX_RANK] = {0}, r = kk;                                             \
+                for (int i = g->nsp - 1; i >= 0; i--) ko[i] = r % g->k[i], r /= g->k[i];           \
+                T *dst = col + row * g->out_size;                                                  \
+                if (g->nsp == 2) {                                                                 \
+                    int64_t off = ko[1] * g->d[1] - g->pb[1];                                      \
+                    for (int64_t oh = 0; oh < g->out[0]; oh++) {                                   \
+                        int64_t ih = oh * g->s[0] - g->pb[0] + ko[0] * g->d[0];                    \
+                        T *dr = dst + oh * g->out[1];                                              \
+                        if (ih < 0 || ih >= g->in[0]) {                                            \
+                            for (int64_t ow = 0; ow < g->out[1]; ow++) dr[ow] = pad;               \
+                            continue;                                                              \
+                        }                                                                          \
+                        const T *xr = xc + ih * g->in[1];                                          \
+                        for (int64_t ow = 0; ow < g->out[1]; ow++) {                               \
+                            int64_t iw = ow * g->s[1] + off;                                       \
+                            dr[ow] = iw >= 0 && iw < g->in[1] ? xr[iw] : pad;                      \
+                        }                                                                          \
+                    }                                                                              \
+                    continue;                                                                      \
+                }                                                                                  \
+                int64_t o[OX_MAX_RANK] = {0};                                                      \
+                for (int64_t q = 0; q < g->out_size; q++) {                                        \
+                    int64_t idx = 0;                                                               \
+                    bool inside = true;                                                            \
+                    for (int i = 0; i < g->nsp; i++) {                                             \
+                        int64_t v = o[i] * g->s[i] - g->pb[i] + ko[i] * g->d[i];                   \
+                        if (v < 0 || v >= g->in[i]) inside = false;                                \
+                        idx = idx * g->in[i] + v;                                                  \
+                    }                                                                              \
+                    dst[q] = inside ? xc[idx] : pad;                                               \
+                    for (int i = g->nsp - 1; i >= 0; i--) {                                        \
+                        if (++o[i] < g->out[i]) break;                                             \
+                        o[i] = 0;                                                                  \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
     }
-}
+IM2COL(im2col16, int16_t)
+IM2COL(im2col8, uint8_t)
 
 /* Per-output-channel or per-tensor weight zero point. */
 static ox_status check_per_m(const struct ox_node *n, const ox_tensor *t, int64_t M,
@@ -949,6 +952,9 @@ struct conv_job {
     /* while running */
     const int16_t *x16;
     int16_t *col;
+    const uint8_t *x8; /* the 8-bit form: this image's input, raw */
+    const int32_t *rowsum;
+    int32_t xzp;
     int64_t img, gr;
     conv_emit emit;
     void *arg;
@@ -957,12 +963,42 @@ struct conv_job {
 static void im2col_piece(void *arg, int64_t c0, int64_t c1, int tid) {
     (void)tid;
     const struct conv_job *j = arg;
-    im2col16(j->x16 + j->gr * j->g.cg * j->g.in_size, &j->g, c0, c1, j->col);
+    if (j->x8)
+        im2col8(j->x8 + j->gr * j->g.cg * j->g.in_size, &j->g, c0, c1, (uint8_t)j->xzp,
+                (uint8_t *)j->col);
+    else
+        im2col16(j->x16 + j->gr * j->g.cg * j->g.in_size, &j->g, c0, c1, 0, j->col);
 }
 
+/* The 8-bit form's sums are of the raw input: less the zero point times the weights' sum. */
 static void conv_block_emit(void *arg, int64_t m, int64_t n0, int64_t nn, const int32_t *c) {
     const struct conv_job *j = arg;
-    j->emit(j->arg, j->img, j->gr * j->g.mg + m, n0, nn, c);
+    int64_t mm = j->gr * j->g.mg + m;
+    if (!j->x8) {
+        j->emit(j->arg, j->img, mm, n0, nn, c);
+        return;
+    }
+    int32_t t[IG_BLOCK_COLS], corr = j->xzp * j->rowsum[mm];
+    for (int64_t q = 0; q < nn; q++) t[q] = c[q] - corr;
+    j->emit(j->arg, j->img, mm, n0, nn, t);
+}
+
+/* The 8-bit form (ox_igemm8): uint8 input, int8 weights whose zero points are all 0. */
+static bool conv_is8(const struct conv_job *j) {
+    if (!ox_igemm8_fast() || j->x->dtype != OX_UINT8 || j->w->dtype != OX_INT8) return false;
+    for (int64_t i = 0; j->wz && i < ox_tensor_numel(j->wz); i++)
+        if (((const int8_t *)j->wz->data)[i]) return false;
+    return true;
+}
+
+/* Each output channel's sum of weights (the 8-bit form's correction). */
+static void conv_rowsums(const struct conv_job *j, int32_t *rs) {
+    const int8_t *w = j->w->data;
+    for (int64_t m = 0; m < j->g.M; m++) {
+        int32_t t = 0;
+        for (int64_t k = 0; k < j->g.kdim; k++) t += w[m * j->g.kdim + k];
+        rs[m] = t;
+    }
 }
 
 /* The weights minus their zero points (one or one per output channel), widened. */
@@ -973,14 +1009,26 @@ static void conv_widen_w(const struct conv_job *j, int16_t *w16) {
         widen(j->w, m * g->kdim, g->kdim, zp_of(j->wz, wcol ? m : 0), w16 + m * g->kdim);
 }
 
-/* Prepared memory of constant weights: each group's rows packed for ox_igemm16. */
+/* Prepared memory of constant weights: each group's rows packed for ox_igemm16, or for
+ * ox_igemm8 followed by the row sums (which the int16 packing's size covers, plus M). */
 static size_t conv_packed_bytes(const struct cgeom *g) {
-    return (size_t)g->group * ox_igemm16_a_bytes(g->mg, g->kdim);
+    return (size_t)g->group * ox_igemm16_a_bytes(g->mg, g->kdim) + align64((size_t)g->M * 4);
+}
+
+static size_t conv_packed8_bytes(const struct cgeom *g) {
+    return align64((size_t)g->group * ox_igemm8_a_bytes(g->mg, g->kdim));
 }
 
 static void conv_pack_w(void *dst, void *arg) {
     const struct conv_job *j = arg;
     const struct cgeom *g = &j->g;
+    if (conv_is8(j)) {
+        for (int64_t gr = 0; gr < g->group; gr++)
+            ox_igemm8_pack_a((const int8_t *)j->w->data + gr * g->mg * g->kdim, g->kdim, g->mg,
+                             g->kdim, (char *)dst + gr * ox_igemm8_a_bytes(g->mg, g->kdim));
+        conv_rowsums(j, (int32_t *)((char *)dst + conv_packed8_bytes(g)));
+        return;
+    }
     int16_t *w16 = malloc(sizeof(int16_t) * (size_t)(g->M * g->kdim > 0 ? g->M * g->kdim : 1));
     if (!w16) { /* zeros: the caller packs its own copy when it sees none (never here) */
         memset(dst, 0, conv_packed_bytes(g));
@@ -1000,22 +1048,47 @@ static void conv_int(struct ox_kernel_ctx *ctx, struct conv_job *j, conv_emit em
     int16_t *x16 = take(&p, g->C * g->in_size, 2),
             *col = take(&p, pw ? 0 : g->kdim * g->out_size, 2);
     int16_t *w16 = take(&p, g->M * g->kdim, 2);
+    int32_t *rowsum = take(&p, g->M, 4);
+    bool is8 = conv_is8(j);
     const char *wp = NULL;
     if (ox_igemm16_fast()) {
         struct ox_prep_key key = {
             j->w->data, {g->M, g->kdim, g->group, j->wz ? (int64_t)(intptr_t)j->wz->data : 0}};
         wp = ox_kernel_prepared(ctx, conv_pack_w, j, &key);
     }
-    if (!wp) conv_widen_w(j, w16);
-    int32_t xzp = zp_of(j->xz, 0);
+    if (is8)
+        j->rowsum =
+            wp ? (const int32_t *)(wp + conv_packed8_bytes(g)) : (conv_rowsums(j, rowsum), rowsum);
+    else if (!wp)
+        conv_widen_w(j, w16);
+    j->xzp = zp_of(j->xz, 0);
     j->x16 = x16, j->col = col, j->emit = emit, j->arg = arg;
     for (int64_t img = 0; img < g->N; img++) {
-        widen(j->x, img * g->C * g->in_size, g->C * g->in_size, xzp, x16);
+        if (is8)
+            j->x8 = (const uint8_t *)j->x->data + img * g->C * g->in_size;
+        else
+            widen(j->x, img * g->C * g->in_size, g->C * g->in_size, j->xzp, x16);
         for (int64_t gr = 0; gr < g->group; gr++) {
             const int16_t *xg = x16 + gr * g->cg * g->in_size, *b = pw ? xg : col;
             const int16_t *wg = w16 + gr * g->mg * g->kdim;
             j->img = img, j->gr = gr;
             if (!pw) ox_parallel_for(ctx->pool, g->cg, im2col_piece, j);
+            if (is8) {
+                struct ox_igemm16_op op = {
+                    .M = g->mg,
+                    .N = g->out_size,
+                    .K = g->kdim,
+                    .mode8 = OX_IG8_A_S8_B_U8,
+                    .a8 = (const int8_t *)j->w->data + gr * g->mg * g->kdim,
+                    .lda = g->kdim,
+                    .a_packed = wp ? wp + gr * ox_igemm8_a_bytes(g->mg, g->kdim) : NULL,
+                    .b8 = pw ? (const void *)(j->x8 + gr * g->cg * g->in_size) : (const void *)col,
+                    .ldb = g->out_size,
+                    .emit = conv_block_emit,
+                    .arg = j};
+                ox_igemm16(ctx->pool, &op, p);
+                continue;
+            }
             if (ox_igemm16_fast()) {
                 struct ox_igemm16_op op = {
                     .M = g->mg,
