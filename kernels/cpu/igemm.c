@@ -56,50 +56,40 @@ size_t ox_igemm16_a_bytes(int64_t M, int64_t K) {
     return (size_t)((M + IG_MR - 1) / IG_MR * IG_MR) * (size_t)((K + 1) / 2) * 4;
 }
 
-/* A (lda apart) as panels of pairs; rows past M and the pair after an odd K's last k are
- * zero. A pair is the two int16 read as one int32 (little-endian: k in the low half). */
-void ox_igemm16_pack_a(const int16_t *a, int64_t lda, int64_t M, int64_t K, void *dst) {
-    int32_t *ap = dst;
-    int64_t kp = (K + 1) / 2, whole = K / 2;
+/* Rows of A (lda_bytes apart, row_bytes long) as panels of IG_MR rows whose elements are
+ * 4 bytes of a row (a pair of int16 or four 8-bit values, k ascending from the low byte);
+ * rows past M and bytes past a row's end are zero. */
+static void pack_a_words(const uint8_t *a, int64_t lda_bytes, int64_t M, int64_t row_bytes,
+                         int32_t *ap) {
+    int64_t words = (row_bytes + 3) / 4, whole = row_bytes / 4;
     for (int64_t p = 0; p * IG_MR < M; p++)
         for (int r = 0; r < IG_MR; r++) {
             int64_t m = p * IG_MR + r;
-            int32_t *d = ap + p * kp * IG_MR + r;
+            int32_t *d = ap + p * words * IG_MR + r;
             if (m >= M) {
-                for (int64_t k2 = 0; k2 < kp; k2++) d[k2 * IG_MR] = 0;
+                for (int64_t w = 0; w < words; w++) d[w * IG_MR] = 0;
                 continue;
             }
-            const int16_t *row = a + m * lda;
-            for (int64_t k2 = 0; k2 < whole; k2++) memcpy(d + k2 * IG_MR, row + 2 * k2, 4);
-            if (whole < kp) d[whole * IG_MR] = (uint16_t)row[K - 1];
+            const uint8_t *row = a + m * lda_bytes;
+            for (int64_t w = 0; w < whole; w++) memcpy(d + w * IG_MR, row + 4 * w, 4);
+            if (whole < words) {
+                uint8_t last[4] = {0};
+                memcpy(last, row + 4 * whole, (size_t)(row_bytes - 4 * whole));
+                memcpy(d + whole * IG_MR, last, 4);
+            }
         }
+}
+
+void ox_igemm16_pack_a(const int16_t *a, int64_t lda, int64_t M, int64_t K, void *dst) {
+    pack_a_words((const uint8_t *)a, 2 * lda, M, 2 * K, dst);
 }
 
 size_t ox_igemm8_a_bytes(int64_t M, int64_t K) {
     return (size_t)((M + IG_MR - 1) / IG_MR * IG_MR) * (size_t)((K + 3) / 4) * 4;
 }
 
-/* 8-bit A (lda bytes apart) as panels of groups of four k (one int32 each), zeros past M and
- * past K. */
 void ox_igemm8_pack_a(const void *a, int64_t lda, int64_t M, int64_t K, void *dst) {
-    int32_t *ap = dst;
-    int64_t kq = (K + 3) / 4, whole = K / 4;
-    for (int64_t p = 0; p * IG_MR < M; p++)
-        for (int r = 0; r < IG_MR; r++) {
-            int64_t m = p * IG_MR + r;
-            int32_t *d = ap + p * kq * IG_MR + r;
-            if (m >= M) {
-                for (int64_t k4 = 0; k4 < kq; k4++) d[k4 * IG_MR] = 0;
-                continue;
-            }
-            const uint8_t *row = (const uint8_t *)a + m * lda;
-            for (int64_t k4 = 0; k4 < whole; k4++) memcpy(d + k4 * IG_MR, row + 4 * k4, 4);
-            if (whole < kq) {
-                uint8_t last[4] = {0};
-                memcpy(last, row + 4 * whole, (size_t)(K - 4 * whole));
-                memcpy(d + whole * IG_MR, last, 4);
-            }
-        }
+    pack_a_words(a, lda, M, K, dst);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
