@@ -882,6 +882,13 @@ static ox_status conv_scratch(const struct ox_node *n, const struct cgeom *g, in
 /* Columns of channels [c0, c1) of one group of one image: row (c, kernel offset), column
  * output position; the padding reads pad (0 where the zero point was already subtracted, the
  * zero point itself in the 8-bit form). One function per element type. */
+/* The outputs [lo, hi) of a row whose input column ow * s + off lies in [0, in). */
+static void inside_cols(int64_t off, int64_t s, int64_t in, int64_t out, int64_t *lo, int64_t *hi) {
+    int64_t a = off < 0 ? (-off + s - 1) / s : 0, b = in - off > 0 ? (in - off + s - 1) / s : 0;
+    *lo = a < out ? a : out;
+    *hi = b < *lo ? *lo : b < out ? b : out;
+}
+
 #define IM2COL(NAME, T)                                                                            \
     static void NAME(const T *x, const struct cgeom *g, int64_t c0, int64_t c1, T pad, T *col) {   \
         int64_t row = c0 * g->k_size;                                                              \
@@ -901,10 +908,14 @@ static ox_status conv_scratch(const struct ox_node *n, const struct cgeom *g, in
                             continue;                                                              \
                         }                                                                          \
                         const T *xr = xc + ih * g->in[1];                                          \
-                        for (int64_t ow = 0; ow < g->out[1]; ow++) {                               \
-                            int64_t iw = ow * g->s[1] + off;                                       \
-                            dr[ow] = iw >= 0 && iw < g->in[1] ? xr[iw] : pad;                      \
-                        }                                                                          \
+                        int64_t lo = 0, hi = 0;                                                    \
+                        inside_cols(off, g->s[1], g->in[1], g->out[1], &lo, &hi);                  \
+                        for (int64_t ow = 0; ow < lo; ow++) dr[ow] = pad;                          \
+                        if (g->s[1] == 1)                                                          \
+                            memcpy(dr + lo, xr + lo + off, sizeof(T) * (size_t)(hi - lo));         \
+                        else                                                                       \
+                            for (int64_t ow = lo; ow < hi; ow++) dr[ow] = xr[ow * g->s[1] + off];  \
+                        for (int64_t ow = hi; ow < g->out[1]; ow++) dr[ow] = pad;                  \
                     }                                                                              \
                     continue;                                                                      \
                 }                                                                                  \
