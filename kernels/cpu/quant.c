@@ -1021,9 +1021,10 @@ static void conv_widen_w(const struct conv_job *j, int16_t *w16) {
 }
 
 /* Prepared memory of constant weights: each group's rows packed for ox_igemm16, or for
- * ox_igemm8 followed by the row sums (which the int16 packing's size covers, plus M). */
+ * ox_igemm8 followed by the row sums (the int16 packing's size covers the first once rounded
+ * up to 64 bytes; then M sums). */
 static size_t conv_packed_bytes(const struct cgeom *g) {
-    return (size_t)g->group * ox_igemm16_a_bytes(g->mg, g->kdim) + align64((size_t)g->M * 4);
+    return (size_t)g->group * ox_igemm16_a_bytes(g->mg, g->kdim) + 64 + align64((size_t)g->M * 4);
 }
 
 static size_t conv_packed8_bytes(const struct cgeom *g) {
