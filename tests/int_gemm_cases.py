@@ -120,6 +120,8 @@ conv_integer("convint_tails", [2, 7, 11, 13], [13, 7, 3, 3], strides=[2, 2], pad
 conv_integer("convint_groups", [1, 8, 9, 9], [12, 2, 3, 3], group=4, pads=[1, 1, 1, 1], xz=7)
 conv_integer("convint_depthwise", [1, 24, 15, 15], [24, 1, 3, 3], group=24, strides=[2, 2],
              pads=[1, 1, 1, 1], xz=128)
+# K = 1 (one input channel, one tap per output): the 8-bit packing as large as the int16 one
+conv_integer("convint_depthwise_1x1", [1, 16, 5, 5], [16, 1, 1, 1], group=16, xz=7)
 conv_integer("convint_pointwise", [1, 40, 14, 14], [24, 40, 1, 1], xz=100)
 conv_integer("convint_1d_dilated", [1, 5, 30], [6, 5, 5], dil=[2], pads=[3, 1], xz=9)
 conv_integer("convint_3d", [1, 3, 5, 6, 7], [4, 3, 2, 3, 3], pads=[0, 1, 1, 1, 1, 0], xz=50)
