@@ -567,49 +567,31 @@ ox_status ox_nn_cpu_matmulinteger(struct ox_kernel_ctx *ctx, const struct ox_nod
              * of its batch */
             int64_t rows = b->rank == 2 ? m.s.batch * M : M;
             struct mmi_out o = {(int32_t *)yb, N, NULL, &m, za, zabase};
+            struct ox_igemm16_op op = {
+                .M = rows, .N = N, .K = K, .lda = K, .b_packed = bp, .emit = mmi_emit, .arg = &o};
             if (is8) { /* A as it is, the zero points after */
                 o.colsum = (const int32_t *)((const char *)bp + mmi_packed8_bytes(K, N));
-                struct ox_igemm16_op op = {.M = rows,
-                                           .N = N,
-                                           .K = K,
-                                           .mode8 = OX_IG8_A_U8_B_S8,
-                                           .a8 = (const uint8_t *)a->data + ao,
-                                           .lda = K,
-                                           .b_packed = bp,
-                                           .emit = mmi_emit,
-                                           .arg = &o};
-                ox_igemm16(ctx->pool, &op, ig);
-                if (rows > M) break;
-                continue;
+                op.mode8 = OX_IG8_A_U8_B_S8;
+                op.a8 = (const uint8_t *)a->data + ao;
+            } else {
+                for (int64_t i = 0; i < rows; i++) {
+                    int32_t z = mmi_za(&m, za, as, zabase, i);
+                    int16_t *d = a16 + i * K;
+                    if (as)
+                        for (int64_t k = 0; k < K; k++)
+                            d[k] = (int16_t)(((const int8_t *)a->data)[ao + i * K + k] - z);
+                    else
+                        for (int64_t k = 0; k < K; k++)
+                            d[k] = (int16_t)(((const uint8_t *)a->data)[ao + i * K + k] - z);
+                }
+                op.a = a16, op.b = b16, op.ldb = N;
             }
-            for (int64_t i = 0; i < rows; i++) {
-                int32_t z = mmi_za(&m, za, as, zabase, i);
-                int16_t *d = a16 + i * K;
-                if (as)
-                    for (int64_t k = 0; k < K; k++)
-                        d[k] = (int16_t)(((const int8_t *)a->data)[ao + i * K + k] - z);
-                else
-                    for (int64_t k = 0; k < K; k++)
-                        d[k] = (int16_t)(((const uint8_t *)a->data)[ao + i * K + k] - z);
-            }
-            struct ox_igemm16_op op = {.M = rows,
-                                       .N = N,
-                                       .K = K,
-                                       .a = a16,
-                                       .lda = K,
-                                       .b = b16,
-                                       .ldb = N,
-                                       .b_packed = bp,
-                                       .emit = mmi_emit,
-                                       .arg = &o};
             ox_igemm16(ctx->pool, &op, ig);
             if (rows > M) break;
             continue;
         }
         for (int64_t i = 0; i < M; i++) {
-            int32_t z = 0;
-            if (m.za_kind == 1) z = q8(za->data, as, 0);
-            if (m.za_kind >= 2) z = q8(za->data, as, zabase + i);
+            int32_t z = mmi_za(&m, za, as, zabase, i);
             for (int64_t k = 0; k < K; k++) aq[k] = q8(a->data, as, ao + i * K + k) - z;
             uint32_t *yr = yb + i * N;
             for (int64_t j = 0; j < N; j++) yr[j] = 0;

@@ -413,6 +413,16 @@ struct qdq_job {
 #define QDQ_CHUNK 16384 /* elements per piece over the pool */
 
 #if defined(__x86_64__) && defined(__GNUC__)
+/* QuantizeLinear's float arithmetic on 16 values: rint(x / s) + z (half to even), clamped to
+ * [lo, hi]; max and min give lo for a NaN (their second operand), as the scalar loops'
+ * comparisons do. */
+__attribute__((target("avx512f"))) static inline __m512 quantize16(__m512 x, __m512 s, __m512 z,
+                                                                   __m512 lo, __m512 hi) {
+    __m512 r = _mm512_div_ps(x, s);
+    r = _mm512_add_ps(_mm512_roundscale_ps(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
+    return _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+}
+
 /* 16 at a time: the same division, rounding half to even and clamp (max and min give the
  * bound for a NaN, as the scalar loop's comparisons do). */
 __attribute__((target("avx512f"))) static void qdq_avx512(const struct qdq_job *j, int64_t i0,
@@ -421,10 +431,7 @@ __attribute__((target("avx512f"))) static void qdq_avx512(const struct qdq_job *
     __m512 lo = _mm512_set1_ps(j->lo), hi = _mm512_set1_ps(j->hi);
     for (int64_t i = i0; i < i1; i += 16) {
         __mmask16 m = tail_mask16(i1 - i);
-        __m512 r = _mm512_div_ps(_mm512_maskz_loadu_ps(m, j->x + i), s);
-        r = _mm512_add_ps(_mm512_roundscale_ps(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
-                          z);
-        r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+        __m512 r = quantize16(_mm512_maskz_loadu_ps(m, j->x + i), s, z, lo, hi);
         _mm512_mask_storeu_ps(j->y + i, m, _mm512_mul_ps(_mm512_sub_ps(r, z), s));
     }
 }
@@ -513,10 +520,7 @@ __attribute__((target("avx512f"))) static void dq_quant16(const float *x, int64_
     __m512 lo = _mm512_setzero_ps(), hi = _mm512_set1_ps(255.0f);
     for (int64_t i = 0; i < cnt; i += 16) {
         __mmask16 m = tail_mask16(cnt - i);
-        __m512 r = _mm512_div_ps(_mm512_maskz_loadu_ps(m, x + i), s);
-        r = _mm512_add_ps(_mm512_roundscale_ps(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
-                          z);
-        r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+        __m512 r = quantize16(_mm512_maskz_loadu_ps(m, x + i), s, z, lo, hi);
         _mm512_mask_cvtepi32_storeu_epi8(y + i, m, _mm512_cvtps_epi32(r));
     }
 }
@@ -1085,34 +1089,24 @@ static void conv_int(struct ox_kernel_ctx *ctx, struct conv_job *j, conv_emit em
             const int16_t *wg = w16 + gr * g->mg * g->kdim;
             j->img = img, j->gr = gr;
             if (!pw) ox_parallel_for(ctx->pool, g->cg, im2col_piece, j);
-            if (is8) {
-                struct ox_igemm16_op op = {
-                    .M = g->mg,
-                    .N = g->out_size,
-                    .K = g->kdim,
-                    .mode8 = OX_IG8_A_S8_B_U8,
-                    .a8 = (const int8_t *)j->w->data + gr * g->mg * g->kdim,
-                    .lda = g->kdim,
-                    .a_packed = wp ? wp + gr * ox_igemm8_a_bytes(g->mg, g->kdim) : NULL,
-                    .b8 = pw ? (const void *)(j->x8 + gr * g->cg * g->in_size) : (const void *)col,
-                    .ldb = g->out_size,
-                    .emit = conv_block_emit,
-                    .arg = j};
-                ox_igemm16(ctx->pool, &op, p);
-                continue;
-            }
-            if (ox_igemm16_fast()) {
-                struct ox_igemm16_op op = {
-                    .M = g->mg,
-                    .N = g->out_size,
-                    .K = g->kdim,
-                    .a = wg,
-                    .lda = g->kdim,
-                    .a_packed = wp ? wp + gr * ox_igemm16_a_bytes(g->mg, g->kdim) : NULL,
-                    .b = b,
-                    .ldb = g->out_size,
-                    .emit = conv_block_emit,
-                    .arg = j};
+            if (ox_igemm16_fast()) { /* is8 implies it */
+                struct ox_igemm16_op op = {.M = g->mg,
+                                           .N = g->out_size,
+                                           .K = g->kdim,
+                                           .lda = g->kdim,
+                                           .ldb = g->out_size,
+                                           .emit = conv_block_emit,
+                                           .arg = j};
+                if (is8) {
+                    op.mode8 = OX_IG8_A_S8_B_U8;
+                    op.a8 = (const int8_t *)j->w->data + gr * g->mg * g->kdim;
+                    op.a_packed = wp ? wp + gr * ox_igemm8_a_bytes(g->mg, g->kdim) : NULL;
+                    op.b8 =
+                        pw ? (const void *)(j->x8 + gr * g->cg * g->in_size) : (const void *)col;
+                } else {
+                    op.a = wg, op.b = b;
+                    op.a_packed = wp ? wp + gr * ox_igemm16_a_bytes(g->mg, g->kdim) : NULL;
+                }
                 ox_igemm16(ctx->pool, &op, p);
                 continue;
             }
