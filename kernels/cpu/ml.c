@@ -1,6 +1,7 @@
 /* Classical machine-learning operators: LabelEncoder (ai.onnx.ml 2 on, tensor attributes
  * from 4), Binarizer and ArrayFeatureExtractor (ai.onnx.ml 1 on), TreeEnsemble (ai.onnx.ml 5
- * on), and TfIdfVectorizer (default domain, 9 on).
+ * on), TreeEnsembleRegressor and TreeEnsembleClassifier (ai.onnx.ml 1 on), and
+ * TfIdfVectorizer (default domain, 9 on).
  *
  * Lookups (LabelEncoder keys, TfIdfVectorizer n-gram pools) sort an index of the attribute's
  * entries in scratch on each run and binary-search it, so a run costs O((n + k) log k).
@@ -10,6 +11,7 @@
 
 #include <float.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 /* In-place heap sort of idx[0..n) by cmp(a, b, ctx) (negative, zero, positive). */
 typedef int (*ml_cmp_fn)(int64_t a, int64_t b, const void *ctx);
@@ -491,6 +493,27 @@ static double erfinv(double y) {
     return x;
 }
 
+/* The post transform of the tree ensembles, in place on one row of T scores: SOFTMAX_ZERO
+ * leaves zero scores at zero and normalises the others among themselves. */
+static void post_apply(int post, double *acc, int64_t T) {
+    if (post == POST_SOFTMAX || post == POST_SOFTMAX_ZERO) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t k = 0; k < T; k++)
+            if ((post == POST_SOFTMAX || acc[k] != 0) && acc[k] > mx) mx = acc[k];
+        for (int64_t k = 0; k < T; k++) {
+            if (post == POST_SOFTMAX_ZERO && acc[k] == 0) continue;
+            acc[k] = exp(acc[k] - mx);
+            sum += acc[k];
+        }
+        for (int64_t k = 0; k < T; k++)
+            if (sum > 0 && (post == POST_SOFTMAX || acc[k] != 0)) acc[k] /= sum;
+    } else if (post == POST_LOGISTIC) {
+        for (int64_t k = 0; k < T; k++) acc[k] = 1.0 / (1.0 + exp(-acc[k]));
+    } else if (post == POST_PROBIT) {
+        for (int64_t k = 0; k < T; k++) acc[k] = M_SQRT2 * erfinv(2.0 * acc[k] - 1.0);
+    }
+}
+
 ox_status ox_sig_cpu_tree(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                           const ox_tensor *const *in, ox_tensor *const *out) {
     struct tree t;
@@ -561,25 +584,507 @@ ox_status ox_sig_cpu_tree(struct ox_kernel_ctx *ctx, const struct ox_node *n,
         }
         if (t.agg == AGG_AVERAGE && t.n_roots)
             for (int64_t k = 0; k < T; k++) acc[k] /= (double)t.n_roots;
-        if (t.post == POST_SOFTMAX || t.post == POST_SOFTMAX_ZERO) {
-            double mx = -INFINITY, sum = 0;
-            for (int64_t k = 0; k < T; k++)
-                if ((t.post == POST_SOFTMAX || acc[k] != 0) && acc[k] > mx) mx = acc[k];
-            for (int64_t k = 0; k < T; k++) {
-                if (t.post == POST_SOFTMAX_ZERO && acc[k] == 0) continue;
-                acc[k] = exp(acc[k] - mx);
-                sum += acc[k];
-            }
-            for (int64_t k = 0; k < T; k++)
-                if (sum > 0 && (t.post == POST_SOFTMAX || acc[k] != 0)) acc[k] /= sum;
-        } else if (t.post == POST_LOGISTIC) {
-            for (int64_t k = 0; k < T; k++) acc[k] = 1.0 / (1.0 + exp(-acc[k]));
-        } else if (t.post == POST_PROBIT) {
-            for (int64_t k = 0; k < T; k++) acc[k] = M_SQRT2 * erfinv(2.0 * acc[k] - 1.0);
-        }
+        post_apply(t.post, acc, T);
         for (int64_t k = 0; k < T; k++) ox_set_f64(y, r * T + k, acc[k]);
     }
     return OX_OK;
+}
+
+/* ---- TreeEnsembleRegressor and TreeEnsembleClassifier (ai.onnx.ml 1 and 3) ------------- */
+
+/* What scikit-learn, XGBoost and LightGBM models converted to ONNX hold. Nodes are named by
+ * (tree id, node id) pairs in parallel lists (nodes_*), each branch naming its children by
+ * node id within its tree; a tree's root is its first node in the lists; weights
+ * (target_* / class_*) name a leaf by its pair and add to one output column each, so a leaf
+ * may feed several. The lists are compiled once per plan into `struct forest` (prepared
+ * memory; scratch when the plan gives none): nodes by index with their children resolved,
+ * each leaf's weights contiguous, the roots in tree-id order.
+ *
+ * Semantics (ONNX's reference implementation where ONNX Runtime departs from it):
+ * - a NaN feature goes the true way where nodes_missing_value_tracks_true says so, else by
+ *   the comparison (false, except BRANCH_NEQ);
+ * - the regressor aggregates each column by SUM, AVERAGE (the sum over the number of trees),
+ *   MIN or MAX, then adds base_values (one value for every column, or one per column); a MIN
+ *   or MAX column that no reached leaf feeds is its base value (0 without one);
+ * - the classifier sums each class's weights onto its base value; where every weight is for
+ *   one class of two (a binary model: XGBoost, LightGBM, gradient boosting), that class's
+ *   score s is the second column and the first is 1 - s (post transform NONE or PROBIT) or
+ *   -s (the others); the label is the class of the highest transformed score (the first on
+ *   ties);
+ * - the post transform applies to every row whatever the number of columns. */
+
+enum { BR_LEAF = BR_MEMBER + 1 };
+
+struct fnode {
+    double split;
+    int32_t feat, yes, no; /* children: node indices */
+    int32_t w0, w1;        /* a leaf's weights: ws[w0, w1) */
+    uint8_t mode, miss;
+};
+
+struct fweight {
+    double w;
+    int64_t col;
+};
+
+struct forest {
+    int64_t n_nodes, n_trees, n_w, max_feat;
+    int bad;
+    char msg[200];
+};
+
+struct fattr {
+    bool classifier;
+    int64_t n_nodes, n_w, n_out, n_base, n_miss;
+    const int64_t *tree, *node, *feat, *yes, *no, *miss, *wtree, *wnode, *wcol;
+    const struct ox_attr *modes;
+    const float *split_f, *w_f, *base_f;
+    const ox_tensor *split_t, *w_t, *base_t;
+    const int64_t *labels_i;
+    const char *const *labels_s;
+    int64_t bin_col; /* binary classifier: the one class every weight is for; else -1 */
+    int agg, post;
+};
+
+static size_t forest_align(size_t b) {
+    return (b + 63) & ~(size_t)63;
+}
+
+/* Offsets of the parts of a compiled forest and its size. */
+struct forest_layout {
+    size_t nodes, roots, ws, order, bytes;
+};
+
+static struct forest_layout forest_layout(int64_t n_nodes, int64_t n_w) {
+    struct forest_layout l;
+    l.nodes = forest_align(sizeof(struct forest));
+    l.roots = l.nodes + forest_align((size_t)n_nodes * sizeof(struct fnode));
+    l.ws = l.roots + forest_align((size_t)n_nodes * sizeof(int32_t));
+    l.order = l.ws + forest_align((size_t)n_w * sizeof(struct fweight));
+    l.bytes = l.order + forest_align((size_t)n_nodes * sizeof(int64_t));
+    return l;
+}
+
+/* A float list `name`, or its double `name_as_tensor` (opset 3). */
+static ox_status floats_or_tensor(const struct ox_node *n, const char *name, const float **f,
+                                  const ox_tensor **t, int64_t *count) {
+    char tn[64];
+    snprintf(tn, sizeof tn, "%s_as_tensor", name);
+    *f = NULL;
+    *t = tensor_attr(n, tn);
+    *count = 0;
+    if (*t) {
+        if (!ox_dtype_is_float((*t)->dtype) || (ox_tensor_numel(*t) && !(*t)->data))
+            return ox_node_err(n, OX_E_INVALID, "attribute '%s' must hold floats", tn);
+        *count = ox_tensor_numel(*t);
+        return OX_OK;
+    }
+    int c = ox_attr_floats(n, name, f);
+    if (c > 0) *count = c;
+    return OX_OK;
+}
+
+static double fattr_num(const float *f, const ox_tensor *t, int64_t i) {
+    return t ? ox_get_f64(t, i) : f[i];
+}
+
+static int name_code(const char *s, const char *const *names, int count) {
+    for (int i = 0; i < count; i++)
+        if (strcmp(s, names[i]) == 0) return i;
+    return -1;
+}
+
+static const char *const MODE_NAMES[] = {"BRANCH_LEQ", "BRANCH_LT",  "BRANCH_GTE", "BRANCH_GT",
+                                         "BRANCH_EQ",  "BRANCH_NEQ", "LEAF"};
+static const int MODE_CODES[] = {BR_LEQ, BR_LT, BR_GTE, BR_GT, BR_EQ, BR_NEQ, BR_LEAF};
+
+static ox_status fattr_read(const struct ox_node *n, const ox_tensor *x, bool classifier,
+                            struct fattr *a) {
+    memset(a, 0, sizeof *a);
+    a->classifier = classifier;
+    if (!x) return ox_node_err(n, OX_E_INVALID, "input X is required");
+    if (!is_ml_num(x->dtype))
+        return ox_node_err(n, OX_E_UNSUPPORTED,
+                           "element type %s: expected float, double, int64 or int32",
+                           ox_dtype_name(x->dtype));
+    if (x->rank != 1 && x->rank != 2)
+        return ox_node_err(n, OX_E_SHAPE, "input must be [N, F] or [F], got rank %d", x->rank);
+    ox_status s;
+    int64_t c[6], cw[3];
+    const char *w = classifier ? "class" : "target";
+    char wt[32], wn[32], wi[32], ww[32];
+    snprintf(wt, sizeof wt, "%s_treeids", w);
+    snprintf(wn, sizeof wn, "%s_nodeids", w);
+    snprintf(wi, sizeof wi, "%s_ids", w);
+    snprintf(ww, sizeof ww, "%s_weights", w);
+    int64_t n_split, n_wv;
+    if ((s = ints_attr(n, "nodes_treeids", true, &a->tree, &a->n_nodes)) ||
+        (s = ints_attr(n, "nodes_nodeids", true, &a->node, &c[0])) ||
+        (s = ints_attr(n, "nodes_featureids", true, &a->feat, &c[1])) ||
+        (s = ints_attr(n, "nodes_truenodeids", true, &a->yes, &c[2])) ||
+        (s = ints_attr(n, "nodes_falsenodeids", true, &a->no, &c[3])) ||
+        (s = ints_attr(n, "nodes_missing_value_tracks_true", false, &a->miss, &a->n_miss)) ||
+        (s = ints_attr(n, wt, false, &a->wtree, &a->n_w)) ||
+        (s = ints_attr(n, wn, false, &a->wnode, &cw[0])) ||
+        (s = ints_attr(n, wi, false, &a->wcol, &cw[1])) ||
+        (s = floats_or_tensor(n, "nodes_values", &a->split_f, &a->split_t, &n_split)) ||
+        (s = floats_or_tensor(n, ww, &a->w_f, &a->w_t, &n_wv)) ||
+        (s = floats_or_tensor(n, "base_values", &a->base_f, &a->base_t, &a->n_base)))
+        return s;
+    a->modes = ox_node_attr(n, "nodes_modes");
+    if (!a->modes || a->modes->type != OX_ATTR_STRINGS)
+        return ox_node_err(n, OX_E_INVALID, "attribute 'nodes_modes' (strings) is required");
+    c[4] = a->modes->n, c[5] = n_split;
+    for (int k = 0; k < 6; k++)
+        if (c[k] != a->n_nodes)
+            return ox_node_err(n, OX_E_INVALID,
+                               "the nodes_* attributes differ in length (%lld nodes_treeids)",
+                               (long long)a->n_nodes);
+    if (a->n_miss && a->n_miss != a->n_nodes)
+        return ox_node_err(n, OX_E_INVALID,
+                           "nodes_missing_value_tracks_true has %lld values for "
+                           "%lld nodes",
+                           (long long)a->n_miss, (long long)a->n_nodes);
+    cw[2] = n_wv;
+    for (int k = 0; k < 3; k++)
+        if (cw[k] != a->n_w)
+            return ox_node_err(n, OX_E_INVALID, "the %s_* attributes differ in length", w);
+    if (a->n_nodes == 0) return ox_node_err(n, OX_E_INVALID, "the ensemble has no nodes");
+    if (a->n_nodes >= INT32_MAX || a->n_w >= INT32_MAX)
+        return ox_node_err(n, OX_E_UNSUPPORTED, "more than 2^31 nodes or weights");
+    for (int64_t i = 0; i < a->n_nodes; i++) {
+        const char *m = a->modes->strings[i] ? a->modes->strings[i] : "";
+        int code = name_code(m, MODE_NAMES, 7);
+        if (code < 0) return ox_node_err(n, OX_E_INVALID, "node %lld: mode '%s'", (long long)i, m);
+        if (MODE_CODES[code] != BR_LEAF && a->feat[i] < 0)
+            return ox_node_err(n, OX_E_INVALID, "node %lld: feature %lld", (long long)i,
+                               (long long)a->feat[i]);
+    }
+    if (classifier) {
+        const int64_t *li = NULL;
+        const struct ox_attr *ls = ox_node_attr(n, "classlabels_strings");
+        int ni = ox_attr_ints(n, "classlabels_int64s", &li);
+        bool has_s = ls && ls->type == OX_ATTR_STRINGS;
+        if ((ni >= 0) == has_s)
+            return ox_node_err(n, OX_E_INVALID,
+                               "exactly one of classlabels_int64s and classlabels_strings "
+                               "must be set");
+        a->labels_i = ni >= 0 ? li : NULL;
+        a->labels_s = has_s ? ls->strings : NULL;
+        a->n_out = has_s ? ls->n : ni;
+        if (a->n_out < 2)
+            return ox_node_err(n, OX_E_UNSUPPORTED, "%lld class labels: at least 2 are needed",
+                               (long long)a->n_out);
+        a->agg = AGG_SUM;
+    } else {
+        int64_t most = -1;
+        for (int64_t k = 0; k < a->n_w; k++) most = a->wcol[k] > most ? a->wcol[k] : most;
+        a->n_out = ox_attr_int(n, "n_targets", most + 1);
+        if (a->n_out < 1)
+            return ox_node_err(n, OX_E_INVALID, "n_targets %lld", (long long)a->n_out);
+        static const char *const AGG_NAMES[] = {"AVERAGE", "SUM", "MIN", "MAX"};
+        const char *ag = ox_attr_str(n, "aggregate_function", "SUM");
+        if ((a->agg = name_code(ag, AGG_NAMES, 4)) < 0)
+            return ox_node_err(n, OX_E_INVALID, "aggregate_function '%s'", ag);
+    }
+    static const char *const POST_NAMES[] = {"NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO",
+                                             "PROBIT"};
+    const char *pt = ox_attr_str(n, "post_transform", "NONE");
+    if ((a->post = name_code(pt, POST_NAMES, 5)) < 0)
+        return ox_node_err(n, OX_E_INVALID, "post_transform '%s'", pt);
+    a->bin_col = -1;
+    for (int64_t k = 0; k < a->n_w; k++) {
+        if (a->wcol[k] < 0 || a->wcol[k] >= a->n_out)
+            return ox_node_err(n, OX_E_INVALID, "%s %lld: column %lld outside [0, %lld)", wi,
+                               (long long)k, (long long)a->wcol[k], (long long)a->n_out);
+        if (k == 0) a->bin_col = a->wcol[0];
+        if (a->wcol[k] != a->bin_col) a->bin_col = -2;
+    }
+    if (!classifier || a->n_out != 2 || a->bin_col < 0) a->bin_col = -1;
+    if (a->n_base > 1 && a->n_base != a->n_out)
+        return ox_node_err(n, OX_E_INVALID, "%lld base_values for %lld %s", (long long)a->n_base,
+                           (long long)a->n_out, classifier ? "classes" : "targets");
+    return OX_OK;
+}
+
+static int pair_cmp(int64_t i, int64_t j, const void *ctx) {
+    const struct fattr *a = ctx;
+    if (a->tree[i] != a->tree[j]) return a->tree[i] < a->tree[j] ? -1 : 1;
+    if (a->node[i] != a->node[j]) return a->node[i] < a->node[j] ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+/* The index of node (tree, id) through the sorted order, or -1. */
+static int64_t forest_find(const struct fattr *a, const int64_t *order, int64_t tree, int64_t id) {
+    int64_t lo = 0, hi = a->n_nodes;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2, k = order[mid];
+        if (a->tree[k] == tree && a->node[k] == id) return k;
+        if (a->tree[k] < tree || (a->tree[k] == tree && a->node[k] < id))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+#define FOREST_BAD(f, ...) (snprintf((f)->msg, sizeof(f)->msg, __VA_ARGS__), (f)->bad = 1)
+
+/* Compile the lists into dst (forest_layout's bytes); errors are left in dst->bad/msg. */
+static void forest_build(void *dst, void *arg) {
+    const struct fattr *a = arg;
+    struct forest *f = dst;
+    struct forest_layout l = forest_layout(a->n_nodes, a->n_w);
+    struct fnode *nd = (struct fnode *)((char *)dst + l.nodes);
+    int32_t *roots = (int32_t *)((char *)dst + l.roots);
+    struct fweight *ws = (struct fweight *)((char *)dst + l.ws);
+    int64_t *order = (int64_t *)((char *)dst + l.order);
+    memset(f, 0, sizeof *f);
+    f->n_nodes = a->n_nodes, f->n_w = a->n_w, f->max_feat = -1;
+    for (int64_t i = 0; i < a->n_nodes; i++) {
+        struct fnode *p = &nd[i];
+        memset(p, 0, sizeof *p);
+        p->mode = (uint8_t)MODE_CODES[name_code(a->modes->strings[i], MODE_NAMES, 7)];
+        p->split = fattr_num(a->split_f, a->split_t, i);
+        p->miss = a->n_miss && a->miss[i] != 0;
+        if (p->mode != BR_LEAF) {
+            p->feat = (int32_t)(a->feat[i] < INT32_MAX ? a->feat[i] : INT32_MAX);
+            if (p->feat > f->max_feat) f->max_feat = p->feat;
+        }
+        order[i] = i;
+    }
+    heap_sort(order, a->n_nodes, pair_cmp, a);
+    for (int64_t k = 0; k < a->n_nodes; k++) {
+        int64_t i = order[k];
+        if (k > 0 && a->tree[i] == a->tree[order[k - 1]] && a->node[i] == a->node[order[k - 1]]) {
+            FOREST_BAD(f, "node %lld of tree %lld appears twice", (long long)a->node[i],
+                       (long long)a->tree[i]);
+            return;
+        }
+        if (k == 0 || a->tree[i] != a->tree[order[k - 1]])
+            roots[f->n_trees++] = (int32_t)i;
+        else if (i < roots[f->n_trees - 1])
+            roots[f->n_trees - 1] = (int32_t)i;
+    }
+    for (int64_t i = 0; i < a->n_nodes; i++) {
+        if (nd[i].mode == BR_LEAF) continue;
+        int64_t yes = forest_find(a, order, a->tree[i], a->yes[i]);
+        int64_t no = forest_find(a, order, a->tree[i], a->no[i]);
+        if (yes < 0 || no < 0 || yes == i || no == i) {
+            FOREST_BAD(f, "node %lld of tree %lld: its %s node %lld %s", (long long)a->node[i],
+                       (long long)a->tree[i], yes < 0 || yes == i ? "true" : "false",
+                       (long long)(yes < 0 || yes == i ? a->yes[i] : a->no[i]),
+                       yes < 0 || no < 0 ? "is not in the tree" : "is itself");
+            return;
+        }
+        nd[i].yes = (int32_t)yes, nd[i].no = (int32_t)no;
+    }
+    /* each leaf's weights together: count, offsets, then place (w1 as the cursor) */
+    for (int64_t k = 0; k < a->n_w; k++) {
+        int64_t i = forest_find(a, order, a->wtree[k], a->wnode[k]);
+        if (i < 0) {
+            FOREST_BAD(f, "weight %lld: node %lld of tree %lld does not exist", (long long)k,
+                       (long long)a->wnode[k], (long long)a->wtree[k]);
+            return;
+        }
+        nd[i].w1++;
+    }
+    int32_t pos = 0;
+    for (int64_t i = 0; i < a->n_nodes; i++) {
+        nd[i].w0 = pos;
+        pos += nd[i].w1;
+        nd[i].w1 = nd[i].w0;
+    }
+    for (int64_t k = 0; k < a->n_w; k++) {
+        struct fnode *p = &nd[forest_find(a, order, a->wtree[k], a->wnode[k])];
+        ws[p->w1].w = fattr_num(a->w_f, a->w_t, k);
+        ws[p->w1++].col = a->wcol[k];
+    }
+}
+
+/* Scratch per thread: one row of sums and of has-a-score flags. */
+static size_t forest_row_bytes(int64_t n_out) {
+    return forest_align((size_t)n_out * (sizeof(double) + 1));
+}
+
+static ox_status forest_infer(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                              const ox_tensor *const *in, ox_tensor *const *out, bool classifier) {
+    struct fattr a;
+    const ox_tensor *x = ox_in(n, in, 0);
+    ox_status s = fattr_read(n, x, classifier, &a);
+    if (s) return s;
+    int64_t N = x->rank == 2 ? x->dims[0] : 1, dims[2] = {N, a.n_out};
+    if (classifier) {
+        if (out[0]) ox_set_shape(out[0], a.labels_s ? OX_STRING : OX_INT64, 1, dims);
+        if (n->n_outputs > 1 && out[1]) ox_set_shape(out[1], OX_FLOAT, 2, dims);
+    } else {
+        ox_set_shape(out[0], OX_FLOAT, 2, dims);
+    }
+    struct forest_layout l = forest_layout(a.n_nodes, a.n_w);
+    /* compile once now so that a malformed ensemble fails when the model loads */
+    struct forest *f = malloc(l.bytes);
+    if (!f) return ox_node_err(n, OX_E_NOMEM, "out of memory");
+    forest_build(f, &a);
+    if (f->bad) s = ox_node_err(n, OX_E_INVALID, "%s", f->msg);
+    free(f);
+    if (s) return s;
+    int threads = ctx->n_threads > 0 ? ctx->n_threads : 1;
+    ctx->prepared_bytes = l.bytes;
+    ctx->scratch_bytes = l.bytes + (size_t)threads * forest_row_bytes(a.n_out);
+    return OX_OK;
+}
+
+struct forest_job {
+    const struct forest *f;
+    const struct fnode *nd;
+    const int32_t *roots;
+    const struct fweight *ws;
+    const struct fattr *a;
+    const ox_tensor *x;
+    ox_tensor *y, *z; /* regressor: y; classifier: labels y and scores z (either may be NULL) */
+    int64_t F;
+    char *rows; /* per-thread rows */
+    size_t row_bytes;
+    int cycle;
+};
+
+static double forest_base(const struct fattr *a, int64_t k) {
+    if (!a->n_base) return 0;
+    return fattr_num(a->base_f, a->base_t, a->n_base == 1 ? 0 : k);
+}
+
+static void forest_rows(void *arg, int64_t r0, int64_t r1, int tid) {
+    struct forest_job *j = arg;
+    const struct fattr *a = j->a;
+    const struct fnode *nd = j->nd;
+    int64_t T = a->n_out;
+    double *acc = (double *)(j->rows + (size_t)tid * j->row_bytes);
+    uint8_t *has = (uint8_t *)(acc + T);
+    for (int64_t r = r0; r < r1; r++) {
+        /* a MIN or MAX column no leaf feeds stays 0 */
+        memset(acc, 0, (size_t)T * sizeof *acc);
+        memset(has, 0, (size_t)T);
+        for (int64_t t = 0; t < j->f->n_trees; t++) {
+            int64_t i = j->roots[t], steps = 0;
+            while (nd[i].mode != BR_LEAF) {
+                if (++steps > j->f->n_nodes) {
+                    __atomic_store_n(&j->cycle, 1, __ATOMIC_RELAXED);
+                    return;
+                }
+                double v = ox_ld(j->x, r * j->F + nd[i].feat), sp = nd[i].split;
+                bool go;
+                if (isnan(v) && nd[i].miss) {
+                    go = true;
+                } else {
+                    switch (nd[i].mode) {
+                    case BR_LEQ: go = v <= sp; break;
+                    case BR_LT: go = v < sp; break;
+                    case BR_GTE: go = v >= sp; break;
+                    case BR_GT: go = v > sp; break;
+                    case BR_EQ: go = v == sp; break;
+                    default: go = v != sp; break;
+                    }
+                }
+                i = go ? nd[i].yes : nd[i].no;
+            }
+            for (int32_t k = nd[i].w0; k < nd[i].w1; k++) {
+                double w = j->ws[k].w;
+                int64_t c = j->ws[k].col;
+                if (a->agg == AGG_MIN)
+                    acc[c] = !has[c] || w < acc[c] ? w : acc[c];
+                else if (a->agg == AGG_MAX)
+                    acc[c] = !has[c] || w > acc[c] ? w : acc[c];
+                else
+                    acc[c] += w;
+                has[c] = 1;
+            }
+        }
+        for (int64_t k = 0; k < T; k++) {
+            if (a->agg == AGG_AVERAGE) acc[k] /= (double)j->f->n_trees;
+            acc[k] += forest_base(a, k);
+        }
+        if (a->bin_col >= 0) {
+            double p = acc[a->bin_col];
+            acc[1] = p;
+            acc[0] = a->post == POST_NONE || a->post == POST_PROBIT ? 1.0 - p : -p;
+        }
+        post_apply(a->post, acc, T);
+        if (!a->classifier) {
+            float *y = (float *)j->y->data + r * T;
+            for (int64_t k = 0; k < T; k++) y[k] = (float)acc[k];
+            continue;
+        }
+        int64_t best = 0;
+        for (int64_t k = 1; k < T; k++)
+            if (acc[k] > acc[best]) best = k;
+        if (j->y && a->labels_s)
+            ((const char **)j->y->data)[r] = a->labels_s[best] ? a->labels_s[best] : "";
+        else if (j->y)
+            ((int64_t *)j->y->data)[r] = a->labels_i[best];
+        if (j->z)
+            for (int64_t k = 0; k < T; k++) ((float *)j->z->data)[r * T + k] = (float)acc[k];
+    }
+}
+
+static ox_status forest_run(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                            const ox_tensor *const *in, ox_tensor *const *out, bool classifier) {
+    struct fattr a;
+    const ox_tensor *x = in[0];
+    ox_status s = fattr_read(n, x, classifier, &a);
+    if (s) return s;
+    struct forest_layout l = forest_layout(a.n_nodes, a.n_w);
+    int threads = ctx->pool ? ox_pool_size(ctx->pool) : 1;
+    size_t row_bytes = forest_row_bytes(a.n_out);
+    if (ctx->scratch_bytes < l.bytes + (size_t)threads * row_bytes)
+        return ox_node_err(n, OX_E_INTERNAL, "scratch smaller than inferred");
+    struct ox_prep_key key = {n, {a.n_nodes, a.n_w, classifier, 0}};
+    void *mem = ox_kernel_prepared(ctx, forest_build, &a, &key);
+    if (!mem) {
+        mem = ctx->scratch;
+        forest_build(mem, &a);
+    }
+    const struct forest *f = mem;
+    if (f->bad) return ox_node_err(n, OX_E_INVALID, "%s", f->msg);
+    struct forest_job j = {
+        .f = f,
+        .nd = (const struct fnode *)((const char *)mem + l.nodes),
+        .roots = (const int32_t *)((const char *)mem + l.roots),
+        .ws = (const struct fweight *)((const char *)mem + l.ws),
+        .a = &a,
+        .x = x,
+        .y = out[0],
+        .z = classifier && n->n_outputs > 1 ? out[1] : NULL,
+        .F = x->rank == 2 ? x->dims[1] : x->dims[0],
+        .rows = (char *)ctx->scratch + l.bytes,
+        .row_bytes = row_bytes,
+    };
+    if (f->max_feat >= j.F)
+        return ox_node_err(n, OX_E_INVALID, "a node reads feature %lld of an input with %lld",
+                           (long long)f->max_feat, (long long)j.F);
+    int64_t N = x->rank == 2 ? x->dims[0] : 1;
+    ox_parallel_for(ctx->pool, N, forest_rows, &j);
+    if (j.cycle) return ox_node_err(n, OX_E_INVALID, "a tree has a cycle");
+    return OX_OK;
+}
+
+ox_status ox_sig_infer_tree_regressor(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                      const ox_tensor *const *in, ox_tensor *const *out) {
+    return forest_infer(ctx, n, in, out, false);
+}
+
+ox_status ox_sig_cpu_tree_regressor(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                    const ox_tensor *const *in, ox_tensor *const *out) {
+    return forest_run(ctx, n, in, out, false);
+}
+
+ox_status ox_sig_infer_tree_classifier(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                       const ox_tensor *const *in, ox_tensor *const *out) {
+    return forest_infer(ctx, n, in, out, true);
+}
+
+ox_status ox_sig_cpu_tree_classifier(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                     const ox_tensor *const *in, ox_tensor *const *out) {
+    return forest_run(ctx, n, in, out, true);
 }
 
 /* ---- TfIdfVectorizer -------------------------------------------------------------------- */
