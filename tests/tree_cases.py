@@ -32,7 +32,6 @@ TreeEnsembleRegressor takes no integer inputs, and it needs node ids below the n
 each tree's nodes together).
 """
 import argparse
-import json
 import math
 import os
 import shutil
@@ -43,6 +42,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ort_oracle  # noqa: E402
 from case_dir import write_case  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -394,76 +394,6 @@ for name, model, xp, expect in bads:
     else:
         print("PASS bad/%s: %s" % (name, r.stderr.strip().splitlines()[-1]))
 
-ORT_JS = r"""
-const fs = require('fs');
-const ort = require(process.argv[2] + '/node_modules/onnxruntime-node');
-(async () => {
-  const res = {};
-  for (const c of JSON.parse(fs.readFileSync(process.argv[3]))) {
-    const b = fs.readFileSync(c.x);
-    const ab = b.buffer.slice(b.byteOffset, b.byteOffset + b.length);
-    const T = {float32: Float32Array, float64: Float64Array, int64: BigInt64Array,
-               int32: Int32Array}[c.dtype];
-    try {
-      const s = await ort.InferenceSession.create(c.model);
-      const r = await s.run({X: new ort.Tensor(c.dtype, new T(ab), c.shape)});
-      const o = {};
-      for (const k of Object.keys(r))
-        o[k] = Array.from(r[k].data, v => typeof v === 'bigint' ? Number(v) : v);
-      res[c.name] = o;
-    } catch (e) {
-      res[c.name] = {error: e.message};
-    }
-  }
-  console.log(JSON.stringify(res));
-})().catch(e => { console.error(e.message); process.exit(1); });
-"""
-
 if args.ort_dir:
-    from onnx import load_tensor
-    meta = []
-    for name in ort_cases:
-        d = os.path.join(out, name)
-        x = numpy_helper.to_array(load_tensor(os.path.join(d, "test_data_set_0", "input_0.pb")))
-        x.tofile(os.path.join(d, "x.bin"))
-        meta.append({"name": name, "model": os.path.join(d, "model.onnx"), "dtype": str(x.dtype),
-                     "shape": list(x.shape), "x": os.path.join(d, "x.bin")})
-    with open(os.path.join(out, "ort_meta.json"), "w") as f:
-        json.dump(meta, f)
-    with open(os.path.join(out, "ort.js"), "w") as f:
-        f.write(ORT_JS)
-    r = subprocess.run(["node", os.path.join(out, "ort.js"), os.path.abspath(args.ort_dir),
-                        os.path.join(out, "ort_meta.json")], capture_output=True, text=True)
-    if r.returncode:
-        print("FAIL ONNX Runtime: " + r.stderr)
-        failed += 1
-    else:
-        got = json.loads(r.stdout)
-        for name in ort_cases:
-            if "error" in got[name]:
-                print("FAIL ORT %s: %s" % (name, got[name]["error"]))
-                failed += 1
-                continue
-            d = os.path.join(out, name, "test_data_set_0")
-            k = 0
-            worst = 0.0
-            ok = True
-            while os.path.exists(os.path.join(d, "output_%d.pb" % k)):
-                t = load_tensor(os.path.join(d, "output_%d.pb" % k))
-                want = numpy_helper.to_array(t).reshape(-1)
-                have = got[name][t.name]
-                if want.dtype == object:
-                    ok &= [v.decode() if isinstance(v, bytes) else v for v in want] == have
-                elif want.dtype == np.int64:
-                    ok &= want.tolist() == have
-                else:
-                    # ONNX Runtime sums in float and computes a negative score's logistic as
-                    # 1 - v in float: absolute errors to 6e-8 near 0
-                    err = np.abs(np.array(have, np.float64) - want) / (1e-6 / 1e-4 + np.abs(want))
-                    worst = max(worst, float(err.max()))
-                    ok &= bool(err.max() < 1e-4)
-                k += 1
-            print("%s ORT %s: largest difference %.2g (of 1e-6 + 1e-4 |expected|)"
-                  % ("PASS" if ok else "FAIL", name, worst / 1e-4))
-            failed += not ok
+    failed += ort_oracle.compare(out, ort_cases, args.ort_dir)
 sys.exit(1 if failed else 0)

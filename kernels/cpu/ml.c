@@ -1,7 +1,9 @@
 /* Classical machine-learning operators: LabelEncoder (ai.onnx.ml 2 on, tensor attributes
  * from 4), Binarizer and ArrayFeatureExtractor (ai.onnx.ml 1 on), TreeEnsemble (ai.onnx.ml 5
- * on), TreeEnsembleRegressor and TreeEnsembleClassifier (ai.onnx.ml 1 on), and
- * TfIdfVectorizer (default domain, 9 on).
+ * on), TreeEnsembleRegressor and TreeEnsembleClassifier (ai.onnx.ml 1 on), the
+ * preprocessing and linear models of scikit-learn pipelines (Scaler, Normalizer, Imputer,
+ * LinearRegressor, LinearClassifier, OneHotEncoder, FeatureVectorizer, CategoryMapper:
+ * ai.onnx.ml 1 on), and TfIdfVectorizer (default domain, 9 on).
  *
  * Lookups (LabelEncoder keys, TfIdfVectorizer n-gram pools) sort an index of the attribute's
  * entries in scratch on each run and binary-search it, so a run costs O((n + k) log k).
@@ -237,6 +239,20 @@ ox_status ox_sig_cpu_label_encoder(struct ox_kernel_ctx *ctx, const struct ox_no
 
 static bool is_ml_num(ox_dtype dt) {
     return dt == OX_FLOAT || dt == OX_DOUBLE || dt == OX_INT64 || dt == OX_INT32;
+}
+
+/* Rows and features of a classical-ML input: [N, F], or [F] as one row. */
+static ox_status ml_rows(const struct ox_node *n, const ox_tensor *x, int64_t *N, int64_t *F) {
+    if (!x) return ox_node_err(n, OX_E_INVALID, "input X is required");
+    if (!is_ml_num(x->dtype))
+        return ox_node_err(n, OX_E_UNSUPPORTED,
+                           "element type %s: expected float, double, int64 or int32",
+                           ox_dtype_name(x->dtype));
+    if (x->rank != 1 && x->rank != 2)
+        return ox_node_err(n, OX_E_SHAPE, "input must be [N, F] or [F], got rank %d", x->rank);
+    *N = x->rank == 2 ? x->dims[0] : 1;
+    *F = x->dims[x->rank - 1];
+    return OX_OK;
 }
 
 ox_status ox_sig_infer_binarizer(struct ox_infer_ctx *ctx, const struct ox_node *n,
@@ -702,14 +718,9 @@ static ox_status fattr_read(const struct ox_node *n, const ox_tensor *x, bool cl
                             struct fattr *a) {
     memset(a, 0, sizeof *a);
     a->classifier = classifier;
-    if (!x) return ox_node_err(n, OX_E_INVALID, "input X is required");
-    if (!is_ml_num(x->dtype))
-        return ox_node_err(n, OX_E_UNSUPPORTED,
-                           "element type %s: expected float, double, int64 or int32",
-                           ox_dtype_name(x->dtype));
-    if (x->rank != 1 && x->rank != 2)
-        return ox_node_err(n, OX_E_SHAPE, "input must be [N, F] or [F], got rank %d", x->rank);
-    ox_status s;
+    int64_t N, F;
+    ox_status s = ml_rows(n, x, &N, &F);
+    if (s) return s;
     int64_t c[6], cw[3];
     const char *w = classifier ? "class" : "target";
     char wt[32], wn[32], wi[32], ww[32];
@@ -1085,6 +1096,499 @@ ox_status ox_sig_infer_tree_classifier(struct ox_infer_ctx *ctx, const struct ox
 ox_status ox_sig_cpu_tree_classifier(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                                      const ox_tensor *const *in, ox_tensor *const *out) {
     return forest_run(ctx, n, in, out, true);
+}
+
+/* ---- Scaler, Normalizer, Imputer, LinearRegressor, LinearClassifier, OneHotEncoder,
+ *      FeatureVectorizer, CategoryMapper (ai.onnx.ml 1 on) ------------------------------ */
+
+/* What scikit-learn pipelines converted to ONNX hold around their estimators (StandardScaler,
+ * Normalizer, SimpleImputer, linear models, OneHotEncoder, column concatenation). Inputs are
+ * [N, F] or [F] (one row); numbers are read as double and results rounded once. Semantics are
+ * ONNX's reference implementation's: Normalizer MAX divides by the largest magnitude (as
+ * scikit-learn does), a row of zeros stays zeros; a linear classifier with one coefficient
+ * row and two labels scores [-s, s] before its post transform; labels are the highest score's. */
+
+/* A float list attribute with 0 (absent), 1 or F values: value j of it (def when absent). */
+static ox_status per_feature(const struct ox_node *n, const char *name, int64_t F, const float **v,
+                             int *count) {
+    *count = ox_attr_floats(n, name, v);
+    if (*count < 0) *count = 0;
+    if (*count > 1 && *count != F)
+        return ox_node_err(n, OX_E_INVALID, "%s has %d values for %lld features", name, *count,
+                           (long long)F);
+    return OX_OK;
+}
+
+static double feature_at(const float *v, int count, int64_t j, double def) {
+    return count == 0 ? def : v[count == 1 ? 0 : j];
+}
+
+ox_status ox_sig_infer_scaler(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                              const ox_tensor *const *in, ox_tensor *const *out) {
+    (void)ctx;
+    const ox_tensor *x = ox_in(n, in, 0);
+    int64_t N = 0, F = 0;
+    const float *v;
+    int c;
+    ox_status s;
+    if ((s = ml_rows(n, x, &N, &F)) || (s = per_feature(n, "offset", F, &v, &c)) ||
+        (s = per_feature(n, "scale", F, &v, &c)))
+        return s;
+    ox_set_shape(out[0], OX_FLOAT, x->rank, x->dims);
+    return OX_OK;
+}
+
+ox_status ox_sig_cpu_scaler(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                            const ox_tensor *const *in, ox_tensor *const *out) {
+    (void)ctx;
+    const ox_tensor *x = in[0];
+    int64_t N = 0, F = 0;
+    const float *off, *sc;
+    int n_off, n_sc;
+    ox_status s;
+    if ((s = ml_rows(n, x, &N, &F)) || (s = per_feature(n, "offset", F, &off, &n_off)) ||
+        (s = per_feature(n, "scale", F, &sc, &n_sc)))
+        return s;
+    float *y = out[0]->data;
+    for (int64_t r = 0; r < N; r++)
+        for (int64_t j = 0; j < F; j++)
+            y[r * F + j] = (float)((ox_ld(x, r * F + j) - feature_at(off, n_off, j, 0.0)) *
+                                   feature_at(sc, n_sc, j, 1.0));
+    return OX_OK;
+}
+
+enum { NORM_MAX, NORM_L1, NORM_L2 };
+
+static ox_status norm_kind(const struct ox_node *n, int *kind) {
+    static const char *const NAMES[] = {"MAX", "L1", "L2"};
+    const char *s = ox_attr_str(n, "norm", "MAX");
+    if ((*kind = name_code(s, NAMES, 3)) < 0)
+        return ox_node_err(n, OX_E_INVALID, "norm '%s': expected MAX, L1 or L2", s);
+    return OX_OK;
+}
+
+ox_status ox_sig_infer_normalizer(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                  const ox_tensor *const *in, ox_tensor *const *out) {
+    (void)ctx;
+    const ox_tensor *x = ox_in(n, in, 0);
+    int64_t N = 0, F = 0;
+    int kind;
+    ox_status s;
+    if ((s = ml_rows(n, x, &N, &F)) || (s = norm_kind(n, &kind))) return s;
+    ox_set_shape(out[0], OX_FLOAT, x->rank, x->dims);
+    return OX_OK;
+}
+
+ox_status ox_sig_cpu_normalizer(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                const ox_tensor *const *in, ox_tensor *const *out) {
+    (void)ctx;
+    const ox_tensor *x = in[0];
+    int64_t N = 0, F = 0;
+    int kind;
+    ox_status s;
+    if ((s = ml_rows(n, x, &N, &F)) || (s = norm_kind(n, &kind))) return s;
+    float *y = out[0]->data;
+    for (int64_t r = 0; r < N; r++) {
+        double mx = 0, norm = 0;
+        for (int64_t j = 0; j < F; j++) mx = fmax(mx, fabs(ox_ld(x, r * F + j)));
+        /* in units of the largest magnitude, so that the squares cannot overflow */
+        for (int64_t j = 0; j < F && mx > 0; j++) {
+            double v = ox_ld(x, r * F + j) / mx;
+            norm += kind == NORM_L2 ? v * v : fabs(v);
+        }
+        double div = kind == NORM_MAX ? mx : kind == NORM_L1 ? mx * norm : mx * sqrt(norm);
+        for (int64_t j = 0; j < F; j++) {
+            double v = ox_ld(x, r * F + j);
+            y[r * F + j] = (float)(div > 0 ? v / div : v);
+        }
+    }
+    return OX_OK;
+}
+
+ox_status ox_sig_infer_imputer(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                               const ox_tensor *const *in, ox_tensor *const *out) {
+    (void)ctx;
+    const ox_tensor *x = ox_in(n, in, 0);
+    int64_t N = 0, F = 0;
+    ox_status s = ml_rows(n, x, &N, &F);
+    if (s) return s;
+    const float *vf;
+    const int64_t *vi;
+    int nf = ox_attr_floats(n, "imputed_value_floats", &vf);
+    int ni = ox_attr_ints(n, "imputed_value_int64s", &vi);
+    bool is_float = x->dtype == OX_FLOAT || x->dtype == OX_DOUBLE;
+    int c = is_float ? nf : ni;
+    if (c <= 0)
+        return ox_node_err(n, OX_E_INVALID, "input of type %s needs imputed_value_%s",
+                           ox_dtype_name(x->dtype), is_float ? "floats" : "int64s");
+    if (c > 1 && c != F)
+        return ox_node_err(n, OX_E_INVALID, "%d imputed values for %lld features", c, (long long)F);
+    ox_set_like(out[0], x);
+    return OX_OK;
+}
+
+ox_status ox_sig_cpu_imputer(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                             const ox_tensor *const *in, ox_tensor *const *out) {
+    (void)ctx;
+    const ox_tensor *x = in[0];
+    ox_tensor *y = out[0];
+    int64_t N = 0, F = 0;
+    ox_status s = ml_rows(n, x, &N, &F);
+    if (s) return s;
+    if (x->dtype == OX_FLOAT || x->dtype == OX_DOUBLE) {
+        const float *v;
+        int c = ox_attr_floats(n, "imputed_value_floats", &v);
+        double rep = ox_attr_float(n, "replaced_value_float", 0.0f);
+        for (int64_t e = 0; e < N * F; e++) {
+            double a = ox_ld(x, e);
+            bool hit = isnan(rep) ? isnan(a) : a == rep;
+            ox_st(y, e, hit ? v[c == 1 ? 0 : e % F] : a);
+        }
+        return OX_OK;
+    }
+    const int64_t *v;
+    int c = ox_attr_ints(n, "imputed_value_int64s", &v);
+    int64_t rep = ox_attr_int(n, "replaced_value_int64", 0);
+    for (int64_t e = 0; e < N * F; e++) {
+        int64_t a = ox_get_i64(x, e);
+        ox_set_i64(y, e, a == rep ? v[c == 1 ? 0 : e % F] : a);
+    }
+    return OX_OK;
+}
+
+/* The linear models: coefficients [K, F] (row k for target or class k) and intercepts [K]. */
+struct linear {
+    const float *coef, *icpt;
+    int64_t K, F, n_icpt;
+    int post;
+};
+
+static ox_status linear_read(const struct ox_node *n, const ox_tensor *x, int64_t K_attr,
+                             struct linear *l, int64_t *N) {
+    ox_status s = ml_rows(n, x, N, &l->F);
+    if (s) return s;
+    int nc = ox_attr_floats(n, "coefficients", &l->coef);
+    int ni = ox_attr_floats(n, "intercepts", &l->icpt);
+    if (nc <= 0) return ox_node_err(n, OX_E_INVALID, "attribute 'coefficients' is required");
+    if (l->F == 0 || nc % l->F)
+        return ox_node_err(n, OX_E_INVALID, "%d coefficients for %lld features", nc,
+                           (long long)l->F);
+    l->K = nc / l->F;
+    if (K_attr > 0 && l->K != K_attr)
+        return ox_node_err(n, OX_E_INVALID, "%d coefficients for %lld targets of %lld features", nc,
+                           (long long)K_attr, (long long)l->F);
+    l->n_icpt = ni < 0 ? 0 : ni;
+    if (l->n_icpt && l->n_icpt != l->K)
+        return ox_node_err(n, OX_E_INVALID, "%lld intercepts for %lld rows of coefficients",
+                           (long long)l->n_icpt, (long long)l->K);
+    static const char *const POST_NAMES[] = {"NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO",
+                                             "PROBIT"};
+    const char *pt = ox_attr_str(n, "post_transform", "NONE");
+    if ((l->post = name_code(pt, POST_NAMES, 5)) < 0)
+        return ox_node_err(n, OX_E_INVALID, "post_transform '%s'", pt);
+    return OX_OK;
+}
+
+/* Row r's K scores into acc. */
+static void linear_row(const struct linear *l, const ox_tensor *x, int64_t r, double *acc) {
+    for (int64_t k = 0; k < l->K; k++) {
+        double s = l->n_icpt ? l->icpt[k] : 0.0;
+        for (int64_t j = 0; j < l->F; j++)
+            s += (double)l->coef[k * l->F + j] * ox_ld(x, r * l->F + j);
+        acc[k] = s;
+    }
+}
+
+ox_status ox_sig_infer_linear_regressor(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                        const ox_tensor *const *in, ox_tensor *const *out) {
+    struct linear l;
+    int64_t N = 0;
+    ox_status s = linear_read(n, ox_in(n, in, 0), ox_attr_int(n, "targets", 1), &l, &N);
+    if (s) return s;
+    int64_t dims[2] = {N, l.K};
+    ox_set_shape(out[0], OX_FLOAT, 2, dims);
+    ctx->scratch_bytes = (size_t)l.K * sizeof(double);
+    return OX_OK;
+}
+
+ox_status ox_sig_cpu_linear_regressor(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                      const ox_tensor *const *in, ox_tensor *const *out) {
+    struct linear l;
+    int64_t N = 0;
+    ox_status s = linear_read(n, in[0], ox_attr_int(n, "targets", 1), &l, &N);
+    if (s) return s;
+    if (ctx->scratch_bytes < (size_t)l.K * sizeof(double))
+        return ox_node_err(n, OX_E_INTERNAL, "scratch smaller than inferred");
+    double *acc = ctx->scratch;
+    float *y = out[0]->data;
+    for (int64_t r = 0; r < N; r++) {
+        linear_row(&l, in[0], r, acc);
+        post_apply(l.post, acc, l.K);
+        for (int64_t k = 0; k < l.K; k++) y[r * l.K + k] = (float)acc[k];
+    }
+    return OX_OK;
+}
+
+/* Class labels: classlabels_ints or classlabels_strings, exactly one. */
+static ox_status class_labels(const struct ox_node *n, const int64_t **li, const char *const **ls,
+                              int64_t *count) {
+    const struct ox_attr *s = ox_node_attr(n, "classlabels_strings");
+    int ni = ox_attr_ints(n, "classlabels_ints", li);
+    bool has_s = s && s->type == OX_ATTR_STRINGS;
+    if ((ni >= 0) == has_s)
+        return ox_node_err(n, OX_E_INVALID,
+                           "exactly one of classlabels_ints and classlabels_strings must be set");
+    if (ni < 0) *li = NULL;
+    *ls = has_s ? s->strings : NULL;
+    *count = has_s ? s->n : ni;
+    return OX_OK;
+}
+
+/* A linear classifier's score columns: two for one coefficient row and two labels. */
+static int64_t linear_cols(const struct linear *l, int64_t n_labels) {
+    return l->K == 1 && n_labels == 2 ? 2 : l->K;
+}
+
+ox_status ox_sig_infer_linear_classifier(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                         const ox_tensor *const *in, ox_tensor *const *out) {
+    struct linear l;
+    int64_t N = 0, n_labels = 0;
+    const int64_t *li = NULL;
+    const char *const *ls = NULL;
+    ox_status s = linear_read(n, ox_in(n, in, 0), 0, &l, &N);
+    if (s || (s = class_labels(n, &li, &ls, &n_labels))) return s;
+    int64_t C = linear_cols(&l, n_labels), dims[2] = {N, C};
+    if (n_labels < C)
+        return ox_node_err(n, OX_E_INVALID, "%lld class labels for %lld score columns",
+                           (long long)n_labels, (long long)C);
+    if (out[0]) ox_set_shape(out[0], ls ? OX_STRING : OX_INT64, 1, dims);
+    if (n->n_outputs > 1 && out[1]) ox_set_shape(out[1], OX_FLOAT, 2, dims);
+    ctx->scratch_bytes = (size_t)C * sizeof(double);
+    return OX_OK;
+}
+
+ox_status ox_sig_cpu_linear_classifier(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                       const ox_tensor *const *in, ox_tensor *const *out) {
+    struct linear l;
+    int64_t N = 0, n_labels = 0;
+    const int64_t *li = NULL;
+    const char *const *ls = NULL;
+    ox_status s = linear_read(n, in[0], 0, &l, &N);
+    if (s || (s = class_labels(n, &li, &ls, &n_labels))) return s;
+    int64_t C = linear_cols(&l, n_labels);
+    if (ctx->scratch_bytes < (size_t)C * sizeof(double))
+        return ox_node_err(n, OX_E_INTERNAL, "scratch smaller than inferred");
+    double *acc = ctx->scratch;
+    ox_tensor *y = out[0], *z = n->n_outputs > 1 ? out[1] : NULL;
+    for (int64_t r = 0; r < N; r++) {
+        linear_row(&l, in[0], r, acc + (C - l.K));
+        if (C != l.K) acc[0] = -acc[1];
+        post_apply(l.post, acc, C);
+        int64_t best = 0;
+        for (int64_t k = 1; k < C; k++)
+            if (acc[k] > acc[best]) best = k;
+        if (y && ls)
+            ((const char **)y->data)[r] = ls[best] ? ls[best] : "";
+        else if (y)
+            ((int64_t *)y->data)[r] = li[best];
+        if (z)
+            for (int64_t k = 0; k < C; k++) ((float *)z->data)[r * C + k] = (float)acc[k];
+    }
+    return OX_OK;
+}
+
+/* OneHotEncoder and CategoryMapper: categories as int64s or strings. */
+struct cats {
+    const int64_t *i;
+    const char *const *s;
+    int64_t n;
+};
+
+static ox_status cats_read(const struct ox_node *n, bool both, struct cats *c) {
+    const struct ox_attr *s = ox_node_attr(n, "cats_strings");
+    int ni = ox_attr_ints(n, "cats_int64s", &c->i);
+    bool has_s = s && s->type == OX_ATTR_STRINGS;
+    c->s = has_s ? s->strings : NULL;
+    if (ni < 0) c->i = NULL;
+    if (both) {
+        if (ni < 0 || !has_s || s->n != ni)
+            return ox_node_err(n, OX_E_INVALID,
+                               "cats_int64s and cats_strings must both be set, of one length");
+    } else if ((ni >= 0) == has_s) {
+        return ox_node_err(n, OX_E_INVALID,
+                           "exactly one of cats_int64s and cats_strings must be set");
+    }
+    c->n = has_s ? s->n : ni;
+    return OX_OK;
+}
+
+static int cat_cmp_str(int64_t a, int64_t b, const void *ctx) {
+    const struct cats *c = ctx;
+    int r = strcmp(c->s[a] ? c->s[a] : "", c->s[b] ? c->s[b] : "");
+    return r ? r : (a > b) - (a < b);
+}
+
+static int cat_cmp_int(int64_t a, int64_t b, const void *ctx) {
+    const struct cats *c = ctx;
+    if (c->i[a] != c->i[b]) return c->i[a] < c->i[b] ? -1 : 1;
+    return (a > b) - (a < b);
+}
+
+/* Category of element e of x (string or number) through idx (sorted), or -1; the first
+ * listed of equal categories. */
+static int64_t cat_find(const struct cats *c, const int64_t *idx, bool strings, const ox_tensor *x,
+                        int64_t e) {
+    int64_t lo = 0, hi = c->n;
+    const char *sv = strings ? tensor_str(x, e) : NULL;
+    int64_t iv = strings ? 0 : ox_get_i64(x, e);
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2, k = idx[mid];
+        int r = strings ? strcmp(c->s[k] ? c->s[k] : "", sv) : (c->i[k] > iv) - (c->i[k] < iv);
+        if (r < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == c->n) return -1;
+    int64_t k = idx[lo];
+    return (strings ? strcmp(c->s[k] ? c->s[k] : "", sv) == 0 : c->i[k] == iv) ? k : -1;
+}
+
+/* A kernel's categories (`both`: int64s and strings, CategoryMapper) and their index in
+ * scratch, sorted by the kind x is looked up by (strings: the input's are). */
+static ox_status cats_index(struct ox_kernel_ctx *ctx, const struct ox_node *n, bool both,
+                            const ox_tensor *x, struct cats *c, int64_t **idx, bool *strings) {
+    ox_status s = cats_read(n, both, c);
+    if (s) return s;
+    if (ctx->scratch_bytes < (size_t)c->n * sizeof(int64_t))
+        return ox_node_err(n, OX_E_INTERNAL, "scratch smaller than inferred");
+    *strings = both ? x->dtype == OX_STRING : c->s != NULL;
+    *idx = ctx->scratch;
+    for (int64_t k = 0; k < c->n; k++) (*idx)[k] = k;
+    heap_sort(*idx, c->n, *strings ? cat_cmp_str : cat_cmp_int, c);
+    return OX_OK;
+}
+
+ox_status ox_sig_infer_one_hot_encoder(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                       const ox_tensor *const *in, ox_tensor *const *out) {
+    struct cats c;
+    const ox_tensor *x = ox_in(n, in, 0);
+    ox_status s = cats_read(n, false, &c);
+    if (s) return s;
+    if (!x) return ox_node_err(n, OX_E_INVALID, "input X is required");
+    if ((x->dtype == OX_STRING) != (c.s != NULL) || (x->dtype != OX_STRING && !is_ml_num(x->dtype)))
+        return ox_node_err(n, OX_E_INVALID, "input of type %s for %s categories",
+                           ox_dtype_name(x->dtype), c.s ? "string" : "int64");
+    if (x->rank >= OX_MAX_RANK) return ox_node_err(n, OX_E_SHAPE, "input rank too large");
+    int64_t dims[OX_MAX_RANK];
+    memcpy(dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    dims[x->rank] = c.n;
+    ox_set_shape(out[0], OX_FLOAT, x->rank + 1, dims);
+    ctx->scratch_bytes = (size_t)c.n * sizeof(int64_t);
+    return OX_OK;
+}
+
+ox_status ox_sig_cpu_one_hot_encoder(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                     const ox_tensor *const *in, ox_tensor *const *out) {
+    struct cats c;
+    const ox_tensor *x = in[0];
+    int64_t *idx = NULL, total = ox_tensor_numel(x);
+    bool strings = false, zeros = ox_attr_int(n, "zeros", 1) != 0;
+    ox_status s = cats_index(ctx, n, false, x, &c, &idx, &strings);
+    if (s) return s;
+    float *y = out[0]->data;
+    memset(y, 0, (size_t)(total * c.n) * sizeof *y);
+    for (int64_t e = 0; e < total; e++) {
+        /* numbers compare as integers, as the categories are: 2.5 is no category */
+        bool whole = strings || !ox_dtype_is_float(x->dtype) || ox_ld(x, e) == trunc(ox_ld(x, e));
+        int64_t k = whole ? cat_find(&c, idx, strings, x, e) : -1;
+        if (k >= 0)
+            y[e * c.n + k] = 1.0f;
+        else if (!zeros)
+            return ox_node_err(n, OX_E_INVALID, "element %lld is no category (and zeros is 0)",
+                               (long long)e);
+    }
+    return OX_OK;
+}
+
+ox_status ox_sig_infer_category_mapper(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                       const ox_tensor *const *in, ox_tensor *const *out) {
+    struct cats c;
+    const ox_tensor *x = ox_in(n, in, 0);
+    ox_status s = cats_read(n, true, &c);
+    if (s) return s;
+    if (!x || (x->dtype != OX_STRING && x->dtype != OX_INT64))
+        return ox_node_err(n, OX_E_INVALID, "input must be string or int64");
+    ox_set_shape(out[0], x->dtype == OX_STRING ? OX_INT64 : OX_STRING, x->rank, x->dims);
+    ctx->scratch_bytes = (size_t)c.n * sizeof(int64_t);
+    return OX_OK;
+}
+
+ox_status ox_sig_cpu_category_mapper(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                     const ox_tensor *const *in, ox_tensor *const *out) {
+    struct cats c;
+    const ox_tensor *x = in[0];
+    int64_t *idx = NULL, total = ox_tensor_numel(x);
+    bool strings = false;
+    ox_status s = cats_index(ctx, n, true, x, &c, &idx, &strings);
+    if (s) return s;
+    int64_t dint = ox_attr_int(n, "default_int64", -1);
+    const char *dstr = ox_attr_str(n, "default_string", "_Unused");
+    for (int64_t e = 0; e < total; e++) {
+        int64_t k = cat_find(&c, idx, strings, x, e);
+        if (strings)
+            ((int64_t *)out[0]->data)[e] = k >= 0 ? c.i[k] : dint;
+        else
+            ((const char **)out[0]->data)[e] = k >= 0 ? (c.s[k] ? c.s[k] : "") : dstr;
+    }
+    return OX_OK;
+}
+
+ox_status ox_sig_infer_feature_vectorizer(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                          const ox_tensor *const *in, ox_tensor *const *out) {
+    (void)ctx;
+    const int64_t *d;
+    int nd = ox_attr_ints(n, "inputdimensions", &d);
+    if (nd != n->n_inputs)
+        return ox_node_err(n, OX_E_INVALID, "inputdimensions has %d values for %d inputs", nd,
+                           n->n_inputs);
+    int64_t N = -1, total = 0;
+    for (int i = 0; i < n->n_inputs; i++) {
+        const ox_tensor *x = in[i];
+        if (!x || !is_ml_num(x->dtype) || x->rank < 1 || d[i] < 0)
+            return ox_node_err(n, OX_E_INVALID,
+                               "input %d: a numeric tensor of rank >= 1 is "
+                               "needed, with inputdimensions >= 0",
+                               i);
+        int64_t rows = x->rank == 1 ? 1 : x->dims[0];
+        if (N >= 0 && rows != N)
+            return ox_node_err(n, OX_E_SHAPE, "input %d has %lld rows, input 0 %lld", i,
+                               (long long)rows, (long long)N);
+        N = rows;
+        total += d[i];
+    }
+    int64_t dims[2] = {N < 0 ? 1 : N, total};
+    ox_set_shape(out[0], OX_FLOAT, 2, dims);
+    return OX_OK;
+}
+
+ox_status ox_sig_cpu_feature_vectorizer(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                        const ox_tensor *const *in, ox_tensor *const *out) {
+    (void)ctx;
+    const int64_t *d;
+    ox_attr_ints(n, "inputdimensions", &d);
+    int64_t N = out[0]->dims[0], W = out[0]->dims[1], at = 0;
+    float *y = out[0]->data;
+    for (int i = 0; i < n->n_inputs; i++) {
+        const ox_tensor *x = in[i];
+        /* each row of an input: its first inputdimensions values, zeros past its width */
+        int64_t w = N ? ox_tensor_numel(x) / N : 0;
+        for (int64_t r = 0; r < N; r++)
+            for (int64_t j = 0; j < d[i]; j++)
+                y[r * W + at + j] = j < w ? (float)ox_ld(x, r * w + j) : 0.0f;
+        at += d[i];
+    }
+    return OX_OK;
 }
 
 /* ---- TfIdfVectorizer -------------------------------------------------------------------- */

@@ -1,0 +1,255 @@
+#!/usr/bin/python3
+"""Backend-layout cases for the ai.onnx.ml operators of scikit-learn pipelines: Scaler,
+Normalizer, Imputer, LinearRegressor, LinearClassifier, OneHotEncoder, CategoryMapper and
+FeatureVectorizer, with their semantics written in numpy as the oracle.
+
+    tests/ml_cases.py OUTDIR --onnxexec BIN [--ort-dir DIR]
+
+The cases: per-feature and single offsets and scales; float, double, int64 and int32 inputs;
+one-row (1-D) inputs; the three norms on rows with negative values and a row of zeros; NaN
+and value replacement with one or per-feature imputed values; regressors of one and three
+targets; multi-class, one-versus-rest and binary (one coefficient row) classifiers under each
+post transform with int64 or string labels; categories of int64s and strings with unknown
+values, a float that is no whole number, and zeros=0 refusing an unknown value; string <->
+int64 mapping with defaults; concatenation of inputs narrower and wider than their declared
+widths; and an Imputer -> Scaler -> LinearClassifier pipeline as skl2onnx writes one. Each
+case runs optimized, with --no-optimize and through --roundtrip.
+
+Semantics (ONNX's reference implementation): Normalizer MAX divides by the largest
+magnitude, as scikit-learn does (ONNX Runtime divides by the largest value), and a row of
+zeros stays zeros; a classifier with one coefficient row and two labels scores [-s, s]
+(ONNX Runtime: [1 - s, s] without a post transform); the label is the highest score's (the
+first on ties); FeatureVectorizer also takes inputs of different types (ONNX Runtime needs one). With --ort-dir (onnxruntime-node from npm),
+the cases marked ORT-comparable run in ONNX Runtime too and must agree with the oracle.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ort_oracle  # noqa: E402
+from case_dir import write_case  # noqa: E402
+
+ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ap.add_argument("outdir")
+ap.add_argument("--onnxexec", required=True)
+ap.add_argument("--ort-dir", help="compare the ORT-comparable cases with ONNX Runtime too")
+args = ap.parse_args()
+out = args.outdir
+shutil.rmtree(out, ignore_errors=True)
+os.makedirs(out)
+rng = np.random.default_rng(5)
+
+ONNX_TYPE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
+             np.dtype(np.int64): TensorProto.INT64, np.dtype(np.int32): TensorProto.INT32,
+             np.dtype(object): TensorProto.STRING}
+ort_cases = []
+
+
+def vi(name, arr):
+    return helper.make_tensor_value_info(name, ONNX_TYPE[arr.dtype], None)
+
+
+def case(name, nodes, ins, outs, ort=True):
+    """nodes: ONNX nodes; ins/outs: lists of (name, array) (outs: the oracle's)."""
+    g = helper.make_graph(nodes, name, [vi(k, v) for k, v in ins], [vi(k, v) for k, v in outs])
+    m = helper.make_model(g, ir_version=8, opset_imports=[
+        helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 1)])
+    write_case(out, name, m, ins, outs)
+    if ort:
+        ort_cases.append(name)
+
+
+def ml(op, ins, outs, **attrs):
+    return helper.make_node(op, ins, outs, domain="ai.onnx.ml", **attrs)
+
+
+def f32(a):
+    return np.asarray(a, dtype=np.float32)
+
+
+def post(kind, s):
+    s = np.asarray(s, dtype=np.float64)
+    if kind == "LOGISTIC":
+        return 1 / (1 + np.exp(-s))
+    if kind == "SOFTMAX":
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+    if kind == "SOFTMAX_ZERO":
+        r = np.zeros_like(s)
+        for i, row in enumerate(s):
+            nz = row != 0
+            if nz.any():
+                e = np.exp(row[nz] - row[nz].max())
+                r[i, nz] = e / e.sum()
+        return r
+    return s
+
+
+X = rng.normal(size=(40, 5)).astype(np.float32)
+
+# Scaler: y = (x - offset) * scale
+off, sc = [0.5, -1.0, 2.0, 0.0, 3.25], [2.0, 0.5, -1.5, 4.0, 0.125]
+for dt in (np.float32, np.float64, np.int64, np.int32):
+    x = (X * 4).astype(dt)
+    case("scaler_%s" % np.dtype(dt).name, [ml("Scaler", ["X"], ["Y"], offset=off, scale=sc)],
+         [("X", x)], [("Y", f32((x.astype(np.float64) - off) * sc))], ort=dt != np.int32)
+case("scaler_single", [ml("Scaler", ["X"], ["Y"], offset=[1.5], scale=[-2.0])], [("X", X)],
+     [("Y", f32((X.astype(np.float64) - 1.5) * -2.0))])
+case("scaler_1d", [ml("Scaler", ["X"], ["Y"], offset=off, scale=sc)], [("X", X[0])],
+     [("Y", f32((X[0].astype(np.float64) - off) * sc))])
+
+# Normalizer: rows with negative values and a row of zeros
+Xn = X.copy()
+Xn[3] = 0
+Xn[4] = -np.abs(Xn[4])
+for norm in ("MAX", "L1", "L2"):
+    x = Xn.astype(np.float64)
+    d = {"MAX": np.abs(x).max(1), "L1": np.abs(x).sum(1), "L2": np.sqrt((x * x).sum(1))}[norm]
+    y = np.where(d[:, None] > 0, x / np.where(d > 0, d, 1)[:, None], x)
+    case("normalizer_" + norm.lower(), [ml("Normalizer", ["X"], ["Y"], norm=norm)], [("X", Xn)],
+         [("Y", f32(y))], ort=norm != "MAX")
+Xp = np.abs(X) + 0.1  # ONNX Runtime's MAX divides by the largest value: agrees on positive rows
+case("normalizer_max_positive", [ml("Normalizer", ["X"], ["Y"], norm="MAX")], [("X", Xp)],
+     [("Y", f32(Xp.astype(np.float64) / np.abs(Xp).max(1, keepdims=True)))])
+
+# Imputer
+Xi = X.copy()
+Xi[rng.random(Xi.shape) < 0.3] = np.nan
+vals = [9.0, -8.0, 7.5, 0.25, 100.0]
+case("imputer_nan", [ml("Imputer", ["X"], ["Y"], imputed_value_floats=vals,
+                        replaced_value_float=float("nan"))],
+     [("X", Xi)], [("Y", np.where(np.isnan(Xi), f32(vals), Xi))])
+Xr = np.round(X).astype(np.float32)
+case("imputer_value_single", [ml("Imputer", ["X"], ["Y"], imputed_value_floats=[42.0],
+                                 replaced_value_float=-1.0)],
+     [("X", Xr)], [("Y", np.where(Xr == -1, f32(42), Xr))])
+Xl = np.round(X * 2).astype(np.int64)
+case("imputer_int64", [ml("Imputer", ["X"], ["Y"], imputed_value_int64s=[1, 2, 3, 4, 5],
+                          replaced_value_int64=0)],
+     [("X", Xl)], [("Y", np.where(Xl == 0, np.arange(1, 6), Xl).astype(np.int64))])
+
+# LinearRegressor
+for T in (1, 3):
+    W, b = rng.normal(size=(T, 5)), rng.normal(size=T)
+    case("linear_regressor_%d" % T,
+         [ml("LinearRegressor", ["X"], ["Y"], coefficients=f32(W).ravel().tolist(),
+             intercepts=f32(b).tolist(), targets=T)],
+         [("X", X)], [("Y", f32(X.astype(np.float64) @ f32(W).T.astype(np.float64) + f32(b)))])
+
+
+def linear_classifier(name, K, labels, post_kind, xin=X, ort=True):
+    W, b = f32(rng.normal(size=(K, 5))), f32(rng.normal(size=K))
+    s = xin.astype(np.float64) @ W.T.astype(np.float64) + b.astype(np.float64)
+    if K == 1 and len(labels) == 2:
+        s = np.concatenate([-s, s], axis=1)
+    z = post(post_kind, s)
+    lab = np.array([labels[k] for k in z.argmax(1)],
+                   dtype=object if isinstance(labels[0], str) else np.int64)
+    key = "classlabels_strings" if isinstance(labels[0], str) else "classlabels_ints"
+    node = ml("LinearClassifier", ["X"], ["label", "scores"], coefficients=W.ravel().tolist(),
+              intercepts=b.tolist(), post_transform=post_kind, **{key: labels})
+    case(name, [node], [("X", xin)], [("label", lab), ("scores", f32(z))], ort=ort)
+
+
+linear_classifier("linear_classifier_multi_softmax", 3, ["a", "b", "c"], "SOFTMAX")
+linear_classifier("linear_classifier_ovr_logistic", 4, [10, 20, 30, 40], "LOGISTIC")
+linear_classifier("linear_classifier_multi_none", 3, [0, 1, 2], "NONE")
+linear_classifier("linear_classifier_softmax_zero", 3, [0, 1, 2], "SOFTMAX_ZERO", ort=False)
+linear_classifier("linear_classifier_binary_logistic", 1, [0, 1], "LOGISTIC")
+# ONNX Runtime scores [1 - s, s] here (the labels agree)
+linear_classifier("linear_classifier_binary_none", 1, ["neg", "pos"], "NONE", ort=False)
+linear_classifier("linear_classifier_double", 3, [0, 1, 2], "SOFTMAX", xin=X.astype(np.float64))
+
+# OneHotEncoder: unknown values give zeros; 2.5 is no category
+cats = [4, 1, 7, 2]
+xc = np.array([[1], [7], [3], [4], [2], [7]], np.int64)
+case("one_hot_int64", [ml("OneHotEncoder", ["X"], ["Y"], cats_int64s=cats)], [("X", xc)],
+     [("Y", f32(xc[..., None] == np.array(cats)))])
+xf = np.array([[1.0, 2.5], [7.0, 4.0]], np.float32)
+case("one_hot_float", [ml("OneHotEncoder", ["X"], ["Y"], cats_int64s=cats)], [("X", xf)],
+     [("Y", f32(xf[..., None] == np.array(cats)))], ort=False)
+scats = ["red", "green", "blue"]
+xs = np.array(["green", "blue", "mauve", "red", ""], dtype=object)
+case("one_hot_strings", [ml("OneHotEncoder", ["X"], ["Y"], cats_strings=scats)], [("X", xs)],
+     [("Y", f32(xs[:, None] == np.array(scats, dtype=object)))])
+
+# CategoryMapper both ways, with defaults
+ci, cs = [5, 3, 9], ["five", "three", "nine"]
+xs = np.array([["three", "nine"], ["ten", "five"]], dtype=object)
+case("category_mapper_to_int", [ml("CategoryMapper", ["X"], ["Y"], cats_int64s=ci, cats_strings=cs,
+                                   default_int64=-7)],
+     [("X", xs)], [("Y", np.array([[3, 9], [-7, 5]], np.int64))])
+xi = np.array([9, 4, 5, 3], np.int64)
+case("category_mapper_to_string", [ml("CategoryMapper", ["X"], ["Y"], cats_int64s=ci,
+                                      cats_strings=cs, default_string="none")],
+     [("X", xi)], [("Y", np.array(["nine", "none", "five", "three"], dtype=object))])
+
+# FeatureVectorizer: input a 2 wide (declared 2), b 4 wide (declared 3: cut), c 1 wide
+# (declared 2: a zero added); one element type for all (ONNX Runtime insists)
+a = X[:6, :2]
+b = np.round(X[:6, :4] * 3)
+c = X[:6, :1]
+want = np.concatenate([a, b[:, :3].astype(np.float32), c.astype(np.float32),
+                       np.zeros((6, 1), np.float32)], axis=1)
+case("feature_vectorizer", [ml("FeatureVectorizer", ["a", "b", "c"], ["Y"],
+                               inputdimensions=[2, 3, 2])],
+     [("a", a), ("b", b), ("c", c)], [("Y", want)])
+case("feature_vectorizer_mixed_types", [ml("FeatureVectorizer", ["a", "b", "c"], ["Y"],
+                                           inputdimensions=[2, 3, 2])],
+     [("a", a), ("b", b.astype(np.int64)), ("c", c.astype(np.float64))], [("Y", want)], ort=False)
+
+# a skl2onnx pipeline: SimpleImputer -> StandardScaler -> LogisticRegression (zipmap off)
+means = np.nanmean(Xi, axis=0)
+std = np.nanstd(Xi, axis=0)
+W, bias = f32(rng.normal(size=(3, 5))), f32(rng.normal(size=3))
+filled = np.where(np.isnan(Xi), f32(means), Xi)
+scaled = f32((filled.astype(np.float64) - f32(means)) * f32(1 / std))
+sc3 = post("SOFTMAX", scaled.astype(np.float64) @ W.T.astype(np.float64) + bias)
+case("pipeline_impute_scale_logistic",
+     [ml("Imputer", ["X"], ["filled"], imputed_value_floats=f32(means).tolist(),
+         replaced_value_float=float("nan")),
+      ml("Scaler", ["filled"], ["scaled"], offset=f32(means).tolist(),
+         scale=f32(1 / std).tolist()),
+      ml("LinearClassifier", ["scaled"], ["label", "probabilities"],
+         coefficients=W.ravel().tolist(), intercepts=bias.tolist(), classlabels_ints=[0, 1, 2],
+         post_transform="SOFTMAX", multi_class=1)],
+     [("X", Xi)], [("label", sc3.argmax(1).astype(np.int64)), ("probabilities", f32(sc3))])
+
+exe = args.onnxexec
+failed = 0
+for extra in ([], ["--no-optimize"], ["--roundtrip"]):
+    r = subprocess.run([exe, "test", out, "--rtol", "1e-6", "--atol", "1e-6", "--threads", "2"]
+                       + extra, capture_output=True, text=True)
+    sys.stdout.write("onnxexec test %s:\n%s" % (" ".join(extra) or "(optimized)", r.stdout))
+    if r.returncode or " 0 failed" not in r.stdout:
+        failed += 1
+        sys.stdout.write(r.stderr)
+
+# zeros=0: an unknown category is an error
+d = os.path.join(out, "bad")
+os.makedirs(d)
+g = helper.make_graph([ml("OneHotEncoder", ["X"], ["Y"], cats_int64s=cats, zeros=0)], "bad",
+                      [vi("X", xc)], [vi("Y", f32([0]))])
+mp = os.path.join(d, "one_hot_zeros0.onnx")
+with open(mp, "wb") as fh:
+    fh.write(helper.make_model(g, ir_version=8, opset_imports=[
+        helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 1)]).SerializeToString())
+xp = os.path.join(d, "x.pb")
+with open(xp, "wb") as fh:
+    fh.write(numpy_helper.from_array(xc, "X").SerializeToString())
+r = subprocess.run([exe, "run", mp, "-i", "X=" + xp], capture_output=True, text=True)
+if r.returncode == 0 or "no category" not in r.stderr:
+    print("FAIL bad/one_hot_zeros0: rc %d: %s" % (r.returncode, r.stderr.strip()))
+    failed += 1
+else:
+    print("PASS bad/one_hot_zeros0: " + r.stderr.strip().splitlines()[-1])
+
+if args.ort_dir:
+    failed += ort_oracle.compare(out, ort_cases, args.ort_dir)
+sys.exit(1 if failed else 0)
