@@ -106,8 +106,11 @@ typedef enum {
 
 /* A value: by default a dense tensor, row-major, `data` holding dims[0]*...*dims[rank-1]
  * elements. With kind OX_IO_SEQUENCE it is a sequence of n_items values at `items`; with
- * OX_IO_OPTIONAL, an optional holding n_items (0: none, or 1) value at `items`; for these
- * dtype is the element type of the tensors inside and rank, dims and data are unused.
+ * OX_IO_OPTIONAL, an optional holding n_items (0: none, or 1) value at `items`; with
+ * OX_IO_MAP, a map of scalar values held as two 1-D tensors of one length at `items` (n_items
+ * 2): its keys (int64 or string) and its values (ZipMap's output is a sequence of maps); for
+ * these dtype is the element type of the tensors (a map's values) inside and rank, dims and
+ * data are unused.
  * Whoever fills the struct owns `data` and `items` unless a function says otherwise.
  * A zero-initialised struct with dtype, rank, dims and data set is a tensor. */
 typedef struct ox_tensor {
@@ -667,8 +670,9 @@ ox_status ox_tensor_read_pb(const char *path, ox_tensor *out, char **name);
 ox_status ox_tensor_write_pb(const char *path, const ox_tensor *t, const char *name);
 ox_status ox_tensor_read_npy(const char *path, ox_tensor *out);
 ox_status ox_tensor_write_npy(const char *path, const ox_tensor *t);
-/* Read a .pb file holding a TensorProto, SequenceProto or OptionalProto (as `kind` says)
- * into a value that owns its data and items (free with ox_tensor_free_data). */
+/* Read a .pb file holding a TensorProto, SequenceProto, MapProto (of scalar values) or
+ * OptionalProto (as `kind` says) into a value that owns its data and items (free with
+ * ox_tensor_free_data). */
 ox_status ox_value_read_pb(const char *path, ox_io_kind kind, ox_tensor *out, char **name);
 /* Frees data, items (recursively) and the strings of a string tensor; zeroes the struct. */
 void ox_tensor_free_data(ox_tensor *t);

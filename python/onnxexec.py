@@ -12,8 +12,8 @@ with another runtime) without writing C.
 
 Errors raise onnxexec.Error, whose `status` is the library's code name ("OX_E_SHAPE", ...)
 and whose message is the library's (ox_errmsg). Outputs are numpy arrays that own their
-data (copied out of the session); a sequence output is a list of arrays, an optional one an
-array or None.
+data (copied out of the session); a string tensor is an array of str objects; a sequence
+output is a list, an optional one a value or None, a map (ZipMap's items) a dict.
 
 The library is found, in this order: the ONNXEXEC_LIB environment variable (a path to
 libonnxexec.so), the library installed beside this module by `cmake --install` (the
@@ -94,7 +94,8 @@ _TO_NP = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: 
           7: np.int64, 9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32,
           13: np.uint64, 14: np.complex64, 15: np.complex128}
 _FROM_NP = {np.dtype(v): k for k, v in _TO_NP.items()}
-_IO_TENSOR, _IO_SEQUENCE, _IO_OPTIONAL = 0, 1, 3
+_IO_TENSOR, _IO_SEQUENCE, _IO_MAP, _IO_OPTIONAL = 0, 1, 2, 3
+_STRING = 8
 
 
 def _load_library():
@@ -261,8 +262,16 @@ def _to_numpy(t):
         return [_to_numpy(t.items[i]) for i in range(t.n_items)]
     if t.kind == _IO_OPTIONAL:
         return _to_numpy(t.items[0]) if t.n_items else None
+    if t.kind == _IO_MAP:
+        return dict(zip(_to_numpy(t.items[0]).tolist(), _to_numpy(t.items[1]).tolist()))
     if t.kind != _IO_TENSOR:
         raise Error(-2, "an output of kind %d is not returned to Python" % t.kind)
+    if t.dtype == _STRING:
+        shape = tuple(int(t.dims[k]) for k in range(t.rank))
+        n = int(np.prod(shape, dtype=np.int64))
+        ptrs = ctypes.cast(t.data, ctypes.POINTER(ctypes.c_char_p)) if n and t.data else None
+        items = [(ptrs[i] or b"").decode("utf-8", "replace") for i in range(n)]
+        return np.array(items, dtype=object).reshape(shape)
     dt = _TO_NP.get(t.dtype)
     if dt is None:
         raise Error(-2, "output dtype %d has no numpy equivalent here" % t.dtype)

@@ -3,7 +3,8 @@
 the shipped Fashion-MNIST CNN on its 1000 test images gives PyTorch's logits
 (models/fashion_mnist_cnn.expected.npy) by name and by position, in one batch and one image
 at a time, optimized or not; inputs and outputs are described; dtypes other than float32
-go through (an int64/bool/float64 model made here, against numpy); errors are exceptions
+go through (an int64/bool/float64 model made here, against numpy), and string tensors and
+ZipMap's sequence of maps come back as str arrays and dicts; errors are exceptions
 with the library's status and message (a missing file, a wrong shape, an unknown input
 name); the memory plan's numbers are those of the tool's bench.
 
@@ -123,6 +124,28 @@ try:
         check(g_.dtype == np.bool_ and np.array_equal(g_, a + b > c), "bool Greater: numpy's")
         check(d_.dtype == np.float64 and np.array_equal(d_, a.astype(np.float64)),
               "Cast to float64: numpy's")
+    # string tensors and maps: a classifier's labels and ZipMap's sequence of maps
+    mt = onnx.TypeProto()
+    mt.map_type.key_type = TensorProto.STRING
+    mt.map_type.value_type.CopyFrom(helper.make_tensor_type_proto(TensorProto.FLOAT, []))
+    ml = dict(domain="ai.onnx.ml")
+    g = helper.make_graph(
+        [helper.make_node("LinearClassifier", ["x"], ["label", "scores"], **ml,
+                          coefficients=[1.0, 0.0, 0.0, 1.0], classlabels_strings=["cat", "dog"]),
+         helper.make_node("ZipMap", ["scores"], ["probs"], **ml, classlabels_strings=["cat", "dog"])],
+        "zipmap", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 2])],
+        [helper.make_tensor_value_info("label", TensorProto.STRING, [None]),
+         helper.make_value_info("probs", helper.make_sequence_type_proto(mt))])
+    with tempfile.TemporaryDirectory() as tmp:
+        p = os.path.join(tmp, "zipmap.onnx")
+        onnx.save(helper.make_model(g, ir_version=8, opset_imports=[
+            helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 1)]), p)
+        with onnxexec.Model(p) as m:
+            label, probs = m.run([np.array([[0.25, 0.5], [2.0, -1.0]], np.float32)])
+        check(label.dtype == object and label.tolist() == ["dog", "cat"],
+              "string labels: %s" % label.tolist())
+        check(probs == [{"cat": 0.25, "dog": 0.5}, {"cat": 2.0, "dog": -1.0}],
+              "ZipMap: a list of dicts: %s" % probs)
 except ImportError:
     print("skip the dtype model: the onnx package is not installed")
 

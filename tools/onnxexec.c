@@ -783,6 +783,38 @@ static void print_tensor_summary(const char *name, const ox_tensor *t) {
     printf("\n");
 }
 
+/* Sequences, maps and optionals: their kind and size, then their first items (a map's keys
+ * and values side by side), nested ones indented. */
+static void print_value_summary(const char *name, const ox_tensor *t, int depth) {
+    if (t->kind == OX_IO_TENSOR) {
+        printf("%*s", 2 * depth, "");
+        print_tensor_summary(name, t);
+        return;
+    }
+    printf("%*s%s: %s", 2 * depth, "", name, kind_name(t->kind));
+    if (t->kind == OX_IO_MAP && t->n_items == 2 && tensor_ok(&t->items[0]) &&
+        tensor_ok(&t->items[1])) {
+        int64_t n = ox_tensor_numel(&t->items[0]), shown = n < 8 ? n : 8;
+        printf(" of %" PRId64 " entries {", n);
+        for (int64_t i = 0; i < shown; i++) {
+            char k[128], v[128];
+            fmt_elem(&t->items[0], i, k, sizeof k);
+            fmt_elem(&t->items[1], i, v, sizeof v);
+            printf("%s%s: %s", i ? ", " : "", k, v);
+        }
+        printf("%s}\n", n > shown ? ", ..." : "");
+        return;
+    }
+    printf(" of %d item%s\n", t->n_items, t->n_items == 1 ? "" : "s");
+    int shown = t->n_items < 4 ? t->n_items : 4;
+    for (int i = 0; i < shown; i++) {
+        char item[300];
+        snprintf(item, sizeof item, "%.280s[%d]", name, i);
+        print_value_summary(item, &t->items[i], depth + 1);
+    }
+    if (t->n_items > shown) printf("%*s...\n", 2 * depth + 2, "");
+}
+
 /* Everything cmd_run holds, freed in one place. */
 struct run_state {
     struct input_opt *iopts;
@@ -1024,7 +1056,9 @@ static int save_outputs(struct run_state *r, const char *out_dir, bool want_npy,
             printf("%s: (not computed)\n", name);
             continue;
         }
-        print_tensor_summary(name, t);
+        print_value_summary(name, t, 0);
+        if (out_dir && t->kind != OX_IO_TENSOR)
+            printf("  (not written: only tensor outputs are saved to files)\n");
         if (!out_dir || !tensor_ok(t)) continue;
         /* a file stem no other output has */
         char base[256], stem[300];
@@ -1678,11 +1712,11 @@ static int cmp_dataset(const void *a, const void *b) {
 }
 
 /* Read dir/<prefix>N.pb for N = 0, 1, ... while they exist. */
-/* A .pb value of the given kind: tensors as read_tensor does, sequences and optionals
+/* A .pb value of the given kind: tensors as read_tensor does, sequences, maps and optionals
  * through ox_value_read_pb. */
 static int read_value(const char *path, ox_io_kind kind, ox_tensor *t, char **name, char *err,
                       size_t errlen) {
-    if (kind != OX_IO_SEQUENCE && kind != OX_IO_OPTIONAL)
+    if (kind != OX_IO_SEQUENCE && kind != OX_IO_OPTIONAL && kind != OX_IO_MAP)
         return read_tensor(path, t, name, err, errlen);
     ox_status st = ox_value_read_pb(path, kind, t, name);
     if (st != OX_OK) {
@@ -1748,7 +1782,8 @@ static bool same_shape(const ox_tensor *a, const ox_tensor *b) {
 static int compare(int k, const char *name, const ox_tensor *exp, const ox_tensor *got,
                    const struct test_opts *o, char *why, size_t len);
 
-/* Sequences and optionals: the same kind and count, then item by item. */
+/* Sequences, maps and optionals: the same kind and count, then item by item (a map: its keys
+ * exactly, then its values). */
 static int compare_value(int k, const char *name, const ox_tensor *exp, const ox_tensor *got,
                          const struct test_opts *o, char *why, size_t len) {
     if (exp->kind == OX_IO_TENSOR && (!got || got->kind == OX_IO_TENSOR))
@@ -2013,7 +2048,7 @@ static int run_case(const char *dir, const struct test_opts *o, char *why, size_
         bool is_in = i < n_in;
         int j = is_in ? i : i - n_in;
         ox_io_kind kind = is_in ? ox_model_input_kind(m, j) : ox_model_output_kind(m, j);
-        if (kind == OX_IO_MAP || kind == OX_IO_SPARSE) {
+        if (kind == OX_IO_SPARSE) {
             ox_tensor d = {0};
             if (is_in)
                 ox_model_input(m, j, &d, NULL);

@@ -2,8 +2,9 @@
  * from 4), Binarizer and ArrayFeatureExtractor (ai.onnx.ml 1 on), TreeEnsemble (ai.onnx.ml 5
  * on), TreeEnsembleRegressor and TreeEnsembleClassifier (ai.onnx.ml 1 on), the
  * preprocessing and linear models of scikit-learn pipelines (Scaler, Normalizer, Imputer,
- * LinearRegressor, LinearClassifier, OneHotEncoder, FeatureVectorizer, CategoryMapper:
- * ai.onnx.ml 1 on), and TfIdfVectorizer (default domain, 9 on).
+ * LinearRegressor, LinearClassifier, OneHotEncoder, FeatureVectorizer, CategoryMapper, and
+ * ZipMap, whose output is a sequence of maps: ai.onnx.ml 1 on), and TfIdfVectorizer (default
+ * domain, 9 on).
  *
  * Lookups (LabelEncoder keys, TfIdfVectorizer n-gram pools) sort an index of the attribute's
  * entries in scratch on each run and binary-search it, so a run costs O((n + k) log k).
@@ -1589,6 +1590,49 @@ ox_status ox_sig_cpu_feature_vectorizer(struct ox_kernel_ctx *ctx, const struct 
         at += d[i];
     }
     return OX_OK;
+}
+
+/* ---- ZipMap (ai.onnx.ml 1 on) ------------------------------------------------------------ */
+
+/* One map per row of X [N, C] (or [C]: one row), from the C labels to the row's C scores:
+ * what scikit-learn classifiers converted by skl2onnx end with. A map is an ox_tensor of
+ * kind OX_IO_MAP holding its keys and values as two 1-D tensors (include/onnxexec.h). The
+ * row allocates its output (OX_OP_ALLOCATES): its infer is the sequence rows' (never called). */
+ox_status ox_sig_cpu_zipmap(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                            const ox_tensor *const *in, ox_tensor *const *out) {
+    const ox_tensor *x = ox_in(n, in, 0);
+    const int64_t *li = NULL;
+    const struct ox_attr *ls = ox_node_attr(n, "classlabels_strings");
+    int ni = ox_attr_ints(n, "classlabels_int64s", &li);
+    bool strings = ls && ls->type == OX_ATTR_STRINGS;
+    if ((ni >= 0) == strings)
+        return ox_node_err(n, OX_E_INVALID,
+                           "exactly one of classlabels_int64s and classlabels_strings must be set");
+    int64_t C = strings ? ls->n : ni;
+    if (!x || x->kind != OX_IO_TENSOR || x->dtype != OX_FLOAT || x->rank < 1 || x->rank > 2)
+        return ox_node_err(n, OX_E_INVALID, "input must be a float tensor [N, C] or [C]");
+    int64_t N = x->rank == 2 ? x->dims[0] : 1;
+    if (x->dims[x->rank - 1] != C)
+        return ox_node_err(n, OX_E_SHAPE, "%lld scores per row for %lld labels",
+                           (long long)x->dims[x->rank - 1], (long long)C);
+    if (N > INT32_MAX) return ox_node_err(n, OX_E_UNSUPPORTED, "%lld rows", (long long)N);
+    ox_status st = ox_kernel_alloc_items(ctx, out[0], OX_IO_SEQUENCE, OX_FLOAT, (int)N);
+    for (int64_t r = 0; !st && r < N; r++) {
+        ox_tensor *m = &out[0]->items[r];
+        if ((st = ox_kernel_alloc_items(ctx, m, OX_IO_MAP, OX_FLOAT, 2))) break;
+        ox_set_shape(&m->items[0], strings ? OX_STRING : OX_INT64, 1, &C);
+        ox_set_shape(&m->items[1], OX_FLOAT, 1, &C);
+        if ((st = ox_kernel_alloc(ctx, &m->items[0])) || (st = ox_kernel_alloc(ctx, &m->items[1])))
+            break;
+        for (int64_t k = 0; k < C; k++) {
+            if (strings)
+                ((const char **)m->items[0].data)[k] = ls->strings[k] ? ls->strings[k] : "";
+            else
+                ((int64_t *)m->items[0].data)[k] = li[k];
+        }
+        memcpy(m->items[1].data, (const float *)x->data + r * C, (size_t)C * sizeof(float));
+    }
+    return st;
 }
 
 /* ---- TfIdfVectorizer -------------------------------------------------------------------- */
