@@ -2,8 +2,9 @@
 (the layout `onnxexec test` reads). Shared by the generated-case scripts."""
 import os
 
+import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 
 def write_case(out, name, model, inputs, outputs):
@@ -15,3 +16,29 @@ def write_case(out, name, model, inputs, outputs):
         for k, (tname, arr) in enumerate(values):
             with open(os.path.join(d, "%s_%d.pb" % (kind, k)), "wb") as f:
                 f.write(numpy_helper.from_array(arr, tname).SerializeToString())
+
+
+def zipmap_type(strings):
+    """The TypeProto of ZipMap's output: a sequence of maps from int64 or string to float."""
+    mt = onnx.TypeProto()
+    mt.map_type.key_type = TensorProto.STRING if strings else TensorProto.INT64
+    mt.map_type.value_type.CopyFrom(helper.make_tensor_type_proto(TensorProto.FLOAT, []))
+    return helper.make_sequence_type_proto(mt)
+
+
+def seq_of_maps(name, labels, scores):
+    """A SequenceProto of one MapProto per row of scores, labels -> float32 values (ZipMap's
+    output as the backend test data stores it; python3-onnx 1.12 has no helper for it)."""
+    seq = onnx.SequenceProto(name=name, elem_type=4)  # 4: map
+    strings = isinstance(labels[0], str)
+    for row in scores:
+        mp = seq.map_values.add()
+        mp.key_type = TensorProto.STRING if strings else TensorProto.INT64
+        if strings:
+            mp.string_keys.extend([k.encode() for k in labels])
+        else:
+            mp.keys.extend([int(k) for k in labels])
+        mp.values.elem_type = 1  # tensors
+        for v in row:
+            mp.values.tensor_values.append(numpy_helper.from_array(np.array(v, np.float32)))
+    return seq

@@ -30,12 +30,11 @@ import subprocess
 import sys
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ort_oracle  # noqa: E402
-from case_dir import write_case  # noqa: E402
+from case_dir import seq_of_maps, write_case, zipmap_type  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("outdir")
@@ -224,30 +223,11 @@ case("pipeline_impute_scale_logistic",
      [("X", Xi)], [("label", sc3.argmax(1).astype(np.int64)), ("probabilities", f32(sc3))])
 
 # ZipMap: a classifier's scores as one map per row (skl2onnx's default ending); the expected
-# output a SequenceProto of MapProtos, written here (write_case writes tensors)
-def seq_of_maps(name, labels, scores):
-    seq = onnx.SequenceProto(name=name, elem_type=4)  # 4: map
-    strings = isinstance(labels[0], str)
-    for row in scores:
-        mp = seq.map_values.add()
-        mp.key_type = TensorProto.STRING if strings else TensorProto.INT64
-        if strings:
-            mp.string_keys.extend([k.encode() for k in labels])
-        else:
-            mp.keys.extend(labels)
-        mp.values.elem_type = 1  # tensors
-        for v in row:
-            mp.values.tensor_values.append(numpy_helper.from_array(np.array(v, np.float32)))
-    return seq
-
-
+# output a SequenceProto of MapProtos (case_dir.seq_of_maps; write_case writes tensors)
 for tag, labels in (("int", [7, 3, 5]), ("strings", ["x", "y", "z"])):
     W, bias = f32(rng.normal(size=(3, 5))), f32(rng.normal(size=3))
     z = f32(post("SOFTMAX", X.astype(np.float64) @ W.T.astype(np.float64) + bias))
     key = "classlabels_strings" if tag == "strings" else "classlabels_int64s"
-    mt = onnx.TypeProto()
-    mt.map_type.key_type = TensorProto.STRING if tag == "strings" else TensorProto.INT64
-    mt.map_type.value_type.CopyFrom(helper.make_tensor_type_proto(TensorProto.FLOAT, []))
     lab = np.array([labels[k] for k in z.argmax(1)], dtype=object if tag == "strings" else np.int64)
     g = helper.make_graph(
         [ml("LinearClassifier", ["X"], ["label", "scores"], coefficients=W.ravel().tolist(),
@@ -255,8 +235,7 @@ for tag, labels in (("int", [7, 3, 5]), ("strings", ["x", "y", "z"])):
             **{"classlabels_strings" if tag == "strings" else "classlabels_ints": labels}),
          ml("ZipMap", ["scores"], ["probabilities"], **{key: labels})],
         "zipmap", [vi("X", X)],
-        [vi("label", lab), helper.make_value_info("probabilities",
-                                                  helper.make_sequence_type_proto(mt))])
+        [vi("label", lab), helper.make_value_info("probabilities", zipmap_type(tag == "strings"))])
     name = "zipmap_" + tag
     write_case(out, name, helper.make_model(g, ir_version=8, opset_imports=[
         helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 1)]),
