@@ -111,10 +111,10 @@ def inputs(N, F, dtype, nan=True):
     return x
 
 
-def leaf(nodes, t, x):
-    """The index of the leaf row x reaches in tree t (root: the tree's first node listed)."""
-    index = {(nodes["tree"][i], nodes["node"][i]): i for i in range(len(nodes["tree"]))}
-    i = min(k for k in range(len(nodes["tree"])) if nodes["tree"][k] == t)
+def leaf(nodes, index, root, x):
+    """The index of the leaf row x reaches from node `root` (index: (tree, node) -> i)."""
+    i = root
+    t = nodes["tree"][root]
     while nodes["mode"][i] != "LEAF":
         v, sp, m = float(x[nodes["feat"][i]]), nodes["split"][i], nodes["mode"][i]
         if math.isnan(v) and nodes["miss"][i]:
@@ -156,10 +156,13 @@ def oracle(nodes, ws, X, n_cols, agg="SUM", base=None, post_kind="NONE", classif
     one_class = sorted(set(ws["col"]))
     binary = classifier and n_cols == 2 and len(one_class) == 1
     rows, labels = [], []
+    index = {(nodes["tree"][i], nodes["node"][i]): i for i in range(len(nodes["tree"]))}
+    # a tree's root: its first node listed
+    roots = {t: nodes["tree"].index(t) for t in trees}
     for x in X2:
         acc, hit = [0.0] * n_cols, [False] * n_cols
         for t in trees:
-            i = leaf(nodes, t, x)
+            i = leaf(nodes, index, roots[t], x)
             for c, w in wmap.get((t, nodes["node"][i]), []):
                 if agg == "MIN":
                     acc[c] = w if not hit[c] else min(acc[c], w)
