@@ -634,8 +634,8 @@ enum { BR_LEAF = BR_MEMBER + 1 };
 
 struct fnode {
     double split;
-    int32_t feat, yes, no; /* children: node indices */
-    int32_t w0, w1;        /* a leaf's weights: ws[w0, w1) */
+    int32_t feat;
+    int32_t yes, no; /* a branch's children (node indices); a leaf's weights: ws[yes, no) */
     uint8_t mode, miss;
 };
 
@@ -646,6 +646,7 @@ struct fweight {
 
 struct forest {
     int64_t n_nodes, n_trees, n_w, max_feat;
+    int64_t bin_col; /* a binary classifier: the one class every weight is for; else -1 */
     int bad;
     char msg[200];
 };
@@ -659,7 +660,6 @@ struct fattr {
     const ox_tensor *split_t, *w_t, *base_t;
     const int64_t *labels_i;
     const char *const *labels_s;
-    int64_t bin_col; /* binary classifier: the one class every weight is for; else -1 */
     int agg, post;
 };
 
@@ -715,7 +715,9 @@ static const char *const MODE_NAMES[] = {"BRANCH_LEQ", "BRANCH_LT",  "BRANCH_GTE
                                          "BRANCH_EQ",  "BRANCH_NEQ", "LEAF"};
 static const int MODE_CODES[] = {BR_LEQ, BR_LT, BR_GTE, BR_GT, BR_EQ, BR_NEQ, BR_LEAF};
 
-static ox_status fattr_read(const struct ox_node *n, const ox_tensor *x, bool classifier,
+/* The attributes; `full` also checks every node and weight (infer: once per plan; the
+ * kernel's runs read the lists without going through them again). */
+static ox_status fattr_read(const struct ox_node *n, const ox_tensor *x, bool classifier, bool full,
                             struct fattr *a) {
     memset(a, 0, sizeof *a);
     a->classifier = classifier;
@@ -764,7 +766,7 @@ static ox_status fattr_read(const struct ox_node *n, const ox_tensor *x, bool cl
     if (a->n_nodes == 0) return ox_node_err(n, OX_E_INVALID, "the ensemble has no nodes");
     if (a->n_nodes >= INT32_MAX || a->n_w >= INT32_MAX)
         return ox_node_err(n, OX_E_UNSUPPORTED, "more than 2^31 nodes or weights");
-    for (int64_t i = 0; i < a->n_nodes; i++) {
+    for (int64_t i = 0; full && i < a->n_nodes; i++) {
         const char *m = a->modes->strings[i] ? a->modes->strings[i] : "";
         int code = name_code(m, MODE_NAMES, 7);
         if (code < 0) return ox_node_err(n, OX_E_INVALID, "node %lld: mode '%s'", (long long)i, m);
@@ -789,9 +791,12 @@ static ox_status fattr_read(const struct ox_node *n, const ox_tensor *x, bool cl
                                (long long)a->n_out);
         a->agg = AGG_SUM;
     } else {
-        int64_t most = -1;
-        for (int64_t k = 0; k < a->n_w; k++) most = a->wcol[k] > most ? a->wcol[k] : most;
-        a->n_out = ox_attr_int(n, "n_targets", most + 1);
+        a->n_out = ox_attr_int(n, "n_targets", -1);
+        if (a->n_out == -1) { /* the largest target id + 1 */
+            for (int64_t k = 0; k < a->n_w; k++)
+                a->n_out = a->wcol[k] > a->n_out ? a->wcol[k] : a->n_out;
+            a->n_out++;
+        }
         if (a->n_out < 1)
             return ox_node_err(n, OX_E_INVALID, "n_targets %lld", (long long)a->n_out);
         static const char *const AGG_NAMES[] = {"AVERAGE", "SUM", "MIN", "MAX"};
@@ -804,15 +809,10 @@ static ox_status fattr_read(const struct ox_node *n, const ox_tensor *x, bool cl
     const char *pt = ox_attr_str(n, "post_transform", "NONE");
     if ((a->post = name_code(pt, POST_NAMES, 5)) < 0)
         return ox_node_err(n, OX_E_INVALID, "post_transform '%s'", pt);
-    a->bin_col = -1;
-    for (int64_t k = 0; k < a->n_w; k++) {
+    for (int64_t k = 0; full && k < a->n_w; k++)
         if (a->wcol[k] < 0 || a->wcol[k] >= a->n_out)
             return ox_node_err(n, OX_E_INVALID, "%s %lld: column %lld outside [0, %lld)", wi,
                                (long long)k, (long long)a->wcol[k], (long long)a->n_out);
-        if (k == 0) a->bin_col = a->wcol[0];
-        if (a->wcol[k] != a->bin_col) a->bin_col = -2;
-    }
-    if (!classifier || a->n_out != 2 || a->bin_col < 0) a->bin_col = -1;
     if (a->n_base > 1 && a->n_base != a->n_out)
         return ox_node_err(n, OX_E_INVALID, "%lld base_values for %lld %s", (long long)a->n_base,
                            (long long)a->n_out, classifier ? "classes" : "targets");
@@ -852,7 +852,12 @@ static void forest_build(void *dst, void *arg) {
     struct fweight *ws = (struct fweight *)((char *)dst + l.ws);
     int64_t *order = (int64_t *)((char *)dst + l.order);
     memset(f, 0, sizeof *f);
-    f->n_nodes = a->n_nodes, f->n_w = a->n_w, f->max_feat = -1;
+    f->n_nodes = a->n_nodes, f->n_w = a->n_w, f->max_feat = -1, f->bin_col = -1;
+    if (a->classifier && a->n_out == 2 && a->n_w > 0) {
+        f->bin_col = a->wcol[0];
+        for (int64_t k = 1; k < a->n_w; k++)
+            if (a->wcol[k] != f->bin_col) f->bin_col = -1;
+    }
     for (int64_t i = 0; i < a->n_nodes; i++) {
         struct fnode *p = &nd[i];
         memset(p, 0, sizeof *p);
@@ -891,39 +896,50 @@ static void forest_build(void *dst, void *arg) {
         }
         nd[i].yes = (int32_t)yes, nd[i].no = (int32_t)no;
     }
-    /* each leaf's weights together: count, offsets, then place (w1 as the cursor) */
-    for (int64_t k = 0; k < a->n_w; k++) {
-        int64_t i = forest_find(a, order, a->wtree[k], a->wnode[k]);
-        if (i < 0) {
-            FOREST_BAD(f, "weight %lld: node %lld of tree %lld does not exist", (long long)k,
-                       (long long)a->wnode[k], (long long)a->wtree[k]);
-            return;
+    /* each leaf's weights together: count (in `no`), offsets (`yes`), then place (`no` as the
+     * cursor). Weights of branches are never reached; zero weights change no sum (SUM and
+     * AVERAGE: a random forest's pure leaves list every class, all but one at 0). */
+    bool drop_zeros = a->agg == AGG_SUM || a->agg == AGG_AVERAGE;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int64_t k = 0; k < a->n_w; k++) {
+            int64_t i = forest_find(a, order, a->wtree[k], a->wnode[k]);
+            if (i < 0) {
+                FOREST_BAD(f, "weight %lld: node %lld of tree %lld does not exist", (long long)k,
+                           (long long)a->wnode[k], (long long)a->wtree[k]);
+                return;
+            }
+            double w = fattr_num(a->w_f, a->w_t, k);
+            if (nd[i].mode != BR_LEAF || (drop_zeros && w == 0)) continue;
+            if (pass == 0) {
+                nd[i].no++;
+                continue;
+            }
+            ws[nd[i].no].w = w;
+            ws[nd[i].no++].col = a->wcol[k];
         }
-        nd[i].w1++;
-    }
-    int32_t pos = 0;
-    for (int64_t i = 0; i < a->n_nodes; i++) {
-        nd[i].w0 = pos;
-        pos += nd[i].w1;
-        nd[i].w1 = nd[i].w0;
-    }
-    for (int64_t k = 0; k < a->n_w; k++) {
-        struct fnode *p = &nd[forest_find(a, order, a->wtree[k], a->wnode[k])];
-        ws[p->w1].w = fattr_num(a->w_f, a->w_t, k);
-        ws[p->w1++].col = a->wcol[k];
+        for (int64_t i = 0, pos = 0; pass == 0 && i < a->n_nodes; i++) {
+            if (nd[i].mode != BR_LEAF) continue;
+            int32_t count = nd[i].no;
+            nd[i].yes = nd[i].no = (int32_t)pos;
+            pos += count;
+        }
     }
 }
 
-/* Scratch per thread: one row of sums and of has-a-score flags. */
+/* Rows go through the trees a block at a time, tree by tree (each tree's nodes stay in cache
+ * for the block): scratch per thread holds a block of rows of sums and of has-a-score flags. */
+#define FOREST_BLOCK 64
+#define FOREST_LANES 8
+
 static size_t forest_row_bytes(int64_t n_out) {
-    return forest_align((size_t)n_out * (sizeof(double) + 1));
+    return forest_align((size_t)FOREST_BLOCK * (size_t)n_out * (sizeof(double) + 1));
 }
 
 static ox_status forest_infer(struct ox_infer_ctx *ctx, const struct ox_node *n,
                               const ox_tensor *const *in, ox_tensor *const *out, bool classifier) {
     struct fattr a;
     const ox_tensor *x = ox_in(n, in, 0);
-    ox_status s = fattr_read(n, x, classifier, &a);
+    ox_status s = fattr_read(n, x, classifier, true, &a);
     if (s) return s;
     int64_t N = x->rank == 2 ? x->dims[0] : 1, dims[2] = {N, a.n_out};
     if (classifier) {
@@ -965,76 +981,106 @@ static double forest_base(const struct fattr *a, int64_t k) {
     return fattr_num(a->base_f, a->base_t, a->n_base == 1 ? 0 : k);
 }
 
+/* Where row x (at offset off) goes from branch p. */
+static inline int32_t forest_step(const struct fnode *p, const ox_tensor *x, int64_t off) {
+    double v = ox_ld(x, off + p->feat), sp = p->split;
+    bool go;
+    if (isnan(v) && p->miss) {
+        go = true;
+    } else {
+        switch (p->mode) {
+        case BR_LEQ: go = v <= sp; break;
+        case BR_LT: go = v < sp; break;
+        case BR_GTE: go = v >= sp; break;
+        case BR_GT: go = v > sp; break;
+        case BR_EQ: go = v == sp; break;
+        default: go = v != sp; break;
+        }
+    }
+    return go ? p->yes : p->no;
+}
+
+/* Row r's output from its sums and flags. */
+static void forest_finish(const struct forest_job *j, int64_t r, double *acc) {
+    const struct fattr *a = j->a;
+    int64_t T = a->n_out;
+    for (int64_t k = 0; k < T; k++) {
+        if (a->agg == AGG_AVERAGE) acc[k] /= (double)j->f->n_trees;
+        acc[k] += forest_base(a, k);
+    }
+    if (j->f->bin_col >= 0) {
+        double p = acc[j->f->bin_col];
+        acc[1] = p;
+        acc[0] = a->post == POST_NONE || a->post == POST_PROBIT ? 1.0 - p : -p;
+    }
+    post_apply(a->post, acc, T);
+    if (!a->classifier) {
+        float *y = (float *)j->y->data + r * T;
+        for (int64_t k = 0; k < T; k++) y[k] = (float)acc[k];
+        return;
+    }
+    int64_t best = 0;
+    for (int64_t k = 1; k < T; k++)
+        if (acc[k] > acc[best]) best = k;
+    if (j->y && a->labels_s)
+        ((const char **)j->y->data)[r] = a->labels_s[best] ? a->labels_s[best] : "";
+    else if (j->y)
+        ((int64_t *)j->y->data)[r] = a->labels_i[best];
+    if (j->z)
+        for (int64_t k = 0; k < T; k++) ((float *)j->z->data)[r * T + k] = (float)acc[k];
+}
+
 static void forest_rows(void *arg, int64_t r0, int64_t r1, int tid) {
     struct forest_job *j = arg;
     const struct fattr *a = j->a;
     const struct fnode *nd = j->nd;
     int64_t T = a->n_out;
     double *acc = (double *)(j->rows + (size_t)tid * j->row_bytes);
-    uint8_t *has = (uint8_t *)(acc + T);
-    for (int64_t r = r0; r < r1; r++) {
+    uint8_t *has = (uint8_t *)(acc + FOREST_BLOCK * T);
+    for (int64_t b0 = r0; b0 < r1; b0 += FOREST_BLOCK) {
+        int64_t nb = r1 - b0 < FOREST_BLOCK ? r1 - b0 : FOREST_BLOCK;
         /* a MIN or MAX column no leaf feeds stays 0 */
-        memset(acc, 0, (size_t)T * sizeof *acc);
-        memset(has, 0, (size_t)T);
+        memset(acc, 0, (size_t)(nb * T) * sizeof *acc);
+        memset(has, 0, (size_t)(nb * T));
         for (int64_t t = 0; t < j->f->n_trees; t++) {
-            int64_t i = j->roots[t], steps = 0;
-            while (nd[i].mode != BR_LEAF) {
-                if (++steps > j->f->n_nodes) {
-                    __atomic_store_n(&j->cycle, 1, __ATOMIC_RELAXED);
-                    return;
-                }
-                double v = ox_ld(j->x, r * j->F + nd[i].feat), sp = nd[i].split;
-                bool go;
-                if (isnan(v) && nd[i].miss) {
-                    go = true;
-                } else {
-                    switch (nd[i].mode) {
-                    case BR_LEQ: go = v <= sp; break;
-                    case BR_LT: go = v < sp; break;
-                    case BR_GTE: go = v >= sp; break;
-                    case BR_GT: go = v > sp; break;
-                    case BR_EQ: go = v == sp; break;
-                    default: go = v != sp; break;
+            /* FOREST_LANES rows step through the tree side by side: their node loads, which
+             * miss the cache in deep trees, overlap */
+            for (int64_t b = 0; b < nb; b += FOREST_LANES) {
+                int nl = nb - b < FOREST_LANES ? (int)(nb - b) : FOREST_LANES;
+                int32_t at[FOREST_LANES];
+                for (int l = 0; l < nl; l++) at[l] = j->roots[t];
+                for (int64_t steps = 0;; steps++) {
+                    bool moved = false;
+                    for (int l = 0; l < nl; l++) {
+                        const struct fnode *p = &nd[at[l]];
+                        if (p->mode == BR_LEAF) continue;
+                        at[l] = forest_step(p, j->x, (b0 + b + l) * j->F);
+                        moved = true;
+                    }
+                    if (!moved) break;
+                    if (steps >= j->f->n_nodes) {
+                        __atomic_store_n(&j->cycle, 1, __ATOMIC_RELAXED);
+                        return;
                     }
                 }
-                i = go ? nd[i].yes : nd[i].no;
+                for (int l = 0; l < nl; l++) {
+                    double *ac = acc + (b + l) * T;
+                    uint8_t *hs = has + (b + l) * T;
+                    for (int32_t k = nd[at[l]].yes; k < nd[at[l]].no; k++) {
+                        double w = j->ws[k].w;
+                        int64_t c = j->ws[k].col;
+                        if (a->agg == AGG_MIN)
+                            ac[c] = !hs[c] || w < ac[c] ? w : ac[c];
+                        else if (a->agg == AGG_MAX)
+                            ac[c] = !hs[c] || w > ac[c] ? w : ac[c];
+                        else
+                            ac[c] += w;
+                        hs[c] = 1;
+                    }
+                }
             }
-            for (int32_t k = nd[i].w0; k < nd[i].w1; k++) {
-                double w = j->ws[k].w;
-                int64_t c = j->ws[k].col;
-                if (a->agg == AGG_MIN)
-                    acc[c] = !has[c] || w < acc[c] ? w : acc[c];
-                else if (a->agg == AGG_MAX)
-                    acc[c] = !has[c] || w > acc[c] ? w : acc[c];
-                else
-                    acc[c] += w;
-                has[c] = 1;
-            }
         }
-        for (int64_t k = 0; k < T; k++) {
-            if (a->agg == AGG_AVERAGE) acc[k] /= (double)j->f->n_trees;
-            acc[k] += forest_base(a, k);
-        }
-        if (a->bin_col >= 0) {
-            double p = acc[a->bin_col];
-            acc[1] = p;
-            acc[0] = a->post == POST_NONE || a->post == POST_PROBIT ? 1.0 - p : -p;
-        }
-        post_apply(a->post, acc, T);
-        if (!a->classifier) {
-            float *y = (float *)j->y->data + r * T;
-            for (int64_t k = 0; k < T; k++) y[k] = (float)acc[k];
-            continue;
-        }
-        int64_t best = 0;
-        for (int64_t k = 1; k < T; k++)
-            if (acc[k] > acc[best]) best = k;
-        if (j->y && a->labels_s)
-            ((const char **)j->y->data)[r] = a->labels_s[best] ? a->labels_s[best] : "";
-        else if (j->y)
-            ((int64_t *)j->y->data)[r] = a->labels_i[best];
-        if (j->z)
-            for (int64_t k = 0; k < T; k++) ((float *)j->z->data)[r * T + k] = (float)acc[k];
+        for (int64_t b = 0; b < nb; b++) forest_finish(j, b0 + b, acc + b * T);
     }
 }
 
@@ -1042,7 +1088,7 @@ static ox_status forest_run(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                             const ox_tensor *const *in, ox_tensor *const *out, bool classifier) {
     struct fattr a;
     const ox_tensor *x = in[0];
-    ox_status s = fattr_read(n, x, classifier, &a);
+    ox_status s = fattr_read(n, x, classifier, false, &a);
     if (s) return s;
     struct forest_layout l = forest_layout(a.n_nodes, a.n_w);
     int threads = ctx->pool ? ox_pool_size(ctx->pool) : 1;
