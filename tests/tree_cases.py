@@ -5,7 +5,8 @@ the operators' semantics written here in plain Python as the oracle.
 
     tests/tree_cases.py OUTDIR --onnxexec BIN [--ort-dir DIR]
 
-The forests are random (depths to 6, all six comparison modes, NaN features with and without
+The forests are random (depths to 6, and to 10 where rows step through deep trees side by
+side; all six comparison modes, NaN features with and without
 nodes_missing_value_tracks_true) and the cases cover: each aggregate function, several
 targets and several weights per leaf, base values (one for all columns or one per column),
 every post transform, float/double/int64/int32 inputs, a 1-D input, the *_as_tensor
@@ -275,6 +276,12 @@ n, w = forest(10, 5, F, 2, per_leaf=2, splits="int")
 case("reg_int64", "TreeEnsembleRegressor", n, w, 2, inputs(50, F, np.int64), {"n_targets": 2})
 case("reg_int32", "TreeEnsembleRegressor", n, w, 2, inputs(50, F, np.int32), {"n_targets": 2})
 case("reg_1d_input", "TreeEnsembleRegressor", n, w, 2, X[3], {"n_targets": 2})
+# deep trees (more than 64 nodes a tree on average): rows step through them side by side
+n, w = forest(5, 10, F, 2, per_leaf=2)
+assert len(n["tree"]) > 64 * 5
+case("reg_deep_trees", "TreeEnsembleRegressor", n, w, 2, X, {"n_targets": 2}, ort=True)
+case("reg_deep_trees_max", "TreeEnsembleRegressor", n, w, 2, X,
+     {"n_targets": 2, "aggregate_function": "MAX"})
 # the lists shuffled (each tree's root kept first among its nodes), the trees interleaved, node
 # ids sparse and in no order: the children and weights are found by their (tree, node) pairs
 n, w = forest(8, 5, F, 2, per_leaf=2)
@@ -377,6 +384,9 @@ bads = [
         lambda n, w, a: a.pop("classlabels_int64s"), "classlabels"),
     bad("self_child", "TreeEnsembleRegressor",
         lambda n, w, a: n["no"].__setitem__(0, n["node"][0]), "is itself"),
+    bad("cycle", "TreeEnsembleRegressor",
+        lambda n, w, a: [n["no"].__setitem__(i, 0) for i in range(1, len(n["mode"]))
+                         if n["mode"][i] != "LEAF" and n["tree"][i] == 0], "cycle"),
 ]
 
 exe = args.onnxexec
