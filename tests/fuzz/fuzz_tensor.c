@@ -7,7 +7,7 @@
  *                each member through ox_tensor_read_npy). It lives in the tool, not the
  *                library, so this target compiles tools/compare.c in.
  *   otherwise    .pb: ox_tensor_read_pb (and write back, read again), then the same bytes
- *                as a SequenceProto and an OptionalProto (ox_value_read_pb)
+ *                as a SequenceProto, a MapProto and an OptionalProto (ox_value_read_pb)
  * The readers take paths: the input is written to the scratch folder first (fuzz.h).
  * Seeds: the conformance data's input_*.pb/output_*.pb, .npy and .npz files made with numpy.
  */
@@ -62,7 +62,7 @@ static void pb(const uint8_t *data, size_t size) {
         ox_tensor_free_data(&t);
         free(name);
     }
-    static const ox_io_kind kinds[] = {OX_IO_SEQUENCE, OX_IO_OPTIONAL};
+    static const ox_io_kind kinds[] = {OX_IO_SEQUENCE, OX_IO_MAP, OX_IO_OPTIONAL};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         ox_tensor v;
         char *vname = NULL;

@@ -134,6 +134,17 @@ def torch_archives(work):
     return made
 
 
+def map_seeds():
+    """MapProtos (int64 and string keys) and a SequenceProto of maps, as ZipMap's expected
+    outputs are stored (the backend data has none)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from case_dir import seq_of_maps
+    seqs = [seq_of_maps("z", [3, 1], [[0.25, 0.75], [1.0, 0.0]]),
+            seq_of_maps("z", ["a", "b", "c"], [[0.5, 0.25, 0.25]])]
+    return [s.SerializeToString() for s in seqs] + [s.map_values[0].SerializeToString()
+                                                     for s in seqs]
+
+
 def npy_seeds():
     import numpy as np
 
@@ -280,6 +291,7 @@ def main():
     onnx16 = [p for p in onnx64 if os.path.getsize(p) < 16 << 10]
     pbs = small_files([os.path.join(d, "**", "test_data_set_*", "*.pb") for d in dirs], 16 << 10)
     pbs += small_files([os.path.join(args.source, "tests", "**", "*.pb")], 16 << 10)
+    maps = map_seeds()
 
     with tempfile.TemporaryDirectory() as work:
         archives = small_files([os.path.join(args.shared, "torchscript", "**", "*.pt")], 1 << 20)
@@ -294,7 +306,7 @@ def main():
         zips, raw = zip_seeds()
         write(args.out, "fuzz_onnx", [read_all(onnx64)], args.max)
         write(args.out, "fuzz_e2e", [read_all(onnx16), read_all(pt64)], args.max)
-        write(args.out, "fuzz_tensor", [read_all(pbs), npys, npz_seeds(npys)], args.max)
+        write(args.out, "fuzz_tensor", [read_all(pbs), maps, npys, npz_seeds(npys)], args.max)
         write(args.out, "fuzz_zip", [read_all(pt64), zips, raw], args.max)
         write(args.out, "fuzz_pickle", [pkls, pickle_seeds()], args.max)
         write(args.out, "fuzz_ts_parse", [code], args.max)
