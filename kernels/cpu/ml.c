@@ -339,6 +339,22 @@ enum { BR_LEQ, BR_LT, BR_GTE, BR_GT, BR_EQ, BR_NEQ, BR_MEMBER };
 enum { AGG_AVERAGE, AGG_SUM, AGG_MIN, AGG_MAX };
 enum { POST_NONE, POST_SOFTMAX, POST_LOGISTIC, POST_SOFTMAX_ZERO, POST_PROBIT };
 
+/* The comparisons of the tree ensembles' branches (every version), v against split sp. */
+static inline bool branch_go(int mode, double v, double sp) {
+    switch (mode) {
+    case BR_LEQ: return v <= sp;
+    case BR_LT: return v < sp;
+    case BR_GTE: return v >= sp;
+    case BR_GT: return v > sp;
+    case BR_EQ: return v == sp;
+    default: return v != sp;
+    }
+}
+
+/* post_transform by name (NONE, SOFTMAX, LOGISTIC, SOFTMAX_ZERO, PROBIT): the linear models
+ * and the tree ensembles before opset 5 (the name_code helper follows). */
+static ox_status post_code(const struct ox_node *n, int *post);
+
 struct tree {
     int64_t n_nodes, n_leaves, n_roots, n_targets, n_members, n_features;
     const int64_t *feat, *tid, *fid, *tleaf, *fleaf, *ltarget, *roots, *missing;
@@ -567,14 +583,9 @@ ox_status ox_sig_cpu_tree(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                 if (isnan(v) && t.missing && t.missing[node]) {
                     go = true;
                 } else {
-                    switch (mode) {
-                    case BR_LEQ: go = v <= sp; break;
-                    case BR_LT: go = v < sp; break;
-                    case BR_GTE: go = v >= sp; break;
-                    case BR_GT: go = v > sp; break;
-                    case BR_EQ: go = v == sp; break;
-                    case BR_NEQ: go = v != sp; break;
-                    default:
+                    if (mode != BR_MEMBER) {
+                        go = branch_go((int)mode, v, sp);
+                    } else {
                         go = false;
                         for (int64_t j = set_at[node];
                              j >= 0 && j < t.n_members && !isnan(ox_get_f64(t.members, j)); j++)
@@ -582,7 +593,6 @@ ox_status ox_sig_cpu_tree(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                                 go = true;
                                 break;
                             }
-                        break;
                     }
                 }
                 int64_t next = go ? t.tid[node] : t.fid[node];
@@ -711,12 +721,51 @@ static int name_code(const char *s, const char *const *names, int count) {
     return -1;
 }
 
+static ox_status post_code(const struct ox_node *n, int *post) {
+    static const char *const NAMES[] = {"NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT"};
+    const char *pt = ox_attr_str(n, "post_transform", "NONE");
+    if ((*post = name_code(pt, NAMES, 5)) < 0)
+        return ox_node_err(n, OX_E_INVALID, "post_transform '%s'", pt);
+    return OX_OK;
+}
+
 static const char *const MODE_NAMES[] = {"BRANCH_LEQ", "BRANCH_LT",  "BRANCH_GTE", "BRANCH_GT",
                                          "BRANCH_EQ",  "BRANCH_NEQ", "LEAF"};
 static const int MODE_CODES[] = {BR_LEQ, BR_LT, BR_GTE, BR_GT, BR_EQ, BR_NEQ, BR_LEAF};
 
 /* The attributes; `full` also checks every node and weight (infer: once per plan; the
  * kernel's runs read the lists without going through them again). */
+/* Class labels: the int64 list `ints` (classlabels_int64s, or LinearClassifier's
+ * classlabels_ints) or classlabels_strings, exactly one. */
+static ox_status class_labels(const struct ox_node *n, const char *ints, const int64_t **li,
+                              const char *const **ls, int64_t *count) {
+    const struct ox_attr *s = ox_node_attr(n, "classlabels_strings");
+    int ni = ox_attr_ints(n, ints, li);
+    bool has_s = s && s->type == OX_ATTR_STRINGS;
+    if ((ni >= 0) == has_s)
+        return ox_node_err(n, OX_E_INVALID, "exactly one of %s and classlabels_strings must be set",
+                           ints);
+    if (ni < 0) *li = NULL;
+    *ls = has_s ? s->strings : NULL;
+    *count = has_s ? s->n : ni;
+    return OX_OK;
+}
+
+/* A classifier's row r: the label of its highest score (the first on ties) into y, its C
+ * scores into z (either may be NULL). */
+static void classifier_row(ox_tensor *y, ox_tensor *z, int64_t r, const int64_t *li,
+                           const char *const *ls, const double *acc, int64_t C) {
+    int64_t best = 0;
+    for (int64_t k = 1; k < C; k++)
+        if (acc[k] > acc[best]) best = k;
+    if (y && ls)
+        ((const char **)y->data)[r] = ls[best] ? ls[best] : "";
+    else if (y)
+        ((int64_t *)y->data)[r] = li[best];
+    if (z)
+        for (int64_t k = 0; k < C; k++) ((float *)z->data)[r * C + k] = (float)acc[k];
+}
+
 static ox_status fattr_read(const struct ox_node *n, const ox_tensor *x, bool classifier, bool full,
                             struct fattr *a) {
     memset(a, 0, sizeof *a);
@@ -775,17 +824,8 @@ static ox_status fattr_read(const struct ox_node *n, const ox_tensor *x, bool cl
                                (long long)a->feat[i]);
     }
     if (classifier) {
-        const int64_t *li = NULL;
-        const struct ox_attr *ls = ox_node_attr(n, "classlabels_strings");
-        int ni = ox_attr_ints(n, "classlabels_int64s", &li);
-        bool has_s = ls && ls->type == OX_ATTR_STRINGS;
-        if ((ni >= 0) == has_s)
-            return ox_node_err(n, OX_E_INVALID,
-                               "exactly one of classlabels_int64s and classlabels_strings "
-                               "must be set");
-        a->labels_i = ni >= 0 ? li : NULL;
-        a->labels_s = has_s ? ls->strings : NULL;
-        a->n_out = has_s ? ls->n : ni;
+        if ((s = class_labels(n, "classlabels_int64s", &a->labels_i, &a->labels_s, &a->n_out)))
+            return s;
         if (a->n_out < 2)
             return ox_node_err(n, OX_E_UNSUPPORTED, "%lld class labels: at least 2 are needed",
                                (long long)a->n_out);
@@ -804,11 +844,7 @@ static ox_status fattr_read(const struct ox_node *n, const ox_tensor *x, bool cl
         if ((a->agg = name_code(ag, AGG_NAMES, 4)) < 0)
             return ox_node_err(n, OX_E_INVALID, "aggregate_function '%s'", ag);
     }
-    static const char *const POST_NAMES[] = {"NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO",
-                                             "PROBIT"};
-    const char *pt = ox_attr_str(n, "post_transform", "NONE");
-    if ((a->post = name_code(pt, POST_NAMES, 5)) < 0)
-        return ox_node_err(n, OX_E_INVALID, "post_transform '%s'", pt);
+    if ((s = post_code(n, &a->post))) return s;
     for (int64_t k = 0; full && k < a->n_w; k++)
         if (a->wcol[k] < 0 || a->wcol[k] >= a->n_out)
             return ox_node_err(n, OX_E_INVALID, "%s %lld: column %lld outside [0, %lld)", wi,
@@ -988,14 +1024,7 @@ static inline int32_t forest_step(const struct fnode *p, const ox_tensor *x, int
     if (isnan(v) && p->miss) {
         go = true;
     } else {
-        switch (p->mode) {
-        case BR_LEQ: go = v <= sp; break;
-        case BR_LT: go = v < sp; break;
-        case BR_GTE: go = v >= sp; break;
-        case BR_GT: go = v > sp; break;
-        case BR_EQ: go = v == sp; break;
-        default: go = v != sp; break;
-        }
+        go = branch_go(p->mode, v, sp);
     }
     return go ? p->yes : p->no;
 }
@@ -1019,15 +1048,7 @@ static void forest_finish(const struct forest_job *j, int64_t r, double *acc) {
         for (int64_t k = 0; k < T; k++) y[k] = (float)acc[k];
         return;
     }
-    int64_t best = 0;
-    for (int64_t k = 1; k < T; k++)
-        if (acc[k] > acc[best]) best = k;
-    if (j->y && a->labels_s)
-        ((const char **)j->y->data)[r] = a->labels_s[best] ? a->labels_s[best] : "";
-    else if (j->y)
-        ((int64_t *)j->y->data)[r] = a->labels_i[best];
-    if (j->z)
-        for (int64_t k = 0; k < T; k++) ((float *)j->z->data)[r * T + k] = (float)acc[k];
+    classifier_row(j->y, j->z, r, a->labels_i, a->labels_s, acc, T);
 }
 
 /* Leaf p's weights into one row's sums and flags. */
@@ -1346,12 +1367,7 @@ static ox_status linear_read(const struct ox_node *n, const ox_tensor *x, int64_
     if (l->n_icpt && l->n_icpt != l->K)
         return ox_node_err(n, OX_E_INVALID, "%lld intercepts for %lld rows of coefficients",
                            (long long)l->n_icpt, (long long)l->K);
-    static const char *const POST_NAMES[] = {"NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO",
-                                             "PROBIT"};
-    const char *pt = ox_attr_str(n, "post_transform", "NONE");
-    if ((l->post = name_code(pt, POST_NAMES, 5)) < 0)
-        return ox_node_err(n, OX_E_INVALID, "post_transform '%s'", pt);
-    return OX_OK;
+    return post_code(n, &l->post);
 }
 
 /* Row r's K scores into acc. */
@@ -1394,21 +1410,6 @@ ox_status ox_sig_cpu_linear_regressor(struct ox_kernel_ctx *ctx, const struct ox
     return OX_OK;
 }
 
-/* Class labels: classlabels_ints or classlabels_strings, exactly one. */
-static ox_status class_labels(const struct ox_node *n, const int64_t **li, const char *const **ls,
-                              int64_t *count) {
-    const struct ox_attr *s = ox_node_attr(n, "classlabels_strings");
-    int ni = ox_attr_ints(n, "classlabels_ints", li);
-    bool has_s = s && s->type == OX_ATTR_STRINGS;
-    if ((ni >= 0) == has_s)
-        return ox_node_err(n, OX_E_INVALID,
-                           "exactly one of classlabels_ints and classlabels_strings must be set");
-    if (ni < 0) *li = NULL;
-    *ls = has_s ? s->strings : NULL;
-    *count = has_s ? s->n : ni;
-    return OX_OK;
-}
-
 /* A linear classifier's score columns: two for one coefficient row and two labels. */
 static int64_t linear_cols(const struct linear *l, int64_t n_labels) {
     return l->K == 1 && n_labels == 2 ? 2 : l->K;
@@ -1421,7 +1422,7 @@ ox_status ox_sig_infer_linear_classifier(struct ox_infer_ctx *ctx, const struct 
     const int64_t *li = NULL;
     const char *const *ls = NULL;
     ox_status s = linear_read(n, ox_in(n, in, 0), 0, &l, &N);
-    if (s || (s = class_labels(n, &li, &ls, &n_labels))) return s;
+    if (s || (s = class_labels(n, "classlabels_ints", &li, &ls, &n_labels))) return s;
     int64_t C = linear_cols(&l, n_labels), dims[2] = {N, C};
     if (n_labels < C)
         return ox_node_err(n, OX_E_INVALID, "%lld class labels for %lld score columns",
@@ -1439,7 +1440,7 @@ ox_status ox_sig_cpu_linear_classifier(struct ox_kernel_ctx *ctx, const struct o
     const int64_t *li = NULL;
     const char *const *ls = NULL;
     ox_status s = linear_read(n, in[0], 0, &l, &N);
-    if (s || (s = class_labels(n, &li, &ls, &n_labels))) return s;
+    if (s || (s = class_labels(n, "classlabels_ints", &li, &ls, &n_labels))) return s;
     int64_t C = linear_cols(&l, n_labels);
     if (ctx->scratch_bytes < (size_t)C * sizeof(double))
         return ox_node_err(n, OX_E_INTERNAL, "scratch smaller than inferred");
@@ -1449,15 +1450,7 @@ ox_status ox_sig_cpu_linear_classifier(struct ox_kernel_ctx *ctx, const struct o
         linear_row(&l, in[0], r, acc + (C - l.K));
         if (C != l.K) acc[0] = -acc[1];
         post_apply(l.post, acc, C);
-        int64_t best = 0;
-        for (int64_t k = 1; k < C; k++)
-            if (acc[k] > acc[best]) best = k;
-        if (y && ls)
-            ((const char **)y->data)[r] = ls[best] ? ls[best] : "";
-        else if (y)
-            ((int64_t *)y->data)[r] = li[best];
-        if (z)
-            for (int64_t k = 0; k < C; k++) ((float *)z->data)[r * C + k] = (float)acc[k];
+        classifier_row(y, z, r, li, ls, acc, C);
     }
     return OX_OK;
 }
@@ -1666,13 +1659,11 @@ ox_status ox_sig_cpu_zipmap(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                             const ox_tensor *const *in, ox_tensor *const *out) {
     const ox_tensor *x = ox_in(n, in, 0);
     const int64_t *li = NULL;
-    const struct ox_attr *ls = ox_node_attr(n, "classlabels_strings");
-    int ni = ox_attr_ints(n, "classlabels_int64s", &li);
-    bool strings = ls && ls->type == OX_ATTR_STRINGS;
-    if ((ni >= 0) == strings)
-        return ox_node_err(n, OX_E_INVALID,
-                           "exactly one of classlabels_int64s and classlabels_strings must be set");
-    int64_t C = strings ? ls->n : ni;
+    const char *const *ls = NULL;
+    int64_t C = 0;
+    ox_status st = class_labels(n, "classlabels_int64s", &li, &ls, &C);
+    if (st) return st;
+    bool strings = ls != NULL;
     if (!x || x->kind != OX_IO_TENSOR || x->dtype != OX_FLOAT || x->rank < 1 || x->rank > 2)
         return ox_node_err(n, OX_E_INVALID, "input must be a float tensor [N, C] or [C]");
     int64_t N = x->rank == 2 ? x->dims[0] : 1;
@@ -1680,7 +1671,7 @@ ox_status ox_sig_cpu_zipmap(struct ox_kernel_ctx *ctx, const struct ox_node *n,
         return ox_node_err(n, OX_E_SHAPE, "%lld scores per row for %lld labels",
                            (long long)x->dims[x->rank - 1], (long long)C);
     if (N > INT32_MAX) return ox_node_err(n, OX_E_UNSUPPORTED, "%lld rows", (long long)N);
-    ox_status st = ox_kernel_alloc_items(ctx, out[0], OX_IO_SEQUENCE, OX_FLOAT, (int)N);
+    st = ox_kernel_alloc_items(ctx, out[0], OX_IO_SEQUENCE, OX_FLOAT, (int)N);
     for (int64_t r = 0; !st && r < N; r++) {
         ox_tensor *m = &out[0]->items[r];
         if ((st = ox_kernel_alloc_items(ctx, m, OX_IO_MAP, OX_FLOAT, 2))) break;
@@ -1690,7 +1681,7 @@ ox_status ox_sig_cpu_zipmap(struct ox_kernel_ctx *ctx, const struct ox_node *n,
             break;
         for (int64_t k = 0; k < C; k++) {
             if (strings)
-                ((const char **)m->items[0].data)[k] = ls->strings[k] ? ls->strings[k] : "";
+                ((const char **)m->items[0].data)[k] = ls[k] ? ls[k] : "";
             else
                 ((int64_t *)m->items[0].data)[k] = li[k];
         }
