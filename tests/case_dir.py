@@ -1,6 +1,8 @@
 """Write one ONNX backend-test case: OUT/NAME/model.onnx and test_data_set_0/{input,output}_k.pb
-(the layout `onnxexec test` reads). Shared by the generated-case scripts."""
+(the layout `onnxexec test` reads). Shared by the generated-case scripts, as is the check of
+a model that must fail (expect_error)."""
 import os
+import subprocess
 
 import numpy as np
 import onnx
@@ -42,3 +44,15 @@ def seq_of_maps(name, labels, scores):
         for v in row:
             mp.values.tensor_values.append(numpy_helper.from_array(np.array(v, np.float32)))
     return seq
+
+
+def expect_error(exe, tag, model, x_pb, expect):
+    """`onnxexec run MODEL -i X=X_PB` must fail with `expect` in its message: prints PASS or
+    FAIL bad/TAG and returns the number of failures (0 or 1)."""
+    r = subprocess.run([exe, "run", model, "-i", "X=" + x_pb], capture_output=True, text=True)
+    if r.returncode == 0 or expect not in r.stderr:
+        print("FAIL bad/%s: rc %d, expected an error with %r, got: %s"
+              % (tag, r.returncode, expect, r.stderr.strip()))
+        return 1
+    print("PASS bad/%s: %s" % (tag, r.stderr.strip().splitlines()[-1]))
+    return 0

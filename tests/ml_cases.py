@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Backend-layout cases for the ai.onnx.ml operators of scikit-learn pipelines: Scaler,
-Normalizer, Imputer, LinearRegressor, LinearClassifier, OneHotEncoder, CategoryMapper and
-FeatureVectorizer, with their semantics written in numpy as the oracle.
+Normalizer, Imputer, LinearRegressor, LinearClassifier, OneHotEncoder, CategoryMapper,
+FeatureVectorizer, SVMClassifier and SVMRegressor, with their semantics written in numpy as
+the oracle.
 
     tests/ml_cases.py OUTDIR --onnxexec BIN [--ort-dir DIR]
 
@@ -12,9 +13,14 @@ targets; multi-class, one-versus-rest and binary (one coefficient row) classifie
 post transform with int64 or string labels; categories of int64s and strings with unknown
 values, a float that is no whole number, and zeros=0 refusing an unknown value; string <->
 int64 mapping with defaults; concatenation of inputs narrower and wider than their declared
-widths; an Imputer -> Scaler -> LinearClassifier pipeline as skl2onnx writes one; and
+widths; an Imputer -> Scaler -> LinearClassifier pipeline as skl2onnx writes one;
 ZipMap after a classifier (a sequence of maps with int64 or string keys, as skl2onnx ends its
-classifiers). Each case runs optimized, with --no-optimize and through --roundtrip.
+classifiers); support vector machines with each kernel (LINEAR, POLY, RBF, SIGMOID), libsvm's
+probabilities over three classes, [-s, s] for two classes, linear mode (no support vectors,
+and two classes of non-negative coefficients), post transforms, one_class, int32, int64,
+double and one-row inputs. Each case runs optimized, with --no-optimize and through
+--roundtrip. Malformed models (a support vector width other than the input's, counts that
+disagree, an unknown kernel) must fail naming the fault.
 
 Semantics (ONNX's reference implementation): Normalizer MAX divides by the largest
 magnitude, as scikit-learn does (ONNX Runtime divides by the largest value), and a row of
@@ -34,7 +40,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ort_oracle  # noqa: E402
-from case_dir import seq_of_maps, write_case, zipmap_type  # noqa: E402
+from case_dir import expect_error, seq_of_maps, write_case, zipmap_type  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("outdir")
@@ -243,6 +249,130 @@ for tag, labels in (("int", [7, 3, 5]), ("strings", ["x", "y", "z"])):
     with open(os.path.join(out, name, "test_data_set_0", "output_1.pb"), "wb") as fh:
         fh.write(seq_of_maps("probabilities", labels, z).SerializeToString())
 
+# SVMClassifier / SVMRegressor (libsvm's one-versus-one layout; tests/sklearn_models.py
+# checks models trained by scikit-learn against scikit-learn itself): every kernel, linear
+# mode (no support vectors), probabilities coupled over three classes, [-s, s] for two
+# classes, post transforms, int32/int64/double and one-row inputs, one_class
+def kern(kind, x, v, g, c0, deg):
+    x, v = x.astype(np.float64), v.astype(np.float64)
+    if kind == "RBF":
+        return np.exp(-g * ((x[:, None, :] - v[None]) ** 2).sum(-1))
+    d = x @ v.T
+    return {"POLY": (g * d + c0) ** deg, "SIGMOID": np.tanh(g * d + c0)}.get(kind, d)
+
+
+def couple(r):
+    """libsvm's multiclass_probability (pairwise coupling, its fixed-point sweeps)."""
+    k = len(r)
+    Q, p = np.zeros((k, k)), np.full(k, 1.0 / k)
+    for t in range(k):
+        for j in range(k):
+            if j != t:
+                Q[t, t] += r[j, t] ** 2
+                Q[t, j] = -r[j, t] * r[t, j]
+    for _ in range(max(100, k)):
+        Qp = Q @ p
+        pQp = p @ Qp
+        if np.abs(Qp - pQp).max() < 0.005 / k:
+            break
+        for t in range(k):
+            diff = (pQp - Qp[t]) / Q[t, t]
+            p[t] += diff
+            pQp = (pQp + diff * (diff * Q[t, t] + 2 * Qp[t])) / (1 + diff) ** 2
+            Qp = (Qp + diff * Q[t]) / (1 + diff)
+            p /= 1 + diff
+    return p
+
+
+KP = [float(np.float32(v)) for v in (0.3, 0.5, 2.0)]  # gamma, coef0, degree
+
+
+def svc(name, kind, per_class, labels, post_kind, xin, prob=False, ort=True):
+    C, V, F = len(labels), sum(per_class), xin.shape[-1]
+    x2 = xin.reshape(-1, F)
+    sv, coef = f32(rng.normal(size=(V, F))), f32(rng.normal(size=(C - 1, V)))
+    rho = f32(rng.normal(size=C * (C - 1) // 2))
+    k = kern(kind, x2, sv, *KP)
+    first = np.concatenate([[0], np.cumsum(per_class)])
+    dec, votes = [], np.zeros((len(x2), C), np.int64)
+    for i in range(C):
+        for j in range(i + 1, C):
+            si, sj = slice(first[i], first[i + 1]), slice(first[j], first[j + 1])
+            s = rho[len(dec)] + k[:, si] @ coef[j - 1, si] + k[:, sj] @ coef[i, sj]
+            dec.append(s)
+            votes[s > 0, i] += 1
+            votes[s <= 0, j] += 1
+    dec = np.stack(dec, 1)
+    attrs = {}
+    if prob:
+        pa, pb = f32(rng.normal(size=dec.shape[1])), f32(rng.normal(size=dec.shape[1]))
+        attrs = dict(prob_a=pa.tolist(), prob_b=pb.tolist())
+        sig = np.clip(1 / (1 + np.exp(dec * pa + pb)), 1e-7, 1 - 1e-7)
+        z = []
+        for row in sig:
+            r, q = np.zeros((C, C)), 0
+            for i in range(C):
+                for j in range(i + 1, C):
+                    r[i, j], r[j, i] = row[q], 1 - row[q]
+                    q += 1
+            z.append(couple(r))
+        z = np.array(z)
+    else:
+        z = np.concatenate([-dec, dec], 1) if C == 2 else dec
+    z = post(post_kind, z)
+    key = "classlabels_strings" if isinstance(labels[0], str) else "classlabels_ints"
+    lab = np.array([labels[c] for c in votes.argmax(1)],
+                   dtype=object if isinstance(labels[0], str) else np.int64)
+    node = ml("SVMClassifier", ["X"], ["label", "scores"], kernel_type=kind, kernel_params=KP,
+              support_vectors=sv.ravel().tolist(), vectors_per_class=per_class,
+              coefficients=coef.ravel().tolist(), rho=rho.tolist(), post_transform=post_kind,
+              **{key: labels}, **attrs)
+    case(name, [node], [("X", xin)], [("label", lab), ("scores", f32(z))], ort=ort)
+
+
+svc("svm_rbf_3class_proba", "RBF", [2, 3, 1], [4, 5, 6], "NONE", X, prob=True)
+svc("svm_poly_3class_logistic_int32", "POLY", [3, 1, 2], ["a", "b", "c"], "LOGISTIC",
+    (X * 2).astype(np.int32))
+svc("svm_sigmoid_binary_softmax_1d", "SIGMOID", [2, 2], [0, 1], "SOFTMAX", X[3], ort=False)
+svc("svm_linear_kernel_4class_double", "LINEAR", [1, 2, 1, 2], [0, 1, 2, 3], "NONE",
+    X.astype(np.float64))
+# linear mode: score c = rho[0] + x.coef[c]; two classes with coefficients all >= 0 take the
+# second label when the best score is >= 0.5 (ONNX Runtime requires kernel_params, unused
+# here: the second case has none)
+for name, C, labels, post_kind, W, kp in (
+        ("svm_linear_mode_3class_softmax", 3, [1, 2, 3], "SOFTMAX", f32(rng.normal(size=(3, 5))),
+         {"kernel_params": KP}),
+        ("svm_linear_mode_binary_positive", 2, ["lo", "hi"], "NONE",
+         f32(np.abs(rng.normal(size=(2, 5))) * [[1.5], [0.5]]), {})):
+    s = X.astype(np.float64) @ W.T.astype(np.float64) + np.float32(-0.25)
+    best = s.argmax(1)
+    if C == 2:
+        best[s.max(1) >= 0.5] = 1
+    key = "classlabels_strings" if isinstance(labels[0], str) else "classlabels_ints"
+    case(name, [ml("SVMClassifier", ["X"], ["label", "scores"], coefficients=W.ravel().tolist(),
+                   rho=[-0.25], post_transform=post_kind, **{key: labels}, **kp)],
+         [("X", X)], [("label", np.array([labels[c] for c in best],
+                                         dtype=object if C == 2 else np.int64)),
+                      ("scores", f32(post(post_kind, s)))], ort=bool(kp))
+for name, kind, xin, extra, ort in (
+        ("svm_regressor_rbf", "RBF", X, {}, True),
+        ("svm_regressor_sigmoid_int64", "SIGMOID", (X * 3).astype(np.int64), {}, False),
+        ("svm_regressor_poly_one_class", "POLY", X, {"one_class": 1}, True),
+        ("svm_regressor_linear_mode_logistic", "LINEAR", X, {"post_transform": "LOGISTIC"},
+         False)):  # ONNX Runtime: float inputs only, and no post transform for a regressor
+    linear_mode = "post_transform" in extra
+    V = 0 if linear_mode else 7
+    sv, coef = f32(rng.normal(size=(V, 5))), f32(rng.normal(size=V or 5))
+    s = (xin.astype(np.float64) @ coef if linear_mode else kern(kind, xin, sv, *KP) @ coef) + 0.125
+    if "one_class" in extra:
+        s = np.where(s > 0, 1.0, -1.0)
+    attrs = {} if linear_mode else dict(kernel_type=kind, kernel_params=KP, n_supports=V,
+                                        support_vectors=sv.ravel().tolist())
+    case(name, [ml("SVMRegressor", ["X"], ["Y"], coefficients=coef.tolist(), rho=[0.125],
+                   **attrs, **extra)],
+         [("X", xin)], [("Y", f32(post(extra.get("post_transform", "NONE"), s[:, None])))],
+         ort=ort)
+
 exe = args.onnxexec
 failed = 0
 for extra in ([], ["--no-optimize"], ["--roundtrip"]):
@@ -253,24 +383,42 @@ for extra in ([], ["--no-optimize"], ["--roundtrip"]):
         failed += 1
         sys.stdout.write(r.stderr)
 
-# zeros=0: an unknown category is an error
+# models that must fail naming the fault: zeros=0 meeting an unknown category (at the run);
+# malformed support vector machines (at load)
 d = os.path.join(out, "bad")
 os.makedirs(d)
-g = helper.make_graph([ml("OneHotEncoder", ["X"], ["Y"], cats_int64s=cats, zeros=0)], "bad",
-                      [vi("X", xc)], [vi("Y", f32([0]))])
-mp = os.path.join(d, "one_hot_zeros0.onnx")
-with open(mp, "wb") as fh:
-    fh.write(helper.make_model(g, ir_version=8, opset_imports=[
-        helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 1)]).SerializeToString())
-xp = os.path.join(d, "x.pb")
-with open(xp, "wb") as fh:
-    fh.write(numpy_helper.from_array(xc, "X").SerializeToString())
-r = subprocess.run([exe, "run", mp, "-i", "X=" + xp], capture_output=True, text=True)
-if r.returncode == 0 or "no category" not in r.stderr:
-    print("FAIL bad/one_hot_zeros0: rc %d: %s" % (r.returncode, r.stderr.strip()))
-    failed += 1
-else:
-    print("PASS bad/one_hot_zeros0: " + r.stderr.strip().splitlines()[-1])
+SV_OK = dict(kernel_type="RBF", kernel_params=KP, support_vectors=[0.5] * 15,
+             vectors_per_class=[1, 2], coefficients=[1.0, -1.0, 0.5], rho=[0.1],
+             classlabels_ints=[0, 1])
+bads = [("one_hot_zeros0", ml("OneHotEncoder", ["X"], ["Y"], cats_int64s=cats, zeros=0), xc,
+         "no category")]
+for tag, change, expect in (
+        ("svm_vectors_width", {"support_vectors": [0.5] * 14}, "14 support vector values"),
+        ("svm_per_class_count", {"vectors_per_class": [1, 1, 1]}, "3 counts for 2 classes"),
+        ("svm_kernel_name", {"kernel_type": "GAUSS"}, "kernel_type 'GAUSS'"),
+        ("svm_kernel_params", {"kernel_params": [0.5, 1.0]}, "kernel_params has 2 values"),
+        ("svm_prob_lengths", {"prob_a": [1.0], "prob_b": [1.0, 2.0]}, "prob_a has 1"),
+        ("svm_rho_pairs", {"classlabels_ints": [0, 1, 2], "vectors_per_class": [1, 1, 1],
+                           "coefficients": [1.0] * 6},
+         "1 rho values for 3 pairs"),
+        ("svm_linear_mode_width", {"support_vectors": None, "vectors_per_class": None},
+         "3 coefficients: expected 2 classes x 5 features"),
+        ("svm_no_labels", {"classlabels_ints": None}, "classlabels")):
+    attrs = {k: v for k, v in dict(SV_OK, **change).items() if v is not None}
+    bads.append((tag, ml("SVMClassifier", ["X"], ["label", "scores"], **attrs), X, expect))
+bads.append(("svm_regressor_n_supports", ml("SVMRegressor", ["X"], ["Y"], n_supports=4,
+                                            support_vectors=[0.5] * 20, coefficients=[1.0] * 3,
+                                            rho=[0.0]), X, "3 coefficients for 4 support"))
+for tag, node, xin, expect in bads:
+    g = helper.make_graph([node], tag, [vi("X", xin)], [vi(o, f32([0])) for o in node.output])
+    mp = os.path.join(d, tag + ".onnx")
+    with open(mp, "wb") as fh:
+        fh.write(helper.make_model(g, ir_version=8, opset_imports=[
+            helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 1)]).SerializeToString())
+    xp = os.path.join(d, tag + ".pb")
+    with open(xp, "wb") as fh:
+        fh.write(numpy_helper.from_array(xin, "X").SerializeToString())
+    failed += expect_error(exe, tag, mp, xp, expect)
 
 if args.ort_dir:
     failed += ort_oracle.compare(out, ort_cases, args.ort_dir)

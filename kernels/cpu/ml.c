@@ -10,7 +10,7 @@
  * entries in scratch on each run and binary-search it, so a run costs O((n + k) log k).
  * String outputs borrow the node's attribute strings, which live as long as the model.
  */
-#include "kernels/op.h"
+#include "kernels/cpu/ml.h"
 
 #include <float.h>
 #include <stdio.h>
@@ -243,7 +243,7 @@ static bool is_ml_num(ox_dtype dt) {
 }
 
 /* Rows and features of a classical-ML input: [N, F], or [F] as one row. */
-static ox_status ml_rows(const struct ox_node *n, const ox_tensor *x, int64_t *N, int64_t *F) {
+ox_status ox_ml_rows(const struct ox_node *n, const ox_tensor *x, int64_t *N, int64_t *F) {
     if (!x) return ox_node_err(n, OX_E_INVALID, "input X is required");
     if (!is_ml_num(x->dtype))
         return ox_node_err(n, OX_E_UNSUPPORTED,
@@ -337,7 +337,6 @@ ox_status ox_sig_cpu_afe(struct ox_kernel_ctx *ctx, const struct ox_node *n,
 
 enum { BR_LEQ, BR_LT, BR_GTE, BR_GT, BR_EQ, BR_NEQ, BR_MEMBER };
 enum { AGG_AVERAGE, AGG_SUM, AGG_MIN, AGG_MAX };
-enum { POST_NONE, POST_SOFTMAX, POST_LOGISTIC, POST_SOFTMAX_ZERO, POST_PROBIT };
 
 /* The comparisons of the tree ensembles' branches (every version), v against split sp. */
 static inline bool branch_go(int mode, double v, double sp) {
@@ -350,10 +349,6 @@ static inline bool branch_go(int mode, double v, double sp) {
     default: return v != sp;
     }
 }
-
-/* post_transform by name (NONE, SOFTMAX, LOGISTIC, SOFTMAX_ZERO, PROBIT): the linear models
- * and the tree ensembles before opset 5 (the name_code helper follows). */
-static ox_status post_code(const struct ox_node *n, int *post);
 
 struct tree {
     int64_t n_nodes, n_leaves, n_roots, n_targets, n_members, n_features;
@@ -526,9 +521,8 @@ static double erfinv(double y) {
     return x;
 }
 
-/* The post transform of the tree ensembles, in place on one row of T scores: SOFTMAX_ZERO
- * leaves zero scores at zero and normalises the others among themselves. */
-static void post_apply(int post, double *acc, int64_t T) {
+/* The post transforms (ml.h). */
+void ox_ml_post_apply(int post, double *acc, int64_t T) {
     if (post == POST_SOFTMAX || post == POST_SOFTMAX_ZERO) {
         double mx = -INFINITY, sum = 0;
         for (int64_t k = 0; k < T; k++)
@@ -611,7 +605,7 @@ ox_status ox_sig_cpu_tree(struct ox_kernel_ctx *ctx, const struct ox_node *n,
         }
         if (t.agg == AGG_AVERAGE && t.n_roots)
             for (int64_t k = 0; k < T; k++) acc[k] /= (double)t.n_roots;
-        post_apply(t.post, acc, T);
+        ox_ml_post_apply(t.post, acc, T);
         for (int64_t k = 0; k < T; k++) ox_set_f64(y, r * T + k, acc[k]);
     }
     return OX_OK;
@@ -721,7 +715,7 @@ static int name_code(const char *s, const char *const *names, int count) {
     return -1;
 }
 
-static ox_status post_code(const struct ox_node *n, int *post) {
+ox_status ox_ml_post_code(const struct ox_node *n, int *post) {
     static const char *const NAMES[] = {"NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT"};
     const char *pt = ox_attr_str(n, "post_transform", "NONE");
     if ((*post = name_code(pt, NAMES, 5)) < 0)
@@ -733,12 +727,9 @@ static const char *const MODE_NAMES[] = {"BRANCH_LEQ", "BRANCH_LT",  "BRANCH_GTE
                                          "BRANCH_EQ",  "BRANCH_NEQ", "LEAF"};
 static const int MODE_CODES[] = {BR_LEQ, BR_LT, BR_GTE, BR_GT, BR_EQ, BR_NEQ, BR_LEAF};
 
-/* The attributes; `full` also checks every node and weight (infer: once per plan; the
- * kernel's runs read the lists without going through them again). */
-/* Class labels: the int64 list `ints` (classlabels_int64s, or LinearClassifier's
- * classlabels_ints) or classlabels_strings, exactly one. */
-static ox_status class_labels(const struct ox_node *n, const char *ints, const int64_t **li,
-                              const char *const **ls, int64_t *count) {
+/* Class labels (ml.h). */
+ox_status ox_ml_class_labels(const struct ox_node *n, const char *ints, const int64_t **li,
+                             const char *const **ls, int64_t *count) {
     const struct ox_attr *s = ox_node_attr(n, "classlabels_strings");
     int ni = ox_attr_ints(n, ints, li);
     bool has_s = s && s->type == OX_ATTR_STRINGS;
@@ -766,12 +757,14 @@ static void classifier_row(ox_tensor *y, ox_tensor *z, int64_t r, const int64_t 
         for (int64_t k = 0; k < C; k++) ((float *)z->data)[r * C + k] = (float)acc[k];
 }
 
+/* The attributes; `full` also checks every node and weight (infer: once per plan; the
+ * kernel's runs read the lists without going through them again). */
 static ox_status fattr_read(const struct ox_node *n, const ox_tensor *x, bool classifier, bool full,
                             struct fattr *a) {
     memset(a, 0, sizeof *a);
     a->classifier = classifier;
     int64_t N, F;
-    ox_status s = ml_rows(n, x, &N, &F);
+    ox_status s = ox_ml_rows(n, x, &N, &F);
     if (s) return s;
     int64_t c[6], cw[3];
     const char *w = classifier ? "class" : "target";
@@ -824,7 +817,8 @@ static ox_status fattr_read(const struct ox_node *n, const ox_tensor *x, bool cl
                                (long long)a->feat[i]);
     }
     if (classifier) {
-        if ((s = class_labels(n, "classlabels_int64s", &a->labels_i, &a->labels_s, &a->n_out)))
+        if ((s = ox_ml_class_labels(n, "classlabels_int64s", &a->labels_i, &a->labels_s,
+                                    &a->n_out)))
             return s;
         if (a->n_out < 2)
             return ox_node_err(n, OX_E_UNSUPPORTED, "%lld class labels: at least 2 are needed",
@@ -844,7 +838,7 @@ static ox_status fattr_read(const struct ox_node *n, const ox_tensor *x, bool cl
         if ((a->agg = name_code(ag, AGG_NAMES, 4)) < 0)
             return ox_node_err(n, OX_E_INVALID, "aggregate_function '%s'", ag);
     }
-    if ((s = post_code(n, &a->post))) return s;
+    if ((s = ox_ml_post_code(n, &a->post))) return s;
     for (int64_t k = 0; full && k < a->n_w; k++)
         if (a->wcol[k] < 0 || a->wcol[k] >= a->n_out)
             return ox_node_err(n, OX_E_INVALID, "%s %lld: column %lld outside [0, %lld)", wi,
@@ -1042,7 +1036,7 @@ static void forest_finish(const struct forest_job *j, int64_t r, double *acc) {
         acc[1] = p;
         acc[0] = a->post == POST_NONE || a->post == POST_PROBIT ? 1.0 - p : -p;
     }
-    post_apply(a->post, acc, T);
+    ox_ml_post_apply(a->post, acc, T);
     if (!a->classifier) {
         float *y = (float *)j->y->data + r * T;
         for (int64_t k = 0; k < T; k++) y[k] = (float)acc[k];
@@ -1217,7 +1211,7 @@ ox_status ox_sig_infer_scaler(struct ox_infer_ctx *ctx, const struct ox_node *n,
     const float *v;
     int c;
     ox_status s;
-    if ((s = ml_rows(n, x, &N, &F)) || (s = per_feature(n, "offset", F, &v, &c)) ||
+    if ((s = ox_ml_rows(n, x, &N, &F)) || (s = per_feature(n, "offset", F, &v, &c)) ||
         (s = per_feature(n, "scale", F, &v, &c)))
         return s;
     ox_set_shape(out[0], OX_FLOAT, x->rank, x->dims);
@@ -1232,7 +1226,7 @@ ox_status ox_sig_cpu_scaler(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     const float *off, *sc;
     int n_off, n_sc;
     ox_status s;
-    if ((s = ml_rows(n, x, &N, &F)) || (s = per_feature(n, "offset", F, &off, &n_off)) ||
+    if ((s = ox_ml_rows(n, x, &N, &F)) || (s = per_feature(n, "offset", F, &off, &n_off)) ||
         (s = per_feature(n, "scale", F, &sc, &n_sc)))
         return s;
     float *y = out[0]->data;
@@ -1260,7 +1254,7 @@ ox_status ox_sig_infer_normalizer(struct ox_infer_ctx *ctx, const struct ox_node
     int64_t N = 0, F = 0;
     int kind;
     ox_status s;
-    if ((s = ml_rows(n, x, &N, &F)) || (s = norm_kind(n, &kind))) return s;
+    if ((s = ox_ml_rows(n, x, &N, &F)) || (s = norm_kind(n, &kind))) return s;
     ox_set_shape(out[0], OX_FLOAT, x->rank, x->dims);
     return OX_OK;
 }
@@ -1272,7 +1266,7 @@ ox_status ox_sig_cpu_normalizer(struct ox_kernel_ctx *ctx, const struct ox_node 
     int64_t N = 0, F = 0;
     int kind;
     ox_status s;
-    if ((s = ml_rows(n, x, &N, &F)) || (s = norm_kind(n, &kind))) return s;
+    if ((s = ox_ml_rows(n, x, &N, &F)) || (s = norm_kind(n, &kind))) return s;
     float *y = out[0]->data;
     for (int64_t r = 0; r < N; r++) {
         double mx = 0, norm = 0;
@@ -1296,7 +1290,7 @@ ox_status ox_sig_infer_imputer(struct ox_infer_ctx *ctx, const struct ox_node *n
     (void)ctx;
     const ox_tensor *x = ox_in(n, in, 0);
     int64_t N = 0, F = 0;
-    ox_status s = ml_rows(n, x, &N, &F);
+    ox_status s = ox_ml_rows(n, x, &N, &F);
     if (s) return s;
     const float *vf;
     const int64_t *vi;
@@ -1319,7 +1313,7 @@ ox_status ox_sig_cpu_imputer(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     const ox_tensor *x = in[0];
     ox_tensor *y = out[0];
     int64_t N = 0, F = 0;
-    ox_status s = ml_rows(n, x, &N, &F);
+    ox_status s = ox_ml_rows(n, x, &N, &F);
     if (s) return s;
     if (x->dtype == OX_FLOAT || x->dtype == OX_DOUBLE) {
         const float *v;
@@ -1351,7 +1345,7 @@ struct linear {
 
 static ox_status linear_read(const struct ox_node *n, const ox_tensor *x, int64_t K_attr,
                              struct linear *l, int64_t *N) {
-    ox_status s = ml_rows(n, x, N, &l->F);
+    ox_status s = ox_ml_rows(n, x, N, &l->F);
     if (s) return s;
     int nc = ox_attr_floats(n, "coefficients", &l->coef);
     int ni = ox_attr_floats(n, "intercepts", &l->icpt);
@@ -1367,7 +1361,7 @@ static ox_status linear_read(const struct ox_node *n, const ox_tensor *x, int64_
     if (l->n_icpt && l->n_icpt != l->K)
         return ox_node_err(n, OX_E_INVALID, "%lld intercepts for %lld rows of coefficients",
                            (long long)l->n_icpt, (long long)l->K);
-    return post_code(n, &l->post);
+    return ox_ml_post_code(n, &l->post);
 }
 
 /* Row r's K scores into acc. */
@@ -1404,7 +1398,7 @@ ox_status ox_sig_cpu_linear_regressor(struct ox_kernel_ctx *ctx, const struct ox
     float *y = out[0]->data;
     for (int64_t r = 0; r < N; r++) {
         linear_row(&l, in[0], r, acc);
-        post_apply(l.post, acc, l.K);
+        ox_ml_post_apply(l.post, acc, l.K);
         for (int64_t k = 0; k < l.K; k++) y[r * l.K + k] = (float)acc[k];
     }
     return OX_OK;
@@ -1422,7 +1416,7 @@ ox_status ox_sig_infer_linear_classifier(struct ox_infer_ctx *ctx, const struct 
     const int64_t *li = NULL;
     const char *const *ls = NULL;
     ox_status s = linear_read(n, ox_in(n, in, 0), 0, &l, &N);
-    if (s || (s = class_labels(n, "classlabels_ints", &li, &ls, &n_labels))) return s;
+    if (s || (s = ox_ml_class_labels(n, "classlabels_ints", &li, &ls, &n_labels))) return s;
     int64_t C = linear_cols(&l, n_labels), dims[2] = {N, C};
     if (n_labels < C)
         return ox_node_err(n, OX_E_INVALID, "%lld class labels for %lld score columns",
@@ -1440,7 +1434,7 @@ ox_status ox_sig_cpu_linear_classifier(struct ox_kernel_ctx *ctx, const struct o
     const int64_t *li = NULL;
     const char *const *ls = NULL;
     ox_status s = linear_read(n, in[0], 0, &l, &N);
-    if (s || (s = class_labels(n, "classlabels_ints", &li, &ls, &n_labels))) return s;
+    if (s || (s = ox_ml_class_labels(n, "classlabels_ints", &li, &ls, &n_labels))) return s;
     int64_t C = linear_cols(&l, n_labels);
     if (ctx->scratch_bytes < (size_t)C * sizeof(double))
         return ox_node_err(n, OX_E_INTERNAL, "scratch smaller than inferred");
@@ -1449,7 +1443,7 @@ ox_status ox_sig_cpu_linear_classifier(struct ox_kernel_ctx *ctx, const struct o
     for (int64_t r = 0; r < N; r++) {
         linear_row(&l, in[0], r, acc + (C - l.K));
         if (C != l.K) acc[0] = -acc[1];
-        post_apply(l.post, acc, C);
+        ox_ml_post_apply(l.post, acc, C);
         classifier_row(y, z, r, li, ls, acc, C);
     }
     return OX_OK;
@@ -1661,7 +1655,7 @@ ox_status ox_sig_cpu_zipmap(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     const int64_t *li = NULL;
     const char *const *ls = NULL;
     int64_t C = 0;
-    ox_status st = class_labels(n, "classlabels_int64s", &li, &ls, &C);
+    ox_status st = ox_ml_class_labels(n, "classlabels_int64s", &li, &ls, &C);
     if (st) return st;
     bool strings = ls != NULL;
     if (!x || x->kind != OX_IO_TENSOR || x->dtype != OX_FLOAT || x->rank < 1 || x->rank > 2)
