@@ -196,6 +196,12 @@ def classifier_case(name, model, node, X, labels, zipmap=False):
     save(name, nodes, X, [("label", lab), ("probabilities", proba.astype(np.float32))], zm)
 
 
+def svm_attrs(model):
+    return dict(kernel_type=model.kernel.upper(),
+                kernel_params=[float(model._gamma), float(model.coef0), float(model.degree)],
+                support_vectors=model.support_vectors_.ravel().tolist())
+
+
 if args.large:
     rf = RandomForestClassifier(n_estimators=100, random_state=0, n_jobs=2).fit(Xtr, ytr)
     gb = GradientBoostingClassifier(n_estimators=100, max_depth=3, random_state=0).fit(Xtr, ytr)
@@ -213,6 +219,17 @@ if args.large:
             save("%s_b%d" % (tag, b), [node], X,
                  [("label", proba.argmax(1).astype(np.int64)),
                   ("probabilities", proba.astype(np.float32))])
+    # an RBF SVC with probabilities on 4000 images (about 2000 support vectors, 45 pairs)
+    svc = SVC(probability=True, random_state=0).fit(Xtr[:4000], ytr[:4000])
+    node = ml("SVMClassifier", ["X"], ["label", "probabilities"],
+              coefficients=svc.dual_coef_.ravel().tolist(), rho=svc.intercept_.tolist(),
+              vectors_per_class=svc.n_support_.tolist(), classlabels_ints=list(range(10)),
+              prob_a=svc.probA_.tolist(), prob_b=svc.probB_.tolist(), **svm_attrs(svc))
+    for b in (1, 1000):
+        X = Xte[:b]
+        save("svc_rbf_b%d" % b, [node], X, [("label", svc.predict(X).astype(np.int64)),
+                                            ("probabilities",
+                                             svc.predict_proba(X).astype(np.float32))])
     print("wrote %s" % ", ".join(cases))
     sys.exit(0)
 
@@ -293,12 +310,6 @@ save("normalizer_linear_regression", [
 # binary case's dual coefficients and intercept negated back to libsvm's signs, so that a
 # positive decision votes for the first class; SVMRegressor: one_class for OneClassSVM)
 Xs, ys = Xtr[:600], ytr[:600]
-
-
-def svm_attrs(model):
-    return dict(kernel_type=model.kernel.upper(),
-                kernel_params=[float(model._gamma), float(model.coef0), float(model.degree)],
-                support_vectors=model.support_vectors_.ravel().tolist())
 
 
 def svc_case(name, model, X, labels):
