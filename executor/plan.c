@@ -1106,7 +1106,7 @@ ox_status ox_plan_run_step(struct ox_plan *p, int s, const struct ox_scope *scop
         bool seq_in = false;
         for (int k = 0; k < n->n_inputs; k++)
             if (st->in[k] && st->in[k]->kind != OX_IO_TENSOR) seq_in = true;
-        if (seq_in && !(n->op->flags & OX_OP_ALLOCATES)) {
+        if (seq_in && !(n->op->flags & (OX_OP_ALLOCATES | OX_OP_VALUE_INPUTS))) {
             /* Identity passes any value through; other ops take tensors only */
             if (strcmp(n->op_type, "Identity") != 0 || !st->out[0])
                 return ox_node_err(n, OX_E_UNSUPPORTED,

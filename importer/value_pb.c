@@ -121,9 +121,10 @@ static ox_status from_map(Onnx__MapProto *mp, const struct ox_pb_src *src, ox_te
     for (size_t i = 0; i < n; i++) {
         ox_tensor v = {0};
         if ((st = tensor_item(vs->tensor_values[i], src, &v))) goto fail;
-        if (ox_tensor_numel(&v) != 1 || v.dtype == OX_STRING || (i && v.dtype != vals->dtype)) {
+        if (ox_tensor_numel(&v) != 1 || (i && v.dtype != vals->dtype)) {
             ox_tensor_free_data(&v);
-            st = ox_err(OX_E_UNSUPPORTED, "map '%s': value %zu is not a number like the first",
+            st = ox_err(OX_E_UNSUPPORTED,
+                        "map '%s': value %zu is not a scalar of the first value's type",
                         mp->name ? mp->name : "", i);
             goto fail;
         }
@@ -131,7 +132,13 @@ static ox_status from_map(Onnx__MapProto *mp, const struct ox_pb_src *src, ox_te
             ox_tensor_free_data(&v);
             goto fail;
         }
-        memcpy((char *)vals->data + i * ox_dtype_size(v.dtype), v.data, ox_dtype_size(v.dtype));
+        if (v.dtype == OX_STRING) { /* the string moves into the map */
+            free(((char **)vals->data)[i]);
+            ((char **)vals->data)[i] = ((char **)v.data)[0];
+            ((char **)v.data)[0] = NULL;
+        } else {
+            memcpy((char *)vals->data + i * ox_dtype_size(v.dtype), v.data, ox_dtype_size(v.dtype));
+        }
         ox_tensor_free_data(&v);
     }
     if (n == 0 && (st = ox_tensor_alloc(vals, OX_FLOAT, 1, &len))) goto fail;

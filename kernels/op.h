@@ -55,6 +55,9 @@ enum {
                                         element i of an input of the same shape and type (and
                                         broadcast operands) only, so the output may take that
                                         input's memory when the input dies there */
+    OX_OP_VALUE_INPUTS = 1 << 5,     /* takes maps or sequences (DictVectorizer, CastMap): a
+                                        dynamic step whose infer, at run time, reads them and
+                                        sizes the outputs and scratch from them */
 };
 
 struct ox_infer_ctx {

@@ -13,7 +13,10 @@ with another runtime) without writing C.
 Errors raise onnxexec.Error, whose `status` is the library's code name ("OX_E_SHAPE", ...)
 and whose message is the library's (ox_errmsg). Outputs are numpy arrays that own their
 data (copied out of the session); a string tensor is an array of str objects; a sequence
-output is a list, an optional one a value or None, a map (ZipMap's items) a dict.
+output is a list, an optional one a value or None, a map (ZipMap's items) a dict. Inputs
+take the same forms: arrays (of str objects for strings), a dict for a map input (int or str
+keys, its values converted to the model's value type: DictVectorizer, CastMap) and a list of
+dicts for a sequence of maps.
 
 The library is found, in this order: the ONNXEXEC_LIB environment variable (a path to
 libonnxexec.so), the library installed beside this module by `cmake --install` (the
@@ -236,10 +239,49 @@ class Model(_Owned):
             self._h = _P()
 
 
+def _as_value(name, v, keep, dtype=None):
+    """A tensor, or for a dict a map (values as `dtype` when known) and for a list of dicts
+    a sequence of maps."""
+    if isinstance(v, dict):
+        keys = list(v)
+        strings = any(isinstance(k, str) for k in keys)
+        vals = list(v.values())
+        vdt = object if any(isinstance(x, str) for x in vals) else dtype
+        items = (_Tensor * 2)(
+            _as_tensor(None, np.array(keys, dtype=object if strings else np.int64), keep),
+            _as_tensor(None, np.array(vals, dtype=vdt) if vals else np.zeros(0, vdt or np.float32),
+                       keep))
+        t = _Tensor(kind=_IO_MAP, dtype=items[1].dtype, n_items=2, items=items)
+    elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+        items = (_Tensor * len(v))(*[_as_value(None, x, keep, dtype) for x in v])
+        t = _Tensor(kind=_IO_SEQUENCE, dtype=items[0].dtype, n_items=len(v), items=items)
+    else:
+        return _as_tensor(name, v, keep)
+    keep.append(items)
+    if name is not None:
+        n = name.encode()
+        keep.append(n)
+        t.name = n
+    return t
+
+
 def _as_tensor(name, a, keep):
     a = np.asarray(a)
     if not a.flags.c_contiguous:  # (np.ascontiguousarray would make a scalar 1-D)
         a = a.copy(order="C")
+    if a.dtype == object or a.dtype.kind == "U":  # strings: an array of char pointers
+        b = [(x if isinstance(x, str) else str(x)).encode() for x in a.ravel().tolist()]
+        ptrs = (ctypes.c_char_p * max(len(b), 1))(*b)
+        keep.extend([b, ptrs])
+        t = _Tensor(dtype=_STRING, rank=a.ndim)
+        for k, d in enumerate(a.shape):
+            t.dims[k] = d
+        t.data = ctypes.cast(ptrs, ctypes.c_void_p) if b else None
+        if name is not None:
+            n = name.encode()
+            keep.append(n)
+            t.name = n
+        return t
     if a.dtype not in _FROM_NP:
         raise TypeError("onnxexec: input %s: numpy dtype %s is not supported (%s)"
                         % (name, a.dtype, ", ".join(sorted(str(d) for d in _FROM_NP))))
@@ -307,10 +349,12 @@ class Session(_Owned):
         if not self._h:
             raise ValueError("onnxexec: the session is closed")
         keep = []
+        types = {name: dt for name, dt, _ in self.model.inputs}
         if isinstance(inputs, dict):
-            ts = [_as_tensor(k, v, keep) for k, v in inputs.items()]
+            ts = [_as_value(k, v, keep, types.get(k)) for k, v in inputs.items()]
         else:
-            ts = [_as_tensor(None, v, keep) for v in inputs]
+            ts = [_as_value(None, v, keep, self.model.inputs[i][1] if i < len(self.model.inputs)
+                            else None) for i, v in enumerate(inputs)]
         arr = (_Tensor * max(len(ts), 1))(*ts)
         n_out = len(self.model.outputs)
         outs = (ctypes.POINTER(_Tensor) * max(n_out, 1))()

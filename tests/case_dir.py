@@ -22,28 +22,42 @@ def write_case(out, name, model, inputs, outputs):
 
 def zipmap_type(strings):
     """The TypeProto of ZipMap's output: a sequence of maps from int64 or string to float."""
-    mt = onnx.TypeProto()
-    mt.map_type.key_type = TensorProto.STRING if strings else TensorProto.INT64
-    mt.map_type.value_type.CopyFrom(helper.make_tensor_type_proto(TensorProto.FLOAT, []))
-    return helper.make_sequence_type_proto(mt)
+    return helper.make_sequence_type_proto(
+        map_type(TensorProto.STRING if strings else TensorProto.INT64, TensorProto.FLOAT))
+
+
+def map_proto(keys, values, name=""):
+    """A MapProto of int64 or string keys and scalar values (numpy scalars: their type; str:
+    strings), as the backend test data stores a map."""
+    mp = onnx.MapProto(name=name)
+    strings = isinstance(keys[0], str) if len(keys) else False
+    mp.key_type = TensorProto.STRING if strings else TensorProto.INT64
+    if strings:
+        mp.string_keys.extend([k.encode() for k in keys])
+    else:
+        mp.keys.extend([int(k) for k in keys])
+    mp.values.elem_type = 1  # tensors
+    for v in values:
+        mp.values.tensor_values.append(numpy_helper.from_array(
+            np.array(v, dtype=object if isinstance(v, str) else None)))
+    return mp
 
 
 def seq_of_maps(name, labels, scores):
     """A SequenceProto of one MapProto per row of scores, labels -> float32 values (ZipMap's
     output as the backend test data stores it; python3-onnx 1.12 has no helper for it)."""
     seq = onnx.SequenceProto(name=name, elem_type=4)  # 4: map
-    strings = isinstance(labels[0], str)
     for row in scores:
-        mp = seq.map_values.add()
-        mp.key_type = TensorProto.STRING if strings else TensorProto.INT64
-        if strings:
-            mp.string_keys.extend([k.encode() for k in labels])
-        else:
-            mp.keys.extend([int(k) for k in labels])
-        mp.values.elem_type = 1  # tensors
-        for v in row:
-            mp.values.tensor_values.append(numpy_helper.from_array(np.array(v, np.float32)))
+        seq.map_values.append(map_proto(labels, [np.float32(v) for v in row]))
     return seq
+
+
+def map_type(key_type, value_type):
+    """The TypeProto of a map of scalar values (TensorProto element types)."""
+    mt = onnx.TypeProto()
+    mt.map_type.key_type = key_type
+    mt.map_type.value_type.CopyFrom(helper.make_tensor_type_proto(value_type, []))
+    return mt
 
 
 def expect_error(exe, tag, model, x_pb, expect):

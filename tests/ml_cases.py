@@ -36,11 +36,13 @@ import subprocess
 import sys
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ort_oracle  # noqa: E402
-from case_dir import expect_error, seq_of_maps, write_case, zipmap_type  # noqa: E402
+from case_dir import (expect_error, map_proto, map_type, seq_of_maps, write_case,  # noqa: E402
+                      zipmap_type)
 
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("outdir")
@@ -373,6 +375,64 @@ for name, kind, xin, extra, ort in (
          [("X", xin)], [("Y", f32(post(extra.get("post_transform", "NONE"), s[:, None])))],
          ort=ort)
 
+# DictVectorizer and CastMap: a map (or a sequence of maps) in, as ONNX Runtime takes them;
+# the expected tensors follow the operators' definitions (see kernels/cpu/ml.c)
+ST, I64, F, D = TensorProto.STRING, TensorProto.INT64, TensorProto.FLOAT, TensorProto.DOUBLE
+
+
+def map_case(name, node, value, in_type, outs):
+    """value: the input's MapProto or SequenceProto (input_0.pb); in_type its TypeProto."""
+    g = helper.make_graph([node], name, [helper.make_value_info("X", in_type)],
+                          [vi(k, v) for k, v in outs])
+    write_case(out, name, helper.make_model(g, ir_version=8, opset_imports=[
+        helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 1)]), [], outs)
+    with open(os.path.join(out, name, "test_data_set_0", "input_0.pb"), "wb") as fh:
+        fh.write(value.SerializeToString())
+
+
+# string keys to floats; "zz" is no vocabulary entry (left out); "b", "d" absent (0)
+map_case("dict_vectorizer_strings",
+         ml("DictVectorizer", ["X"], ["Y"], string_vocabulary=["a", "b", "c", "d"]),
+         map_proto(["c", "a", "zz"], [np.float32(2.5), np.float32(-1), np.float32(7)]),
+         map_type(ST, F), [("Y", f32([[-1, 0, 2.5, 0]]))])
+# int64 keys to doubles, a vocabulary with 3 twice (both positions get its value)
+map_case("dict_vectorizer_int64_double",
+         ml("DictVectorizer", ["X"], ["Y"], int64_vocabulary=[10, 3, 7, 3]),
+         map_proto([3, 7], [np.float64(1.5), np.float64(2.25)]), map_type(I64, D),
+         [("Y", np.array([[0, 1.5, 2.25, 1.5]], np.float64))])
+# a sequence of three maps (one empty) to int64 rows
+seq = onnx.SequenceProto(name="X", elem_type=4)
+for keys, vals in ((["x", "y"], [5, -6]), ([], []), (["z"], [9])):
+    seq.map_values.append(map_proto(keys, [np.int64(v) for v in vals]))
+seq.map_values[1].key_type = ST
+map_case("dict_vectorizer_sequence",
+         ml("DictVectorizer", ["X"], ["Y"], string_vocabulary=["z", "y", "x"]), seq,
+         helper.make_sequence_type_proto(map_type(ST, I64)),
+         [("Y", np.array([[0, -6, 5], [0, 0, 0], [9, 0, 0]], np.int64))])
+# string values: "" where absent
+map_case("dict_vectorizer_string_values",
+         ml("DictVectorizer", ["X"], ["Y"], int64_vocabulary=[1, 2, 3]),
+         map_proto([3, 1], ["three", "one"]), map_type(I64, ST),
+         [("Y", np.array([["one", "", "three"]], dtype=object))])
+# CastMap: ascending keys (DENSE); keys as positions up to max_map (SPARSE), floats to int64
+# truncated, strings parsed, numbers written as "%f", pads 0 and "0.f"
+map_case("cast_map_dense_float", ml("CastMap", ["X"], ["Y"]),
+         map_proto([5, 1, 3], [np.float32(1.5), np.float32(-2), np.float32(0.25)]),
+         map_type(I64, F), [("Y", f32([[-2, 0.25, 1.5]]))])
+map_case("cast_map_sparse_int64",
+         ml("CastMap", ["X"], ["Y"], cast_to="TO_INT64", map_form="SPARSE", max_map=6),
+         map_proto([4, 0, 9], [np.float32(2.7), np.float32(-1.9), np.float32(5)]),
+         map_type(I64, F), [("Y", np.array([[-1, 0, 0, 0, 2, 0]], np.int64))])
+map_case("cast_map_strings_to_float", ml("CastMap", ["X"], ["Y"]),
+         map_proto([2, 1], ["3.5", "-1e2"]), map_type(I64, ST), [("Y", f32([[-100, 3.5]]))])
+map_case("cast_map_strings_to_int64", ml("CastMap", ["X"], ["Y"], cast_to="TO_INT64"),
+         map_proto([2, 1], ["42", "9007199254740993"]), map_type(I64, ST),
+         [("Y", np.array([[9007199254740993, 42]], np.int64))])
+map_case("cast_map_float_to_string",
+         ml("CastMap", ["X"], ["Y"], cast_to="TO_STRING", map_form="SPARSE", max_map=3),
+         map_proto([2, 0], [np.float32(2.5), np.float32(0.1)]), map_type(I64, F),
+         [("Y", np.array([["0.100000", "0.f", "2.500000"]], dtype=object))])
+
 exe = args.onnxexec
 failed = 0
 for extra in ([], ["--no-optimize"], ["--roundtrip"]):
@@ -409,16 +469,40 @@ for tag, change, expect in (
 bads.append(("svm_regressor_n_supports", ml("SVMRegressor", ["X"], ["Y"], n_supports=4,
                                             support_vectors=[0.5] * 20, coefficients=[1.0] * 3,
                                             rho=[0.0]), X, "3 coefficients for 4 support"))
+# maps that must fail: a key twice, a string that is no number, keys of the wrong type, a
+# negative key in a SPARSE map (entries: the input's MapProto and its TypeProto)
+for tag, node, value, in_type, expect in (
+        ("cast_map_key_twice", ml("CastMap", ["X"], ["Y"]),
+         map_proto([1, 1], [np.float32(1), np.float32(2)]), map_type(I64, F), "key 1 appears twice"),
+        ("cast_map_not_a_number", ml("CastMap", ["X"], ["Y"]), map_proto([1], ["1.5x"]),
+         map_type(I64, ST), "'1.5x', is not a number"),
+        ("cast_map_negative_key", ml("CastMap", ["X"], ["Y"], map_form="SPARSE", max_map=4),
+         map_proto([-2, 1], [np.float32(1), np.float32(2)]), map_type(I64, F), "negative key -2"),
+        ("dict_vectorizer_key_type", ml("DictVectorizer", ["X"], ["Y"], string_vocabulary=["a"]),
+         map_proto([1], [np.float32(1)]), map_type(I64, F), "map keys of type int64")):
+    bads.append((tag, node, (value, in_type), expect))
 for tag, node, xin, expect in bads:
-    g = helper.make_graph([node], tag, [vi("X", xin)], [vi(o, f32([0])) for o in node.output])
+    if isinstance(xin, tuple):  # a map
+        x_info, x_pb = helper.make_value_info("X", xin[1]), xin[0]
+    else:
+        x_info, x_pb = vi("X", xin), numpy_helper.from_array(xin, "X")
+    g = helper.make_graph([node], tag, [x_info], [vi(o, f32([0])) for o in node.output])
     mp = os.path.join(d, tag + ".onnx")
     with open(mp, "wb") as fh:
         fh.write(helper.make_model(g, ir_version=8, opset_imports=[
             helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 1)]).SerializeToString())
     xp = os.path.join(d, tag + ".pb")
     with open(xp, "wb") as fh:
-        fh.write(numpy_helper.from_array(xin, "X").SerializeToString())
+        fh.write(x_pb.SerializeToString())
     failed += expect_error(exe, tag, mp, xp, expect)
+# a map input is not made up when not given
+r = subprocess.run([exe, "run", os.path.join(out, "dict_vectorizer_strings", "model.onnx")],
+                   capture_output=True, text=True)
+if r.returncode == 0 or "give it with -i X=FILE.pb (a MapProto" not in r.stderr:
+    print("FAIL bad/map_input_not_given: rc %d: %s" % (r.returncode, r.stderr.strip()))
+    failed += 1
+else:
+    print("PASS bad/map_input_not_given: " + r.stderr.strip())
 
 if args.ort_dir:
     failed += ort_oracle.compare(out, ort_cases, args.ort_dir)

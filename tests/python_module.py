@@ -3,8 +3,9 @@
 the shipped Fashion-MNIST CNN on its 1000 test images gives PyTorch's logits
 (models/fashion_mnist_cnn.expected.npy) by name and by position, in one batch and one image
 at a time, optimized or not; inputs and outputs are described; dtypes other than float32
-go through (an int64/bool/float64 model made here, against numpy), and string tensors and
-ZipMap's sequence of maps come back as str arrays and dicts; errors are exceptions
+go through (an int64/bool/float64 model made here, against numpy), string tensors and
+ZipMap's sequence of maps come back as str arrays and dicts, and str arrays, dicts and lists
+of dicts go in (LabelEncoder, DictVectorizer, CastMap); errors are exceptions
 with the library's status and message (a missing file, a wrong shape, an unknown input
 name); the memory plan's numbers are those of the tool's bench.
 
@@ -146,6 +147,44 @@ try:
               "string labels: %s" % label.tolist())
         check(probs == [{"cat": 0.25, "dog": 0.5}, {"cat": 2.0, "dog": -1.0}],
               "ZipMap: a list of dicts: %s" % probs)
+    # string tensors and maps in: a LabelEncoder on str arrays; a dict (its values as the
+    # model's float) and a list of dicts through DictVectorizer; a dict of strings to CastMap
+    def small(name, node, in_type, out_type):
+        g = helper.make_graph([node], name, [helper.make_value_info("x", in_type)],
+                              [helper.make_tensor_value_info("y", out_type, None)])
+        p = os.path.join(tmp, name + ".onnx")
+        onnx.save(helper.make_model(g, ir_version=8, opset_imports=[
+            helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 2)]), p)
+        return p
+
+    seq_mt = helper.make_sequence_type_proto(mt)
+    imt = onnx.TypeProto()
+    imt.map_type.key_type = TensorProto.INT64
+    imt.map_type.value_type.CopyFrom(helper.make_tensor_type_proto(TensorProto.STRING, []))
+    with tempfile.TemporaryDirectory() as tmp:
+        le = small("le", helper.make_node("LabelEncoder", ["x"], ["y"], **ml,
+                                          keys_strings=["a", "b"], values_int64s=[7, 8]),
+                   helper.make_tensor_type_proto(TensorProto.STRING, [None]), TensorProto.INT64)
+        dv = small("dv", helper.make_node("DictVectorizer", ["x"], ["y"], **ml,
+                                          string_vocabulary=["cat", "dog", "eel"]),
+                   mt, TensorProto.FLOAT)
+        dvs = small("dvs", helper.make_node("DictVectorizer", ["x"], ["y"], **ml,
+                                            string_vocabulary=["cat", "dog"]),
+                    seq_mt, TensorProto.FLOAT)
+        cm = small("cm", helper.make_node("CastMap", ["x"], ["y"], **ml), imt, TensorProto.FLOAT)
+        with onnxexec.Model(le) as m:
+            (y,) = m.run([np.array(["b", "a", "zz", "b"], dtype=object)])
+        check(y.tolist() == [8, 7, -1, 8], "a str array in: %s" % y.tolist())
+        with onnxexec.Model(dv) as m:
+            (y,) = m.run({"x": {"eel": 3, "cat": 0.5}})
+        check(y.dtype == np.float32 and y.tolist() == [[0.5, 0.0, 3.0]],
+              "a dict in (int values as float): %s" % y.tolist())
+        with onnxexec.Model(dvs) as m:
+            (y,) = m.run([[{"dog": 1.5}, {}, {"cat": -2.0, "dog": 4.0}]])
+        check(y.tolist() == [[0, 1.5], [0, 0], [-2, 4]], "a list of dicts in: %s" % y.tolist())
+        with onnxexec.Model(cm) as m:
+            (y,) = m.run([{3: "0.25", 1: "-4"}])
+        check(y.tolist() == [[-4.0, 0.25]], "a dict of strings in: %s" % y.tolist())
 except ImportError:
     print("skip the dtype model: the onnx package is not installed")
 

@@ -41,7 +41,7 @@ from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ort_oracle  # noqa: E402
-from case_dir import seq_of_maps, write_case, zipmap_type  # noqa: E402
+from case_dir import map_proto, map_type, seq_of_maps, write_case, zipmap_type  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("outdir")
@@ -55,6 +55,7 @@ try:
     from sklearn.ensemble import (ExtraTreesClassifier, GradientBoostingClassifier,
                                   GradientBoostingRegressor, RandomForestClassifier,
                                   RandomForestRegressor)
+    from sklearn.feature_extraction import DictVectorizer
     from sklearn.linear_model import LinearRegression, LogisticRegression
     from sklearn.svm import SVC, SVR, NuSVC, NuSVR, OneClassSVM
     from sklearn.tree import DecisionTreeClassifier
@@ -371,6 +372,38 @@ oc = OneClassSVM(nu=0.1).fit(Xs[ys == 7])
 svr_case("one_class_svm_decision", oc, Xte)
 svr_case("one_class_svm", oc, Xte, one_class=True)
 
+# DictVectorizer -> linear regression on records of each image's bright pixels by name (a
+# map of string keys to floats; one record an unseen key, which both leave out), one data
+# set per record
+def records(X):
+    return [{"p%d" % j: float(v) for j, v in enumerate(row) if v > 0.3} for row in X]
+
+
+dvec = DictVectorizer(sparse=False).fit(records(Xtr))
+dlin = LinearRegression().fit(dvec.transform(records(Xtr)), yr)
+name = "dict_vectorizer_linear_regression"
+g = helper.make_graph(
+    [ml("DictVectorizer", ["X"], ["features"], string_vocabulary=dvec.feature_names_),
+     ml("LinearRegressor", ["features"], ["variable"], coefficients=dlin.coef_.tolist(),
+        intercepts=[float(dlin.intercept_)])], name,
+    [helper.make_value_info("X", map_type(TensorProto.STRING, TensorProto.FLOAT))],
+    [helper.make_tensor_value_info("variable", TensorProto.FLOAT, None)])
+recs = records(Xte[:6])
+recs[2]["unseen"] = 5.0
+for k, rec in enumerate(recs):
+    want = dlin.predict(dvec.transform([rec])).reshape(1, 1).astype(np.float32)
+    write_case(out, name if k == 0 else name + "_tmp", helper.make_model(
+        g, ir_version=8, opset_imports=OPSETS), [], [("variable", want)])
+    src = os.path.join(out, name + "_tmp", "test_data_set_0")
+    dst = os.path.join(out, name, "test_data_set_%d" % k)
+    if k:
+        shutil.move(src, dst)
+        shutil.rmtree(os.path.join(out, name + "_tmp"))
+    with open(os.path.join(dst, "input_0.pb"), "wb") as f:
+        f.write(map_proto(list(rec), [np.float32(v) for v in rec.values()], "X")
+                .SerializeToString())
+cases.append(name)
+
 exe = args.onnxexec
 failed = 0
 # sklearn computes in float64 from float32 inputs, onnxexec sums float32 weights in double:
@@ -387,5 +420,6 @@ if args.ort_dir:
     # forest 0/1 rather than by its labels, and computes kernels in float: its polynomial
     # and NuSVC decisions are up to 2e-3 off scikit-learn's (its labels agree)
     failed += ort_oracle.compare(out, [c for c in cases if "zipmap" not in c and c not in (
-        "decision_tree_binary", "svc_poly_ovo", "nusvc_rbf", "nusvr_poly")], args.ort_dir)
+        "decision_tree_binary", "svc_poly_ovo", "nusvc_rbf", "nusvr_poly",
+        "dict_vectorizer_linear_regression")], args.ort_dir)
 sys.exit(1 if failed else 0)

@@ -124,6 +124,8 @@ static const char usage_run[] =
     "                        an image (.png, .jpg), chosen by the file's extension. With\n"
     "                        NAME= it binds to the graph input NAME; without, the k-th such\n"
     "                        option binds to the k-th graph input not named by another -i.\n"
+    "                        A map, sequence or optional input is a .pb file holding a\n"
+    "                        MapProto, SequenceProto or OptionalProto.\n"
     "  --preprocess P        how an image becomes a float tensor in the input's layout\n"
     "                        ([1,C,H,W], [C,H,W] or [1,H,W,C]; C 3, or 1 for grey):\n"
     "                        imagenet (shorter side resized to 256, centre crop 224, or the\n"
@@ -986,6 +988,9 @@ static int random_input_shape(struct run_state *r, int i, ox_tensor *t) {
     return 0;
 }
 
+static int read_value(const char *path, ox_io_kind kind, ox_tensor *t, char **name, char *err,
+                      size_t errlen);
+
 /* Load the given inputs, make random ones for the rest. */
 static int prepare_inputs(struct run_state *r, uint64_t seed) {
     uint64_t rng = seed;
@@ -993,9 +998,22 @@ static int prepare_inputs(struct run_state *r, uint64_t seed) {
     for (int i = 0; i < r->n_in; i++) {
         const char *name = r->in_names[i];
         ox_io_kind kind = ox_model_input_kind(r->m, i);
-        if (kind != OX_IO_TENSOR)
-            return cli_errorf(EXIT_FAIL, "input '%s' is a %s: the command line passes tensors only",
-                              name, kind_name(kind));
+        if (kind != OX_IO_TENSOR && !r->given[i])
+            return cli_errorf(EXIT_FAIL,
+                              "input '%s' is a %s: give it with -i %s=FILE.pb (a %s as the ONNX "
+                              "backend test data stores one); only tensors are made up",
+                              name, kind_name(kind), name,
+                              kind == OX_IO_MAP        ? "MapProto"
+                              : kind == OX_IO_SEQUENCE ? "SequenceProto"
+                                                       : "OptionalProto");
+        if (kind != OX_IO_TENSOR) {
+            char err[1200];
+            if (read_value(r->iopts[r->given[i] - 1].file, kind, &r->ins[i], NULL, err, sizeof err))
+                return cli_errorf(EXIT_FAIL, "input '%s': %s", name, err);
+            r->has[i] = true;
+            r->ins[i].name = name;
+            continue;
+        }
         if (r->given[i]) {
             char err[1200];
             const char *file = r->iopts[r->given[i] - 1].file;

@@ -12,6 +12,7 @@
  */
 #include "kernels/cpu/ml.h"
 
+#include <ctype.h>
 #include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1682,6 +1683,279 @@ ox_status ox_sig_cpu_zipmap(struct ox_kernel_ctx *ctx, const struct ox_node *n,
         memcpy(m->items[1].data, (const float *)x->data + r * C, (size_t)C * sizeof(float));
     }
     return st;
+}
+
+/* ---- DictVectorizer and CastMap (ai.onnx.ml 1 on): maps in, tensors out --------------- */
+
+/* Their input is a map (or, for DictVectorizer, a sequence of maps): the rows carry
+ * OX_OP_VALUE_INPUTS, so that infer runs when the map is there and sizes the output from it.
+ * As ONNX Runtime has them: DictVectorizer gives [1, C] for one map (ONNX's reference a 1-D
+ * [C]) and [N, C] for a sequence of N maps, position i the value of vocabulary[i] (0, or ""
+ * for strings, when the map lacks it; keys outside the vocabulary are left out, as ONNX
+ * Runtime does, where the spec asks for every key to be in it); CastMap gives [1, n] of the
+ * values in ascending key order (DENSE) or [1, max_map] with the value of key k at k and pads
+ * elsewhere (SPARSE: 0, or "0.f" for strings as ONNX Runtime writes it), numbers cast as C
+ * casts them (floats to int64 truncate), strings parsed as whole numbers and numbers written
+ * as "%f" (std::to_string). A key twice in one map is an error. */
+
+/* The rows of a map or a sequence of maps: *rows, the value type and the key type (those of
+ * the maps with entries, which must agree; *kt is OX_UNDEFINED when none has any). */
+static ox_status map_rows(const struct ox_node *n, const ox_tensor *x, bool seq_ok, int64_t *rows,
+                          ox_dtype *vt, ox_dtype *kt) {
+    if (!x) return ox_node_err(n, OX_E_INVALID, "input X is required");
+    const ox_tensor *maps = x;
+    int64_t m = 1;
+    if (x->kind == OX_IO_SEQUENCE && seq_ok) {
+        maps = x->items;
+        m = x->n_items;
+        *vt = x->dtype;
+    } else if (x->kind != OX_IO_MAP) {
+        return ox_node_err(n, OX_E_INVALID, "input must be a map%s",
+                           seq_ok ? " or a sequence of maps" : "");
+    }
+    const ox_tensor *first = NULL; /* the first map with entries: an empty one has no types */
+    for (int64_t r = 0; r < m; r++) {
+        const ox_tensor *mp = &maps[r];
+        if (mp->kind != OX_IO_MAP || mp->n_items != 2 || mp->items[0].rank != 1 ||
+            mp->items[1].rank != 1 || mp->items[0].dims[0] != mp->items[1].dims[0])
+            return ox_node_err(n, OX_E_INVALID, "item %lld is not a map of keys and values",
+                               (long long)r);
+        if (mp->items[0].dims[0] == 0) continue;
+        if (!first) {
+            first = mp;
+            *vt = mp->items[1].dtype;
+        }
+        if (mp->items[1].dtype != *vt || mp->items[0].dtype != first->items[0].dtype)
+            return ox_node_err(n, OX_E_INVALID, "maps of different types");
+    }
+    if (!first && x->kind == OX_IO_MAP) *vt = x->items[1].dtype;
+    *kt = first ? first->items[0].dtype : OX_UNDEFINED;
+    *rows = m;
+    return OX_OK;
+}
+
+static const ox_tensor *map_at(const ox_tensor *x, int64_t r) {
+    return x->kind == OX_IO_MAP ? x : &x->items[r];
+}
+
+/* The vocabulary of DictVectorizer: int64_vocabulary or string_vocabulary, exactly one. */
+static ox_status dv_read(const struct ox_node *n, const ox_tensor *x, struct ml_list *voc,
+                         int64_t *rows, ox_dtype *vt) {
+    memset(voc, 0, sizeof *voc);
+    const struct ox_attr *si = ox_node_attr(n, "string_vocabulary");
+    int ni = ox_attr_ints(n, "int64_vocabulary", &voc->i);
+    bool has_s = si && si->type == OX_ATTR_STRINGS;
+    if ((ni >= 0) == has_s)
+        return ox_node_err(n, OX_E_INVALID,
+                           "exactly one of int64_vocabulary and string_vocabulary must be set");
+    voc->dt = has_s ? OX_STRING : OX_INT64;
+    voc->n = has_s ? si->n : ni;
+    voc->s = has_s ? si->strings : NULL;
+    if (ni < 0) voc->i = NULL;
+    ox_dtype kt;
+    ox_status s = map_rows(n, x, true, rows, vt, &kt);
+    if (s) return s;
+    if (kt != OX_UNDEFINED && kt != voc->dt)
+        return ox_node_err(n, OX_E_INVALID, "map keys of type %s for a %s vocabulary",
+                           ox_dtype_name(kt), has_s ? "string" : "int64");
+    if (*vt != OX_STRING && *vt != OX_FLOAT && *vt != OX_DOUBLE && *vt != OX_INT64 &&
+        *vt != OX_INT32)
+        return ox_node_err(n, OX_E_UNSUPPORTED,
+                           "map values of type %s: expected float, double, int64, int32 or string",
+                           ox_dtype_name(*vt));
+    return OX_OK;
+}
+
+ox_status ox_sig_infer_dict_vectorizer(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                       const ox_tensor *const *in, ox_tensor *const *out) {
+    struct ml_list voc;
+    int64_t rows = 0;
+    ox_dtype vt = OX_FLOAT;
+    ox_status s = dv_read(n, ox_in(n, in, 0), &voc, &rows, &vt);
+    if (s) return s;
+    int64_t dims[2] = {rows, voc.n};
+    ox_set_shape(out[0], vt, 2, dims);
+    if (!ox_mul_size((size_t)voc.n, sizeof(int64_t), &ctx->scratch_bytes))
+        return ox_node_err(n, OX_E_NOMEM, "vocabulary too large");
+    return OX_OK;
+}
+
+ox_status ox_sig_cpu_dict_vectorizer(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                     const ox_tensor *const *in, ox_tensor *const *out) {
+    struct ml_list voc;
+    int64_t rows = 0, C;
+    ox_dtype vt = OX_FLOAT;
+    const ox_tensor *x = in[0];
+    ox_tensor *y = out[0];
+    ox_status s = dv_read(n, x, &voc, &rows, &vt);
+    if (s) return s;
+    C = voc.n;
+    if (ctx->scratch_bytes < (size_t)C * sizeof(int64_t))
+        return ox_node_err(n, OX_E_INTERNAL, "scratch smaller than inferred");
+    int64_t *idx = ctx->scratch;
+    for (int64_t k = 0; k < C; k++) idx[k] = k;
+    heap_sort(idx, C, key_cmp, &voc);
+    size_t es = vt == OX_STRING ? sizeof(char *) : ox_dtype_size(vt);
+    if (vt == OX_STRING)
+        for (int64_t e = 0; e < rows * C; e++) ((const char **)y->data)[e] = "";
+    else if (rows > 0 && C > 0)
+        memset(y->data, 0, (size_t)(rows * C) * es);
+    for (int64_t r = 0; r < rows; r++) {
+        const ox_tensor *mp = map_at(x, r), *keys = &mp->items[0], *vals = &mp->items[1];
+        char *row = (char *)y->data + (size_t)(r * C) * es;
+        for (int64_t e = 0; e < keys->dims[0]; e++) {
+            int64_t lo = 0, hi = C;
+            while (lo < hi) { /* the first vocabulary entry >= key e */
+                int64_t mid = lo + (hi - lo) / 2;
+                if (input_key_cmp(keys, e, &voc, idx[mid]) > 0)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            for (; lo < C && input_key_cmp(keys, e, &voc, idx[lo]) == 0; lo++)
+                memcpy(row + (size_t)idx[lo] * es, (const char *)vals->data + (size_t)e * es, es);
+        }
+    }
+    return OX_OK;
+}
+
+enum { CM_FLOAT, CM_STRING, CM_INT64 };
+
+struct castmap {
+    int to;
+    bool sparse;
+    int64_t n, len; /* entries of the map; columns of the output */
+};
+
+static ox_status cm_read(const struct ox_node *n, const ox_tensor *x, struct castmap *c) {
+    static const char *const TO[] = {"TO_FLOAT", "TO_STRING", "TO_INT64"};
+    static const char *const FORM[] = {"DENSE", "SPARSE"};
+    const char *to = ox_attr_str(n, "cast_to", "TO_FLOAT");
+    const char *form = ox_attr_str(n, "map_form", "DENSE");
+    int f;
+    if ((c->to = name_code(to, TO, 3)) < 0)
+        return ox_node_err(n, OX_E_INVALID,
+                           "cast_to '%s': expected TO_FLOAT, TO_STRING or TO_INT64", to);
+    if ((f = name_code(form, FORM, 2)) < 0)
+        return ox_node_err(n, OX_E_INVALID, "map_form '%s': expected DENSE or SPARSE", form);
+    c->sparse = f == 1;
+    int64_t rows;
+    ox_dtype vt, kt;
+    ox_status s = map_rows(n, x, false, &rows, &vt, &kt);
+    if (s) return s;
+    if (kt != OX_UNDEFINED && kt != OX_INT64)
+        return ox_node_err(n, OX_E_INVALID, "map keys of type %s: expected int64",
+                           ox_dtype_name(kt));
+    if (vt != OX_STRING && (!ox_dtype_is_float(vt) && vt != OX_INT64 && vt != OX_INT32))
+        return ox_node_err(n, OX_E_UNSUPPORTED, "map values of type %s", ox_dtype_name(vt));
+    c->n = x->items[0].dims[0];
+    c->len = c->n;
+    if (c->sparse) {
+        c->len = ox_attr_int(n, "max_map", 1);
+        if (c->len < 1) return ox_node_err(n, OX_E_INVALID, "max_map is %lld", (long long)c->len);
+    }
+    return OX_OK;
+}
+
+ox_status ox_sig_infer_cast_map(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                const ox_tensor *const *in, ox_tensor *const *out) {
+    struct castmap c;
+    ox_status s = cm_read(n, ox_in(n, in, 0), &c);
+    if (s) return s;
+    static const ox_dtype DT[] = {OX_FLOAT, OX_STRING, OX_INT64};
+    int64_t dims[2] = {1, c.len};
+    ox_set_shape(out[0], DT[c.to], 2, dims);
+    if (!ox_mul_size((size_t)c.n, sizeof(int64_t), &ctx->scratch_bytes))
+        return ox_node_err(n, OX_E_NOMEM, "map too large");
+    return OX_OK;
+}
+
+static int int_key_cmp(int64_t a, int64_t b, const void *ctx) {
+    const int64_t *k = ctx;
+    return k[a] < k[b] ? -1 : k[a] > k[b];
+}
+
+/* Value e of the map cast into element o of y. */
+static ox_status cm_put(struct ox_kernel_ctx *ctx, const struct ox_node *n, const struct castmap *c,
+                        const ox_tensor *vals, int64_t e, int64_t key, ox_tensor *y, int64_t o) {
+    bool str_in = vals->dtype == OX_STRING;
+    const char *sv = str_in ? tensor_str(vals, e) : NULL;
+    if (c->to == CM_STRING) {
+        char buf[64];
+        if (!str_in) {
+            if (ox_dtype_is_float(vals->dtype))
+                snprintf(buf, sizeof buf, "%f", ox_get_f64(vals, e));
+            else
+                snprintf(buf, sizeof buf, "%lld", (long long)ox_get_i64(vals, e));
+            if (!(sv = ox_arena_strdup(ctx->strings, buf)))
+                return ox_node_err(n, OX_E_NOMEM, "out of memory");
+        }
+        ((const char **)y->data)[o] = sv;
+        return OX_OK;
+    }
+    double v;
+    char *end = NULL;
+    if (str_in) {
+        v = strtod(sv, &end);
+        while (end && isspace((unsigned char)*end)) end++;
+        if (end == sv || *end)
+            return ox_node_err(n, OX_E_INVALID, "the value of key %lld, '%s', is not a number",
+                               (long long)key, sv);
+    } else {
+        v = ox_get_f64(vals, e);
+    }
+    if (c->to == CM_FLOAT) {
+        ((float *)y->data)[o] = (float)v;
+    } else if (!str_in && !ox_dtype_is_float(vals->dtype)) {
+        ((int64_t *)y->data)[o] = ox_get_i64(vals, e);
+    } else if (str_in && !strpbrk(sv, ".eEnNxX")) { /* digits only: exact past 2^53 */
+        ((int64_t *)y->data)[o] = strtoll(sv, NULL, 10);
+    } else {
+        if (!(v > -9.3e18 && v < 9.3e18))
+            return ox_node_err(n, OX_E_INVALID, "the value of key %lld, %g, is outside int64",
+                               (long long)key, v);
+        ((int64_t *)y->data)[o] = (int64_t)v;
+    }
+    return OX_OK;
+}
+
+ox_status ox_sig_cpu_cast_map(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                              const ox_tensor *const *in, ox_tensor *const *out) {
+    struct castmap c;
+    const ox_tensor *x = in[0];
+    ox_tensor *y = out[0];
+    ox_status s = cm_read(n, x, &c);
+    if (s) return s;
+    if (ctx->scratch_bytes < (size_t)c.n * sizeof(int64_t))
+        return ox_node_err(n, OX_E_INTERNAL, "scratch smaller than inferred");
+    const int64_t *keys = x->items[0].data;
+    const ox_tensor *vals = &x->items[1];
+    int64_t *idx = ctx->scratch;
+    for (int64_t e = 0; e < c.n; e++) idx[e] = e;
+    heap_sort(idx, c.n, int_key_cmp, keys);
+    for (int64_t e = 1; e < c.n; e++)
+        if (keys[idx[e]] == keys[idx[e - 1]])
+            return ox_node_err(n, OX_E_INVALID, "key %lld appears twice in the map",
+                               (long long)keys[idx[e]]);
+    if (c.sparse) {
+        for (int64_t o = 0; o < c.len; o++) {
+            if (c.to == CM_STRING)
+                ((const char **)y->data)[o] = "0.f";
+            else if (c.to == CM_FLOAT)
+                ((float *)y->data)[o] = 0;
+            else
+                ((int64_t *)y->data)[o] = 0;
+        }
+        if (c.n && keys[idx[0]] < 0)
+            return ox_node_err(n, OX_E_INVALID, "negative key %lld in a SPARSE map",
+                               (long long)keys[idx[0]]);
+    }
+    for (int64_t e = 0; e < c.n; e++) {
+        int64_t key = keys[idx[e]];
+        if (c.sparse && key >= c.len) break; /* past max_map: left out */
+        if ((s = cm_put(ctx, n, &c, vals, idx[e], key, y, c.sparse ? key : e))) return s;
+    }
+    return OX_OK;
 }
 
 /* ---- TfIdfVectorizer -------------------------------------------------------------------- */
