@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Backend-layout cases for TreeEnsembleRegressor and TreeEnsembleClassifier (ai.onnx.ml 1
-and 3), the operators scikit-learn, XGBoost and LightGBM models reach ONNX through, with
-the operators' semantics written here in plain Python as the oracle.
+and 3), the operators scikit-learn, XGBoost and LightGBM models reach ONNX through, and
+TreeEnsemble (ai.onnx.ml 5), with the operators' semantics written here in plain Python as
+the oracle.
 
     tests/tree_cases.py OUTDIR --onnxexec BIN [--ort-dir DIR]
 
@@ -13,7 +14,9 @@ every post transform, float/double/int64/int32 inputs, a 1-D input, the *_as_ten
 attributes, ai.onnx.ml opset 1, nodes listed out of order with interleaved trees and sparse
 node ids, multi-class and binary classifiers (one class id: XGBoost/LightGBM/gradient
 boosting; both ids: random forests), int64 and string labels, and enough rows to be split
-over the threads. Each case runs optimized, with --no-optimize and through --roundtrip.
+over the threads; and four of the forests in TreeEnsemble's layout (set-membership branches,
+SUM/AVERAGE/MIN/MAX, a MIN target no leaf feeds, float/double/float16 inputs and outputs,
+deep trees). Each case runs optimized, with --no-optimize and through --roundtrip.
 Malformed ensembles must fail naming what is wrong (when the model loads; a feature past the
 input's width when it runs).
 
@@ -120,6 +123,8 @@ def leaf(nodes, index, root, x):
         v, sp, m = float(x[nodes["feat"][i]]), nodes["split"][i], nodes["mode"][i]
         if math.isnan(v) and nodes["miss"][i]:
             go = True
+        elif m == "BRANCH_MEMBER":
+            go = v in nodes["sets"][i]
         else:
             go = {"BRANCH_LEQ": v <= sp, "BRANCH_LT": v < sp, "BRANCH_GTE": v >= sp,
                   "BRANCH_GT": v > sp, "BRANCH_EQ": v == sp, "BRANCH_NEQ": v != sp}[m]
@@ -148,7 +153,9 @@ def post(kind, s):
     return s
 
 
-def oracle(nodes, ws, X, n_cols, agg="SUM", base=None, post_kind="NONE", classifier=False):
+def oracle(nodes, ws, X, n_cols, agg="SUM", base=None, post_kind="NONE", classifier=False,
+           unfed=0.0):
+    """unfed: a MIN or MAX target no reached leaf feeds (TreeEnsembleRegressor: 0)."""
     trees = sorted(set(nodes["tree"]))
     X2 = X.reshape(1, -1) if X.ndim == 1 else X
     wmap = {}
@@ -176,7 +183,7 @@ def oracle(nodes, ws, X, n_cols, agg="SUM", base=None, post_kind="NONE", classif
             if agg == "AVERAGE":
                 acc[c] /= len(trees)
             if agg in ("MIN", "MAX") and not hit[c]:
-                acc[c] = 0.0
+                acc[c] = unfed
             if base is not None:
                 acc[c] += base[0] if len(base) == 1 else base[c]
         if binary:
@@ -339,6 +346,81 @@ for k in range(0, len(w["w"]), 2):
 case("clf_forest_probabilities", "TreeEnsembleClassifier", n, w, 2, X,
      {"classlabels_int64s": [0, 1]})
 
+
+# TreeEnsemble (ai.onnx.ml 5): the same random forests (one weight per leaf) in its layout --
+# branches and leaves in two index spaces, modes as integers, splits and weights as tensors
+# of the input's type -- with set-membership branches (BRANCH_EQ nodes turned into sets of
+# values the inputs take); a MIN or MAX target no reached leaf feeds is the input type's
+# largest magnitude (float16: infinity); the output has the input's type
+V5_MODES = {m: k for k, m in enumerate(MODES + ["BRANCH_MEMBER"])}
+AGGS = {"AVERAGE": 0, "SUM": 1, "MIN": 2, "MAX": 3}
+POSTS = {"NONE": 0, "SOFTMAX": 1, "LOGISTIC": 2, "SOFTMAX_ZERO": 3, "PROBIT": 4}
+V5_TYPE = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE,
+           np.float16: TensorProto.FLOAT16}
+
+
+def v5_case(name, nodes, ws, n_cols, X, agg="SUM", post_kind="NONE"):
+    dt = X.dtype.type
+    nodes = {k: list(v) for k, v in nodes.items()}
+    nodes["split"] = [float(dt(v)) for v in nodes["split"]]
+    nodes["sets"] = {}
+    for i, m in enumerate(nodes["mode"]):
+        if m == "BRANCH_EQ" and i % 2:
+            nodes["mode"][i] = "BRANCH_MEMBER"
+            nodes["sets"][i] = sorted({nodes["split"][i], float(rng.integers(-2, 3)), 7.5})
+    ws = dict(ws, w=[float(dt(v)) for v in ws["w"]])
+    big = float(np.finfo(np.float64 if dt == np.float64 else np.float32).max)
+    Z, _ = oracle(nodes, ws, X.astype(np.float64), n_cols, agg=agg, post_kind=post_kind,
+                  unfed=big if agg == "MIN" else -big)
+    key = lambda i: (nodes["tree"][i], nodes["node"][i])  # noqa: E731
+    branch = [i for i in range(len(nodes["tree"])) if nodes["mode"][i] != "LEAF"]
+    leaves = [i for i in range(len(nodes["tree"])) if nodes["mode"][i] == "LEAF"]
+    bix = {key(i): k for k, i in enumerate(branch)}
+    lix = {key(i): k for k, i in enumerate(leaves)}
+    wmap = {(t, nd): (c, v) for t, nd, c, v in zip(ws["tree"], ws["node"], ws["col"], ws["w"])}
+    assert len(wmap) == len(leaves)
+    kids = {}
+    for side in ("yes", "no"):
+        ids = [(nodes["tree"][i], nodes[side][i]) for i in branch]
+        kids[side] = [lix[k] if k in lix else bix[k] for k in ids]
+        kids[side + "_leaf"] = [int(k in lix) for k in ids]
+    members = [v for i in branch if i in nodes["sets"] for v in nodes["sets"][i] + [math.nan]]
+    roots = [bix[key(min(i for i in range(len(nodes["tree"])) if nodes["tree"][i] == t))]
+             for t in sorted(set(nodes["tree"]))]
+    attrs = dict(nodes_featureids=[nodes["feat"][i] for i in branch],
+                 nodes_splits=numpy_helper.from_array(np.array(
+                     [nodes["split"][i] for i in branch], dt)),
+                 nodes_modes=numpy_helper.from_array(np.array(
+                     [V5_MODES[nodes["mode"][i]] for i in branch], np.uint8)),
+                 nodes_truenodeids=kids["yes"], nodes_trueleafs=kids["yes_leaf"],
+                 nodes_falsenodeids=kids["no"], nodes_falseleafs=kids["no_leaf"],
+                 nodes_missing_value_tracks_true=[nodes["miss"][i] for i in branch],
+                 leaf_targetids=[wmap[key(i)][0] for i in leaves],
+                 leaf_weights=numpy_helper.from_array(np.array(
+                     [wmap[key(i)][1] for i in leaves], dt)),
+                 tree_roots=roots, n_targets=n_cols, aggregate_function=AGGS[agg],
+                 post_transform=POSTS[post_kind])
+    if members:
+        attrs["membership_values"] = numpy_helper.from_array(np.array(members, dt))
+    node = helper.make_node("TreeEnsemble", ["X"], ["Y"], domain="ai.onnx.ml", **attrs)
+    g = helper.make_graph([node], name, [helper.make_tensor_value_info(
+        "X", V5_TYPE[dt], [None, X.shape[1]])], [helper.make_tensor_value_info(
+            "Y", V5_TYPE[dt], None)])
+    m = helper.make_model(g, ir_version=10, opset_imports=[
+        helper.make_opsetid("", 21), helper.make_opsetid("ai.onnx.ml", 5)])
+    with np.errstate(over="ignore"):  # float16: the float32 maximum becomes infinity
+        Z = Z.astype(dt)
+    write_case(out, name, m, [("X", X)], [("Y", Z)])
+
+
+n, w = forest(30, 6, F, 3, modes=MODES + ["BRANCH_EQ"] * 3)
+v5_case("v5_sum_3", n, w, 3, X)
+v5_case("v5_avg_double_logistic", n, w, 3, inputs(100, F, np.float64), agg="AVERAGE",
+        post_kind="LOGISTIC")
+v5_case("v5_min_float16", n, w, 4, inputs(80, F, np.float16), agg="MIN")  # target 3 unfed
+n, w = forest(5, 10, F, 2, modes=MODES + ["BRANCH_EQ"] * 3)
+assert len(n["tree"]) > 64 * 5  # deep: rows side by side
+v5_case("v5_deep_max_softmax", n, w, 3, X, agg="MAX", post_kind="SOFTMAX")
 
 def bad(name, op, mutate, expect, n_cols=2, attrs=None):
     n, w = forest(3, 3, F, n_cols)

@@ -3,8 +3,12 @@
  * on), TreeEnsembleRegressor and TreeEnsembleClassifier (ai.onnx.ml 1 on), the
  * preprocessing and linear models of scikit-learn pipelines (Scaler, Normalizer, Imputer,
  * LinearRegressor, LinearClassifier, OneHotEncoder, FeatureVectorizer, CategoryMapper, and
- * ZipMap, whose output is a sequence of maps: ai.onnx.ml 1 on), and TfIdfVectorizer (default
- * domain, 9 on).
+ * ZipMap, whose output is a sequence of maps: ai.onnx.ml 1 on), the operators that take maps
+ * (DictVectorizer, CastMap: ai.onnx.ml 1 on) and TfIdfVectorizer (default domain, 9 on).
+ * The support vector machines are in svm.c.
+ *
+ * Every tree ensemble, of any version, is compiled once per plan into one `struct forest`
+ * (prepared memory) that the same row loop walks.
  *
  * Lookups (LabelEncoder keys, TfIdfVectorizer n-gram pools) sort an index of the attribute's
  * entries in scratch on each run and binary-search it, so a run costs O((n + k) log k).
@@ -336,6 +340,9 @@ ox_status ox_sig_cpu_afe(struct ox_kernel_ctx *ctx, const struct ox_node *n,
 
 /* ---- TreeEnsemble ----------------------------------------------------------------------- */
 
+/* Its attributes are read and checked here (tree_read); it runs as a compiled forest
+ * (forest_build_v5, after the opset 1/3 ensembles below). */
+
 enum { BR_LEQ, BR_LT, BR_GTE, BR_GT, BR_EQ, BR_NEQ, BR_MEMBER };
 enum { AGG_AVERAGE, AGG_SUM, AGG_MIN, AGG_MAX };
 
@@ -375,7 +382,9 @@ static const ox_tensor *tensor_attr(const struct ox_node *n, const char *name) {
     return a && a->type == OX_ATTR_TENSOR && a->t && a->t->kind == OX_IO_TENSOR ? a->t : NULL;
 }
 
-static ox_status tree_read(const struct ox_node *n, const ox_tensor *x, struct tree *t) {
+/* The attributes; `full` also checks every node, set and leaf (infer: once per plan; the
+ * kernel's runs read the compiled forest). */
+static ox_status tree_read(const struct ox_node *n, const ox_tensor *x, bool full, struct tree *t) {
     if (!x) return ox_node_err(n, OX_E_INVALID, "input is required");
     if (x->dtype != OX_FLOAT && x->dtype != OX_DOUBLE && x->dtype != OX_FLOAT16)
         return ox_node_err(n, OX_E_UNSUPPORTED, "element type %s: expected a float type",
@@ -419,6 +428,8 @@ static ox_status tree_read(const struct ox_node *n, const ox_tensor *x, struct t
         return ox_node_err(n, OX_E_INVALID,
                            "nodes_modes must be integers, nodes_splits and "
                            "leaf_weights floats");
+    if (t->n_nodes + t->n_leaves >= INT32_MAX)
+        return ox_node_err(n, OX_E_UNSUPPORTED, "more than 2^31 nodes and leaves");
     t->n_members = 0;
     if (t->members) {
         if (!ox_dtype_is_float(t->members->dtype) ||
@@ -427,7 +438,7 @@ static ox_status tree_read(const struct ox_node *n, const ox_tensor *x, struct t
         t->n_members = ox_tensor_numel(t->members);
     }
     int64_t n_member_nodes = 0, n_sets = 0;
-    for (int64_t i = 0; i < t->n_nodes; i++) {
+    for (int64_t i = 0; full && i < t->n_nodes; i++) {
         int64_t m = ox_get_i64(t->modes, i);
         if (m < BR_LEQ || m > BR_MEMBER)
             return ox_node_err(n, OX_E_INVALID, "node %lld: mode %lld", (long long)i, (long long)m);
@@ -443,14 +454,15 @@ static ox_status tree_read(const struct ox_node *n, const ox_tensor *x, struct t
                                    (long long)i, k ? "false" : "true", (long long)ids[k]);
         }
     }
-    for (int64_t j = 0; j < t->n_members; j++) n_sets += isnan(ox_get_f64(t->members, j));
+    for (int64_t j = 0; full && j < t->n_members; j++) n_sets += isnan(ox_get_f64(t->members, j));
     if (n_member_nodes && n_sets != n_member_nodes)
         return ox_node_err(n, OX_E_INVALID,
                            "%lld set-membership nodes but %lld NaN-delimited "
                            "sets in membership_values",
                            (long long)n_member_nodes, (long long)n_sets);
     int64_t most = -1;
-    for (int64_t i = 0; i < t->n_leaves; i++) {
+    bool has_targets = ox_node_attr(n, "n_targets") != NULL;
+    for (int64_t i = 0; (full || !has_targets) && i < t->n_leaves; i++) {
         if (t->ltarget[i] < 0)
             return ox_node_err(n, OX_E_INVALID, "leaf %lld: negative target", (long long)i);
         if (t->ltarget[i] > most) most = t->ltarget[i];
@@ -469,23 +481,6 @@ static ox_status tree_read(const struct ox_node *n, const ox_tensor *x, struct t
         return ox_node_err(n, OX_E_INVALID, "aggregate_function %d", t->agg);
     if (t->post < POST_NONE || t->post > POST_PROBIT)
         return ox_node_err(n, OX_E_INVALID, "post_transform %d", t->post);
-    return OX_OK;
-}
-
-ox_status ox_sig_infer_tree(struct ox_infer_ctx *ctx, const struct ox_node *n,
-                            const ox_tensor *const *in, ox_tensor *const *out) {
-    struct tree t;
-    const ox_tensor *x = ox_in(n, in, 0);
-    ox_status s = tree_read(n, x, &t);
-    if (s) return s;
-    int64_t dims[2] = {x->dims[0], t.n_targets};
-    ox_set_shape(out[0], x->dtype, 2, dims);
-    /* per node: where its member set starts; then one row of targets in double */
-    size_t a, b, bytes;
-    if (!ox_mul_size((size_t)t.n_nodes, sizeof(int64_t), &a) ||
-        !ox_mul_size((size_t)t.n_targets, sizeof(double), &b) || !ox_add_size(a, b, &bytes))
-        return ox_node_err(n, OX_E_NOMEM, "tree ensemble too large");
-    ctx->scratch_bytes = bytes;
     return OX_OK;
 }
 
@@ -542,76 +537,6 @@ void ox_ml_post_apply(int post, double *acc, int64_t T) {
     }
 }
 
-ox_status ox_sig_cpu_tree(struct ox_kernel_ctx *ctx, const struct ox_node *n,
-                          const ox_tensor *const *in, ox_tensor *const *out) {
-    struct tree t;
-    const ox_tensor *x = in[0];
-    ox_tensor *y = out[0];
-    ox_status s = tree_read(n, x, &t);
-    if (s) return s;
-    size_t need = (size_t)t.n_nodes * sizeof(int64_t) + (size_t)t.n_targets * sizeof(double);
-    if (ctx->scratch_bytes < need)
-        return ox_node_err(n, OX_E_INTERNAL, "scratch smaller than inferred");
-    int64_t *set_at = ctx->scratch;
-    double *acc = (double *)(set_at + t.n_nodes);
-    for (int64_t i = 0, pos = 0; i < t.n_nodes; i++) {
-        set_at[i] = -1;
-        if (ox_get_i64(t.modes, i) != BR_MEMBER) continue;
-        set_at[i] = pos; /* the members of this node run to the next NaN */
-        while (pos < t.n_members && !isnan(ox_get_f64(t.members, pos))) pos++;
-        pos++;
-    }
-    double init = t.agg == AGG_MIN   ? (x->dtype == OX_DOUBLE ? DBL_MAX : FLT_MAX)
-                  : t.agg == AGG_MAX ? (x->dtype == OX_DOUBLE ? -DBL_MAX : -FLT_MAX)
-                                     : 0.0;
-    int64_t N = x->dims[0], F = x->dims[1], T = t.n_targets;
-    for (int64_t r = 0; r < N; r++) {
-        for (int64_t k = 0; k < T; k++) acc[k] = init;
-        for (int64_t tr = 0; tr < t.n_roots; tr++) {
-            int64_t node = t.roots[tr], steps = 0;
-            for (;;) {
-                if (++steps > t.n_nodes)
-                    return ox_node_err(n, OX_E_INVALID, "tree %lld has a cycle", (long long)tr);
-                double v = ox_get_f64(x, r * F + t.feat[node]), sp = ox_get_f64(t.splits, node);
-                int64_t mode = ox_get_i64(t.modes, node);
-                bool go;
-                if (isnan(v) && t.missing && t.missing[node]) {
-                    go = true;
-                } else {
-                    if (mode != BR_MEMBER) {
-                        go = branch_go((int)mode, v, sp);
-                    } else {
-                        go = false;
-                        for (int64_t j = set_at[node];
-                             j >= 0 && j < t.n_members && !isnan(ox_get_f64(t.members, j)); j++)
-                            if (ox_get_f64(t.members, j) == v) {
-                                go = true;
-                                break;
-                            }
-                    }
-                }
-                int64_t next = go ? t.tid[node] : t.fid[node];
-                if (go ? t.tleaf[node] : t.fleaf[node]) {
-                    double w = ox_get_f64(t.weights, next);
-                    double *a = &acc[t.ltarget[next]];
-                    switch (t.agg) {
-                    case AGG_MIN: *a = w < *a ? w : *a; break;
-                    case AGG_MAX: *a = w > *a ? w : *a; break;
-                    default: *a += w; break;
-                    }
-                    break;
-                }
-                node = next;
-            }
-        }
-        if (t.agg == AGG_AVERAGE && t.n_roots)
-            for (int64_t k = 0; k < T; k++) acc[k] /= (double)t.n_roots;
-        ox_ml_post_apply(t.post, acc, T);
-        for (int64_t k = 0; k < T; k++) ox_set_f64(y, r * T + k, acc[k]);
-    }
-    return OX_OK;
-}
-
 /* ---- TreeEnsembleRegressor and TreeEnsembleClassifier (ai.onnx.ml 1 and 3) ------------- */
 
 /* What scikit-learn, XGBoost and LightGBM models converted to ONNX hold. Nodes are named by
@@ -666,24 +591,31 @@ struct fattr {
     const int64_t *labels_i;
     const char *const *labels_s;
     int agg, post;
+    /* TreeEnsemble (opset 5), compiled into the same forest: its attributes; a MIN or MAX
+     * column no reached leaf feeds is `init` (the input type's largest magnitude), and the
+     * output has the input's type */
+    const struct tree *v5;
+    double init;
 };
 
 static size_t forest_align(size_t b) {
     return (b + 63) & ~(size_t)63;
 }
 
-/* Offsets of the parts of a compiled forest and its size. */
+/* Offsets of the parts of a compiled forest and its size: n_nodes nodes (and as many root
+ * slots and sort positions), n_w weights, n_members set members (TreeEnsemble). */
 struct forest_layout {
-    size_t nodes, roots, ws, order, bytes;
+    size_t nodes, roots, ws, order, members, bytes;
 };
 
-static struct forest_layout forest_layout(int64_t n_nodes, int64_t n_w) {
+static struct forest_layout forest_layout(int64_t n_nodes, int64_t n_w, int64_t n_members) {
     struct forest_layout l;
     l.nodes = forest_align(sizeof(struct forest));
     l.roots = l.nodes + forest_align((size_t)n_nodes * sizeof(struct fnode));
     l.ws = l.roots + forest_align((size_t)n_nodes * sizeof(int32_t));
     l.order = l.ws + forest_align((size_t)n_w * sizeof(struct fweight));
-    l.bytes = l.order + forest_align((size_t)n_nodes * sizeof(int64_t));
+    l.members = l.order + forest_align((size_t)n_nodes * sizeof(int64_t));
+    l.bytes = l.members + forest_align((size_t)n_members * sizeof(double));
     return l;
 }
 
@@ -877,7 +809,7 @@ static int64_t forest_find(const struct fattr *a, const int64_t *order, int64_t 
 static void forest_build(void *dst, void *arg) {
     const struct fattr *a = arg;
     struct forest *f = dst;
-    struct forest_layout l = forest_layout(a->n_nodes, a->n_w);
+    struct forest_layout l = forest_layout(a->n_nodes, a->n_w, 0);
     struct fnode *nd = (struct fnode *)((char *)dst + l.nodes);
     int32_t *roots = (int32_t *)((char *)dst + l.roots);
     struct fweight *ws = (struct fweight *)((char *)dst + l.ws);
@@ -979,7 +911,7 @@ static ox_status forest_infer(struct ox_infer_ctx *ctx, const struct ox_node *n,
     } else {
         ox_set_shape(out[0], OX_FLOAT, 2, dims);
     }
-    struct forest_layout l = forest_layout(a.n_nodes, a.n_w);
+    struct forest_layout l = forest_layout(a.n_nodes, a.n_w, 0);
     /* compile once now so that a malformed ensemble fails when the model loads */
     struct forest *f = malloc(l.bytes);
     if (!f) return ox_node_err(n, OX_E_NOMEM, "out of memory");
@@ -1001,6 +933,7 @@ struct forest_job {
     const struct fattr *a;
     const ox_tensor *x;
     ox_tensor *y, *z; /* regressor: y; classifier: labels y and scores z (either may be NULL) */
+    const double *members; /* TreeEnsemble's sets, each ending in a NaN */
     int64_t F;
     char *rows; /* per-thread rows */
     size_t row_bytes;
@@ -1012,12 +945,20 @@ static double forest_base(const struct fattr *a, int64_t k) {
     return fattr_num(a->base_f, a->base_t, a->n_base == 1 ? 0 : k);
 }
 
-/* Where row x (at offset off) goes from branch p. */
-static inline int32_t forest_step(const struct fnode *p, const ox_tensor *x, int64_t off) {
+/* Where row x (at offset off) goes from branch p (a set-membership branch's split: where its
+ * set starts in members). */
+static inline int32_t forest_step(const struct fnode *p, const ox_tensor *x, int64_t off,
+                                  const double *members) {
     double v = ox_ld(x, off + p->feat), sp = p->split;
-    bool go;
+    bool go = false;
     if (isnan(v) && p->miss) {
         go = true;
+    } else if (p->mode == BR_MEMBER) {
+        for (const double *m = members + (int64_t)sp; !isnan(*m); m++)
+            if (*m == v) {
+                go = true;
+                break;
+            }
     } else {
         go = branch_go(p->mode, v, sp);
     }
@@ -1025,12 +966,13 @@ static inline int32_t forest_step(const struct fnode *p, const ox_tensor *x, int
 }
 
 /* Row r's output from its sums and flags. */
-static void forest_finish(const struct forest_job *j, int64_t r, double *acc) {
+static void forest_finish(const struct forest_job *j, int64_t r, double *acc, const uint8_t *has) {
     const struct fattr *a = j->a;
     int64_t T = a->n_out;
     for (int64_t k = 0; k < T; k++) {
         if (a->agg == AGG_AVERAGE) acc[k] /= (double)j->f->n_trees;
         acc[k] += forest_base(a, k);
+        if (a->v5 && (a->agg == AGG_MIN || a->agg == AGG_MAX) && !has[k]) acc[k] = a->init;
     }
     if (j->f->bin_col >= 0) {
         double p = acc[j->f->bin_col];
@@ -1038,6 +980,10 @@ static void forest_finish(const struct forest_job *j, int64_t r, double *acc) {
         acc[0] = a->post == POST_NONE || a->post == POST_PROBIT ? 1.0 - p : -p;
     }
     ox_ml_post_apply(a->post, acc, T);
+    if (!a->classifier && j->y->dtype != OX_FLOAT) {
+        for (int64_t k = 0; k < T; k++) ox_set_f64(j->y, r * T + k, acc[k]);
+        return;
+    }
     if (!a->classifier) {
         float *y = (float *)j->y->data + r * T;
         for (int64_t k = 0; k < T; k++) y[k] = (float)acc[k];
@@ -1084,7 +1030,7 @@ static void forest_rows(void *arg, int64_t r0, int64_t r1, int tid) {
                     int32_t i = root;
                     for (int64_t steps = 0; nd[i].mode != BR_LEAF; steps++) {
                         if (steps >= j->f->n_nodes) goto cycle;
-                        i = forest_step(&nd[i], j->x, (b0 + b) * j->F);
+                        i = forest_step(&nd[i], j->x, (b0 + b) * j->F, j->members);
                     }
                     forest_add(a, j->ws, &nd[i], acc + b * T, has + b * T);
                 }
@@ -1101,7 +1047,7 @@ static void forest_rows(void *arg, int64_t r0, int64_t r1, int tid) {
                     for (int l = 0; l < nl; l++) {
                         const struct fnode *p = &nd[at[l]];
                         if (p->mode == BR_LEAF) continue;
-                        at[l] = forest_step(p, j->x, (b0 + b + l) * j->F);
+                        at[l] = forest_step(p, j->x, (b0 + b + l) * j->F, j->members);
                         moved = true;
                     }
                     if (!moved) break;
@@ -1111,29 +1057,26 @@ static void forest_rows(void *arg, int64_t r0, int64_t r1, int tid) {
                     forest_add(a, j->ws, &nd[at[l]], acc + (b + l) * T, has + (b + l) * T);
             }
         }
-        for (int64_t b = 0; b < nb; b++) forest_finish(j, b0 + b, acc + b * T);
+        for (int64_t b = 0; b < nb; b++) forest_finish(j, b0 + b, acc + b * T, has + b * T);
     }
     return;
 cycle:
     __atomic_store_n(&j->cycle, 1, __ATOMIC_RELAXED);
 }
 
-static ox_status forest_run(struct ox_kernel_ctx *ctx, const struct ox_node *n,
-                            const ox_tensor *const *in, ox_tensor *const *out, bool classifier) {
-    struct fattr a;
-    const ox_tensor *x = in[0];
-    ox_status s = fattr_read(n, x, classifier, false, &a);
-    if (s) return s;
-    struct forest_layout l = forest_layout(a.n_nodes, a.n_w);
+/* Runs a forest compiled by build(arg) (l: its layout; key: what it is made from) over x. */
+static ox_status forest_exec(struct ox_kernel_ctx *ctx, const struct ox_node *n, const ox_tensor *x,
+                             ox_tensor *y, ox_tensor *z, const struct fattr *a,
+                             void (*build)(void *, void *), void *arg, struct forest_layout l,
+                             const struct ox_prep_key *key) {
     int threads = ctx->pool ? ox_pool_size(ctx->pool) : 1;
-    size_t row_bytes = forest_row_bytes(a.n_out);
+    size_t row_bytes = forest_row_bytes(a->n_out);
     if (ctx->scratch_bytes < l.bytes + (size_t)threads * row_bytes)
         return ox_node_err(n, OX_E_INTERNAL, "scratch smaller than inferred");
-    struct ox_prep_key key = {n, {a.n_nodes, a.n_w, classifier, 0}};
-    void *mem = ox_kernel_prepared(ctx, forest_build, &a, &key);
+    void *mem = ox_kernel_prepared(ctx, build, arg, key);
     if (!mem) {
         mem = ctx->scratch;
-        forest_build(mem, &a);
+        build(mem, arg);
     }
     const struct forest *f = mem;
     if (f->bad) return ox_node_err(n, OX_E_INVALID, "%s", f->msg);
@@ -1142,10 +1085,11 @@ static ox_status forest_run(struct ox_kernel_ctx *ctx, const struct ox_node *n,
         .nd = (const struct fnode *)((const char *)mem + l.nodes),
         .roots = (const int32_t *)((const char *)mem + l.roots),
         .ws = (const struct fweight *)((const char *)mem + l.ws),
-        .a = &a,
+        .a = a,
         .x = x,
-        .y = out[0],
-        .z = classifier && n->n_outputs > 1 ? out[1] : NULL,
+        .y = y,
+        .z = z,
+        .members = (const double *)((const char *)mem + l.members),
         .F = x->rank == 2 ? x->dims[1] : x->dims[0],
         .rows = (char *)ctx->scratch + l.bytes,
         .row_bytes = row_bytes,
@@ -1157,6 +1101,101 @@ static ox_status forest_run(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     ox_parallel_for(ctx->pool, N, forest_rows, &j);
     if (j.cycle) return ox_node_err(n, OX_E_INVALID, "a tree has a cycle");
     return OX_OK;
+}
+
+static ox_status forest_run(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                            const ox_tensor *const *in, ox_tensor *const *out, bool classifier) {
+    struct fattr a;
+    ox_status s = fattr_read(n, in[0], classifier, false, &a);
+    if (s) return s;
+    struct ox_prep_key key = {n, {a.n_nodes, a.n_w, classifier, 0}};
+    return forest_exec(ctx, n, in[0], out[0], classifier && n->n_outputs > 1 ? out[1] : NULL, &a,
+                       forest_build, &a, forest_layout(a.n_nodes, a.n_w, 0), &key);
+}
+
+/* TreeEnsemble (opset 5) compiled into a forest: its nodes first (a child is a node index, or
+ * n_nodes + a leaf index), then one leaf node per leaf with its one weight; a membership
+ * node's split is where its set starts in the members (each set ends in a NaN, which
+ * tree_read checked). */
+static void forest_build_v5(void *dst, void *arg) {
+    const struct tree *t = ((const struct fattr *)arg)->v5;
+    int64_t n_nodes = t->n_nodes, total = n_nodes + t->n_leaves;
+    struct forest_layout l = forest_layout(total, t->n_leaves, t->n_members);
+    struct forest *f = dst;
+    struct fnode *nd = (struct fnode *)((char *)dst + l.nodes);
+    int32_t *roots = (int32_t *)((char *)dst + l.roots);
+    struct fweight *ws = (struct fweight *)((char *)dst + l.ws);
+    double *members = (double *)((char *)dst + l.members);
+    memset(f, 0, sizeof *f);
+    f->n_nodes = total, f->n_w = t->n_leaves, f->n_trees = t->n_roots, f->max_feat = -1;
+    f->bin_col = -1;
+    for (int64_t k = 0; k < t->n_members; k++) members[k] = ox_get_f64(t->members, k);
+    for (int64_t i = 0, set = 0; i < n_nodes; i++) {
+        struct fnode *p = &nd[i];
+        memset(p, 0, sizeof *p);
+        p->mode = (uint8_t)ox_get_i64(t->modes, i);
+        p->feat = (int32_t)t->feat[i];
+        if (p->feat > f->max_feat) f->max_feat = p->feat;
+        p->miss = t->missing && t->missing[i];
+        p->yes = (int32_t)(t->tleaf[i] ? n_nodes + t->tid[i] : t->tid[i]);
+        p->no = (int32_t)(t->fleaf[i] ? n_nodes + t->fid[i] : t->fid[i]);
+        if (p->mode != BR_MEMBER) {
+            p->split = ox_get_f64(t->splits, i);
+            continue;
+        }
+        p->split = (double)set;
+        while (set < t->n_members && !isnan(members[set])) set++;
+        set++;
+    }
+    for (int64_t k = 0; k < t->n_leaves; k++) {
+        struct fnode *p = &nd[n_nodes + k];
+        memset(p, 0, sizeof *p);
+        p->mode = BR_LEAF;
+        p->yes = (int32_t)k, p->no = (int32_t)(k + 1);
+        ws[k].w = ox_get_f64(t->weights, k);
+        ws[k].col = t->ltarget[k];
+    }
+    for (int64_t r = 0; r < t->n_roots; r++) roots[r] = (int32_t)t->roots[r];
+}
+
+static void tree_fattr(const struct tree *t, const ox_tensor *x, struct fattr *a) {
+    memset(a, 0, sizeof *a);
+    a->v5 = t;
+    a->n_out = t->n_targets;
+    a->agg = t->agg;
+    a->post = t->post;
+    double big = x->dtype == OX_DOUBLE ? DBL_MAX : FLT_MAX;
+    a->init = t->agg == AGG_MIN ? big : -big;
+}
+
+static struct forest_layout tree_layout(const struct tree *t) {
+    return forest_layout(t->n_nodes + t->n_leaves, t->n_leaves, t->n_members);
+}
+
+ox_status ox_sig_infer_tree(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                            const ox_tensor *const *in, ox_tensor *const *out) {
+    struct tree t;
+    const ox_tensor *x = ox_in(n, in, 0);
+    ox_status s = tree_read(n, x, true, &t);
+    if (s) return s;
+    int64_t dims[2] = {x->dims[0], t.n_targets};
+    ox_set_shape(out[0], x->dtype, 2, dims);
+    struct forest_layout l = tree_layout(&t);
+    int threads = ctx->n_threads > 0 ? ctx->n_threads : 1;
+    ctx->prepared_bytes = l.bytes;
+    ctx->scratch_bytes = l.bytes + (size_t)threads * forest_row_bytes(t.n_targets);
+    return OX_OK;
+}
+
+ox_status ox_sig_cpu_tree(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                          const ox_tensor *const *in, ox_tensor *const *out) {
+    struct tree t;
+    struct fattr a;
+    ox_status s = tree_read(n, in[0], false, &t);
+    if (s) return s;
+    tree_fattr(&t, in[0], &a);
+    struct ox_prep_key key = {n, {t.n_nodes, t.n_leaves, t.n_members, 5}};
+    return forest_exec(ctx, n, in[0], out[0], NULL, &a, forest_build_v5, &a, tree_layout(&t), &key);
 }
 
 ox_status ox_sig_infer_tree_regressor(struct ox_infer_ctx *ctx, const struct ox_node *n,
