@@ -1,0 +1,419 @@
+/* ONNX Runtime's contributed transformer operators (domain com.microsoft, version 1, and
+ * SimplifiedLayerNormalization in the default domain, as ONNX Runtime registers it), which
+ * models saved after ONNX Runtime's transformer optimizer, or exported by tools built on it,
+ * hold:
+ *
+ *   Gelu(X)                          0.5 x (1 + erf(x / sqrt 2))
+ *   BiasGelu(A, B)                   Gelu(A + B), B [H] over the last axis
+ *   FastGelu(X, bias?)               the tanh form of Gelu of X (+ bias)
+ *   QuickGelu(X; alpha = 1.702)      x sigmoid(alpha x)
+ *   SkipLayerNormalization(input, skip, gamma, beta?, bias?; epsilon = 1e-12)
+ *       s = input + skip (+ bias); output = (s - mean) / sqrt(var + epsilon) gamma (+ beta)
+ *       over the last axis; outputs: output, mean?, inv_std_var? ([..., 1], float), s?
+ *   SkipSimplifiedLayerNormalization(input, skip, gamma, bias?; epsilon = 1e-12)
+ *       s = input + skip (+ bias); output = s / sqrt(mean(s^2) + epsilon) gamma; outputs:
+ *       output, mean? (0), inv_std_var?, s?
+ *   SimplifiedLayerNormalization(X, scale; axis = -1, epsilon = 1e-5)   (RMS norm)
+ *       Y = X / sqrt(mean over axes axis.. of X^2 + epsilon) scale; outputs Y, inv_std_var?
+ *   FusedMatMul(A, B; alpha = 1, transA, transB)   alpha op(A) op(B) as MatMul broadcasts,
+ *       op transposing the last two axes (transBatchA/transBatchB are refused)
+ *
+ * The Gelu forms and FusedMatMul go through the default domain's Add, Gelu, Transpose and
+ * MatMul rows; the normalizations are computed here in double, a row (the last axis, or the
+ * axes from `axis`) per piece of the pool, and rounded once. Skip may be the input's shape
+ * or its trailing elements repeated (ONNX Runtime reads skip[i mod |skip|]). */
+#include "kernels/op.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- the Gelu forms --------------------------------------------------------------------- */
+
+static const struct ox_node *gelu_node(const struct ox_node *n, bool tanh_form, struct ox_node *g,
+                                       struct ox_attr *a) {
+    memset(g, 0, sizeof *g);
+    memset(a, 0, sizeof *a);
+    g->name = n->name;
+    g->domain = "";
+    g->op_type = "Gelu";
+    g->opset = 20;
+    g->n_inputs = g->n_outputs = 1;
+    g->inputs = g->outputs = n->inputs; /* only counted */
+    a->name = "approximate";
+    a->type = OX_ATTR_STRING;
+    a->s = tanh_form ? "tanh" : "none";
+    a->s_len = strlen(a->s);
+    g->attrs = a;
+    g->n_attrs = 1;
+    return g;
+}
+
+/* Gelu (of the tanh form or not) of in[0] + in[1] when in[1] is there, else of in[0]: the
+ * sum in out[0], then Gelu over it in place. */
+static ox_status bias_gelu(struct ox_infer_ctx *ictx, struct ox_kernel_ctx *kctx,
+                           const struct ox_node *n, const ox_tensor *const *in,
+                           ox_tensor *const *out, bool tanh_form, bool bias_required) {
+    const ox_tensor *x = ox_in(n, in, 0), *b = ox_in(n, in, 1);
+    if (!x || (bias_required && !b))
+        return ox_node_err(n, OX_E_INVALID, "input%s required",
+                           bias_required ? "s A and B are" : " X is");
+    if (b && (b->rank != 1 || x->rank < 1 || b->dims[0] != x->dims[x->rank - 1]))
+        return ox_node_err(n, OX_E_SHAPE, "bias must be [%lld], the input's last axis",
+                           (long long)(x->rank ? x->dims[x->rank - 1] : 0));
+    struct ox_node g;
+    struct ox_attr ga;
+    gelu_node(n, tanh_form, &g, &ga);
+    const struct ox_op *gelu = ox_op_find("", "Gelu", 20);
+    ox_status st;
+    if (b) {
+        struct ox_node add = {.name = n->name,
+                              .domain = "",
+                              .op_type = "Add",
+                              .opset = 14,
+                              .n_inputs = 2,
+                              .inputs = n->inputs,
+                              .n_outputs = 1,
+                              .outputs = n->outputs};
+        const struct ox_op *a = ox_op_find("", "Add", 14);
+        const ox_tensor *ain[2] = {x, b};
+        st = ictx ? a->infer(ictx, &add, ain, out) : a->cpu(kctx, &add, ain, out);
+        if (st) return st;
+        x = out[0];
+    }
+    size_t scratch = ictx ? ictx->scratch_bytes : 0;
+    st = ictx ? gelu->infer(ictx, &g, &x, out) : gelu->cpu(kctx, &g, &x, out);
+    if (ictx && ictx->scratch_bytes < scratch) ictx->scratch_bytes = scratch;
+    return st;
+}
+
+ox_status ox_ms_infer_bias_gelu(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                const ox_tensor *const *in, ox_tensor *const *out) {
+    return bias_gelu(ctx, NULL, n, in, out, false, true);
+}
+
+ox_status ox_ms_cpu_bias_gelu(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                              const ox_tensor *const *in, ox_tensor *const *out) {
+    return bias_gelu(NULL, ctx, n, in, out, false, true);
+}
+
+ox_status ox_ms_infer_fast_gelu(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                const ox_tensor *const *in, ox_tensor *const *out) {
+    return bias_gelu(ctx, NULL, n, in, out, true, false);
+}
+
+ox_status ox_ms_cpu_fast_gelu(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                              const ox_tensor *const *in, ox_tensor *const *out) {
+    return bias_gelu(NULL, ctx, n, in, out, true, false);
+}
+
+/* ---- QuickGelu ---------------------------------------------------------------------------- */
+
+static bool is_float_type(ox_dtype dt) {
+    return dt == OX_FLOAT || dt == OX_DOUBLE || dt == OX_FLOAT16 || dt == OX_BFLOAT16;
+}
+
+ox_status ox_ms_infer_quick_gelu(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                 const ox_tensor *const *in, ox_tensor *const *out) {
+    (void)ctx;
+    const ox_tensor *x = ox_in(n, in, 0);
+    if (!x || !is_float_type(x->dtype))
+        return ox_node_err(n, OX_E_UNSUPPORTED, "input X must be a float tensor");
+    ox_set_like(out[0], x);
+    return OX_OK;
+}
+
+struct qg_job {
+    const ox_tensor *x;
+    ox_tensor *y;
+    double alpha;
+};
+
+static void qg_piece(void *arg, int64_t i0, int64_t i1, int tid) {
+    (void)tid;
+    const struct qg_job *j = arg;
+    if (j->x->dtype == OX_FLOAT) {
+        const float *x = j->x->data;
+        float *y = j->y->data;
+        for (int64_t i = i0; i < i1; i++) y[i] = (float)(x[i] / (1.0 + exp(-j->alpha * x[i])));
+        return;
+    }
+    for (int64_t i = i0; i < i1; i++) {
+        double v = ox_ld(j->x, i);
+        ox_set_f64(j->y, i, v / (1.0 + exp(-j->alpha * v)));
+    }
+}
+
+ox_status ox_ms_cpu_quick_gelu(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                               const ox_tensor *const *in, ox_tensor *const *out) {
+    struct qg_job j = {in[0], out[0], ox_attr_float(n, "alpha", 1.702f)};
+    ox_parallel_for(ctx->pool, ox_tensor_numel(in[0]), qg_piece, &j);
+    return OX_OK;
+}
+
+/* ---- the layer normalizations ----------------------------------------------------------- */
+
+enum { NORM_SKIP, NORM_SKIP_RMS, NORM_RMS };
+
+struct norm {
+    int kind;
+    const ox_tensor *x, *skip, *gamma, *beta, *bias;
+    ox_tensor *y, *mean, *inv, *sum;
+    int64_t rows, H, skip_n;
+    double eps;
+};
+
+/* Reads and checks the inputs; sets the outputs' shapes (out may be NULL entries). */
+static ox_status norm_read(const struct ox_node *n, int kind, const ox_tensor *const *in,
+                           ox_tensor *const *out, struct norm *m) {
+    memset(m, 0, sizeof *m);
+    m->kind = kind;
+    m->x = ox_in(n, in, 0);
+    int axis_from;
+    if (kind == NORM_RMS) {
+        m->gamma = ox_in(n, in, 1);
+        if (!m->x || !m->gamma)
+            return ox_node_err(n, OX_E_INVALID, "inputs X and scale are required");
+        int64_t axis = ox_attr_int(n, "axis", -1);
+        if (axis < -m->x->rank || axis >= m->x->rank)
+            return ox_node_err(n, OX_E_INVALID, "axis %lld for rank %d", (long long)axis,
+                               m->x->rank);
+        axis_from = (int)(axis < 0 ? axis + m->x->rank : axis);
+        m->eps = ox_attr_float(n, "epsilon", 1e-5f);
+    } else {
+        m->skip = ox_in(n, in, 1);
+        m->gamma = ox_in(n, in, 2);
+        m->beta = kind == NORM_SKIP ? ox_in(n, in, 3) : NULL;
+        m->bias = ox_in(n, in, kind == NORM_SKIP ? 4 : 3);
+        if (!m->x || !m->skip || !m->gamma)
+            return ox_node_err(n, OX_E_INVALID, "inputs input, skip and gamma are required");
+        if (m->x->rank != 2 && m->x->rank != 3)
+            return ox_node_err(n, OX_E_SHAPE, "input of rank %d: expected 2 or 3", m->x->rank);
+        axis_from = m->x->rank - 1;
+        m->eps = ox_attr_float(n, "epsilon", 1e-12f);
+    }
+    if (!is_float_type(m->x->dtype))
+        return ox_node_err(n, OX_E_UNSUPPORTED, "input of type %s: expected a float type",
+                           ox_dtype_name(m->x->dtype));
+    if (!(m->eps >= 0)) return ox_node_err(n, OX_E_INVALID, "epsilon %g", m->eps);
+    m->H = 1;
+    m->rows = 1;
+    for (int d = 0; d < m->x->rank; d++) *(d < axis_from ? &m->rows : &m->H) *= m->x->dims[d];
+    const ox_tensor *per[3] = {m->gamma, m->beta, m->bias};
+    static const char *const NAMES[3] = {"gamma", "beta", "bias"};
+    for (int k = 0; k < 3; k++) {
+        const ox_tensor *t = per[k];
+        if (!t) continue;
+        if (t->dtype != m->x->dtype || ox_tensor_numel(t) != m->H ||
+            (kind != NORM_RMS && t->rank != 1))
+            return ox_node_err(n, OX_E_SHAPE, "%s must hold %lld values of the input's type",
+                               kind == NORM_RMS ? "scale" : NAMES[k], (long long)m->H);
+    }
+    if (m->skip) {
+        m->skip_n = ox_tensor_numel(m->skip);
+        int64_t total = m->rows * m->H;
+        if (m->skip->dtype != m->x->dtype || m->skip->rank < 1 ||
+            m->skip->dims[m->skip->rank - 1] != m->H || m->skip_n == 0 ||
+            (total && total % m->skip_n))
+            return ox_node_err(n, OX_E_SHAPE,
+                               "skip must be the input's shape or its last axes (hidden size "
+                               "%lld)",
+                               (long long)m->H);
+    }
+    m->y = out[0];
+    if (m->y) ox_set_like(m->y, m->x);
+    int64_t sd[OX_MAX_RANK];
+    for (int d = 0; d < m->x->rank; d++) sd[d] = d < axis_from ? m->x->dims[d] : 1;
+    int n_out = n->n_outputs;
+    if (kind == NORM_RMS) {
+        m->inv = n_out > 1 ? out[1] : NULL;
+    } else {
+        m->mean = n_out > 1 ? out[1] : NULL;
+        m->inv = n_out > 2 ? out[2] : NULL;
+        m->sum = n_out > 3 ? out[3] : NULL;
+    }
+    if (m->mean) ox_set_shape(m->mean, OX_FLOAT, m->x->rank, sd);
+    if (m->inv) ox_set_shape(m->inv, OX_FLOAT, m->x->rank, sd);
+    if (m->sum) ox_set_like(m->sum, m->x);
+    return OX_OK;
+}
+
+static void norm_rows(void *arg, int64_t r0, int64_t r1, int tid) {
+    (void)tid;
+    const struct norm *m = arg;
+    int64_t H = m->H;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t off = r * H;
+        double mean = 0, ss = 0;
+        for (int64_t h = 0; h < H; h++) { /* the sum, rounded to the type, into y (and sum) */
+            double v = ox_ld(m->x, off + h);
+            if (m->skip) v += ox_ld(m->skip, (off + h) % m->skip_n);
+            if (m->bias) v += ox_ld(m->bias, h);
+            ox_set_f64(m->y, off + h, v);
+            v = ox_ld(m->y, off + h);
+            if (m->sum) ox_set_f64(m->sum, off + h, v);
+            mean += v;
+        }
+        mean = m->kind == NORM_SKIP ? mean / (double)H : 0;
+        for (int64_t h = 0; h < H; h++) {
+            double d = ox_ld(m->y, off + h) - mean;
+            ss += d * d;
+        }
+        double inv = 1.0 / sqrt(ss / (double)H + m->eps);
+        for (int64_t h = 0; h < H; h++) {
+            double v = (ox_ld(m->y, off + h) - mean) * inv * ox_ld(m->gamma, h);
+            if (m->beta) v += ox_ld(m->beta, h);
+            ox_set_f64(m->y, off + h, v);
+        }
+        if (m->mean) ((float *)m->mean->data)[r] = (float)mean;
+        if (m->inv) ((float *)m->inv->data)[r] = (float)inv;
+    }
+}
+
+static ox_status norm_infer(struct ox_infer_ctx *ctx, const struct ox_node *n, int kind,
+                            const ox_tensor *const *in, ox_tensor *const *out) {
+    (void)ctx;
+    struct norm m;
+    return norm_read(n, kind, in, out, &m);
+}
+
+static ox_status norm_cpu(struct ox_kernel_ctx *ctx, const struct ox_node *n, int kind,
+                          const ox_tensor *const *in, ox_tensor *const *out) {
+    struct norm m;
+    ox_status st = norm_read(n, kind, in, out, &m);
+    if (st) return st;
+    if (!m.y) return OX_OK;
+    if (m.H == 0) return OX_OK;
+    ox_parallel_for(ctx->pool, m.rows, norm_rows, &m);
+    return OX_OK;
+}
+
+ox_status ox_ms_infer_skip_layernorm(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                     const ox_tensor *const *in, ox_tensor *const *out) {
+    return norm_infer(ctx, n, NORM_SKIP, in, out);
+}
+
+ox_status ox_ms_cpu_skip_layernorm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                   const ox_tensor *const *in, ox_tensor *const *out) {
+    return norm_cpu(ctx, n, NORM_SKIP, in, out);
+}
+
+ox_status ox_ms_infer_skip_rmsnorm(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                   const ox_tensor *const *in, ox_tensor *const *out) {
+    return norm_infer(ctx, n, NORM_SKIP_RMS, in, out);
+}
+
+ox_status ox_ms_cpu_skip_rmsnorm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                 const ox_tensor *const *in, ox_tensor *const *out) {
+    return norm_cpu(ctx, n, NORM_SKIP_RMS, in, out);
+}
+
+ox_status ox_ms_infer_rmsnorm(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                              const ox_tensor *const *in, ox_tensor *const *out) {
+    return norm_infer(ctx, n, NORM_RMS, in, out);
+}
+
+ox_status ox_ms_cpu_rmsnorm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                            const ox_tensor *const *in, ox_tensor *const *out) {
+    return norm_cpu(ctx, n, NORM_RMS, in, out);
+}
+
+/* ---- FusedMatMul -------------------------------------------------------------------------- */
+
+/* Operand t with its last two axes swapped: its shape (data set by the caller). */
+static void swapped(const ox_tensor *t, ox_tensor *s) {
+    *s = *t;
+    s->data = NULL;
+    int64_t d = s->dims[s->rank - 1];
+    s->dims[s->rank - 1] = s->dims[s->rank - 2];
+    s->dims[s->rank - 2] = d;
+}
+
+static size_t align64(size_t b) {
+    return (b + 63) & ~(size_t)63;
+}
+
+/* Scratch: A and B transposed where asked, then MatMul's own scratch. */
+static ox_status fused_matmul(struct ox_infer_ctx *ictx, struct ox_kernel_ctx *kctx,
+                              const struct ox_node *n, const ox_tensor *const *in,
+                              ox_tensor *const *out) {
+    const ox_tensor *ab[2] = {ox_in(n, in, 0), ox_in(n, in, 1)};
+    if (!ab[0] || !ab[1]) return ox_node_err(n, OX_E_INVALID, "inputs A and B are required");
+    if (ox_attr_int(n, "transBatchA", 0) || ox_attr_int(n, "transBatchB", 0))
+        return ox_node_err(n, OX_E_UNSUPPORTED, "transBatchA and transBatchB are not supported");
+    bool trans[2] = {ox_attr_int(n, "transA", 0) != 0, ox_attr_int(n, "transB", 0) != 0};
+    ox_tensor moved[2];
+    const ox_tensor *mm_in[2] = {ab[0], ab[1]};
+    size_t off = 0;
+    int perm_v[OX_MAX_RANK];
+    int64_t perm[OX_MAX_RANK];
+    for (int k = 0; k < 2; k++) {
+        if (!trans[k]) continue;
+        const ox_tensor *t = ab[k];
+        if (t->rank < 2)
+            return ox_node_err(n, OX_E_SHAPE, "trans%c on an operand of rank %d", "AB"[k],
+                               t -> rank);
+        swapped(t, &moved[k]);
+        size_t bytes;
+        if (!ox_tensor_bytes(t->dtype, t->rank, t->dims, &bytes))
+            return ox_node_err(n, OX_E_NOMEM, "operand too large");
+        if (kctx) {
+            moved[k].data = ox_scratch_at(kctx->scratch, off);
+            for (int d = 0; d < t->rank; d++) perm[d] = d;
+            perm[t->rank - 2] = t->rank - 1, perm[t->rank - 1] = t->rank - 2;
+            struct ox_attr pa = {.name = "perm", .type = OX_ATTR_INTS, .n = t->rank, .ints = perm};
+            struct ox_node tn = {.name = n->name,
+                                 .domain = "",
+                                 .op_type = "Transpose",
+                                 .opset = 13,
+                                 .n_inputs = 1,
+                                 .inputs = perm_v,
+                                 .n_outputs = 1,
+                                 .outputs = perm_v,
+                                 .attrs = &pa,
+                                 .n_attrs = 1};
+            ox_tensor *mo = &moved[k];
+            ox_status st = ox_op_find("", "Transpose", 13)->cpu(kctx, &tn, &t, &mo);
+            if (st) return st;
+        }
+        off += align64(bytes);
+        mm_in[k] = &moved[k];
+    }
+    struct ox_node mm = {.name = n->name,
+                         .domain = "",
+                         .op_type = "MatMul",
+                         .opset = 13,
+                         .n_inputs = 2,
+                         .inputs = n->inputs,
+                         .n_outputs = 1,
+                         .outputs = n->outputs};
+    const struct ox_op *row = ox_op_find("", "MatMul", 13);
+    ox_status st;
+    if (ictx) {
+        struct ox_infer_ctx sub = *ictx;
+        sub.scratch_bytes = 0, sub.const_inputs = 0, sub.prepared_bytes = 0;
+        if ((st = row->infer(&sub, &mm, mm_in, out))) return st;
+        ictx->scratch_bytes = off + sub.scratch_bytes;
+        return OX_OK;
+    }
+    struct ox_kernel_ctx sub = *kctx;
+    sub.scratch = ox_scratch_at(kctx->scratch, off);
+    sub.scratch_bytes = kctx->scratch_bytes - off;
+    sub.prepared = NULL;
+    if ((st = row->cpu(&sub, &mm, mm_in, out))) return st;
+    double alpha = ox_attr_float(n, "alpha", 1.0f);
+    if (alpha != 1.0) {
+        int64_t total = ox_tensor_numel(out[0]);
+        for (int64_t i = 0; i < total; i++) ox_set_f64(out[0], i, alpha * ox_ld(out[0], i));
+    }
+    return OX_OK;
+}
+
+ox_status ox_ms_infer_fused_matmul(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                   const ox_tensor *const *in, ox_tensor *const *out) {
+    return fused_matmul(ctx, NULL, n, in, out);
+}
+
+ox_status ox_ms_cpu_fused_matmul(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                 const ox_tensor *const *in, ox_tensor *const *out) {
+    return fused_matmul(NULL, ctx, n, in, out);
+}

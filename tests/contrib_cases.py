@@ -1,0 +1,216 @@
+#!/usr/bin/python3
+"""Backend-layout cases for ONNX Runtime's contributed transformer operators that models
+saved after its transformer optimizer hold (domain com.microsoft: Gelu, BiasGelu, FastGelu,
+QuickGelu, SkipLayerNormalization, SkipSimplifiedLayerNormalization, FusedMatMul; and
+SimplifiedLayerNormalization in the default domain), with their definitions (ONNX Runtime's
+contrib operator documentation and CPU kernels) written in numpy, in float64, as the oracle.
+
+    tests/contrib_cases.py OUTDIR --onnxexec BIN [--ort-dir DIR]
+
+The cases: each Gelu form with and without its bias, float, double and float16 inputs,
+QuickGelu's alpha; SkipLayerNormalization with every optional input and output (mean,
+inv_std_var, the input + skip + bias sum), a skip repeated over the batch, a 2-D input, the
+default epsilon (1e-12); SkipSimplifiedLayerNormalization with a bias; RMS normalization
+over the last axis and over the last two; FusedMatMul with alpha, transA, transB and a
+broadcast batch. Each runs optimized, with --no-optimize and through --roundtrip. Models
+that break the operators' rules (a rank-4 input, a gamma of the wrong size, transBatchA)
+must fail naming the fault. With --ort-dir (onnxruntime-node from npm), the float32 cases
+run in ONNX Runtime too and must agree with the oracle (its CPU kernels for some of these
+take float only).
+"""
+import argparse
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ort_oracle  # noqa: E402
+from case_dir import write_case  # noqa: E402
+
+ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ap.add_argument("outdir")
+ap.add_argument("--onnxexec", required=True)
+ap.add_argument("--ort-dir", help="compare every case with ONNX Runtime too")
+args = ap.parse_args()
+out = args.outdir
+shutil.rmtree(out, ignore_errors=True)
+os.makedirs(out)
+rng = np.random.default_rng(11)
+TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
+         np.dtype(np.float16): TensorProto.FLOAT16}
+OPSETS = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+cases = []
+
+
+def ms(op, ins, outs, domain="com.microsoft", **attrs):
+    return helper.make_node(op, ins, outs, domain=domain, **attrs)
+
+
+def model(name, node, ins, outs):
+    g = helper.make_graph([node], name,
+                          [helper.make_tensor_value_info(k, TYPES[v.dtype], v.shape)
+                           for k, v in ins],
+                          [helper.make_tensor_value_info(k, TYPES[v.dtype], None) for k, v in outs])
+    return helper.make_model(g, ir_version=8, opset_imports=OPSETS)
+
+
+def case(name, node, ins, outs):
+    """ins: [(name, array)]; outs: [(name, float64 array, dtype)] (the oracle's, rounded here)."""
+    outs = [(k, v.astype(dt)) for k, v, dt in outs]
+    write_case(out, name, model(name, node, ins, outs), ins, outs)
+    cases.append(name)
+
+
+def gelu(x):
+    return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def rnd(shape, dt=np.float32, scale=1.0):
+    return (rng.normal(size=shape) * scale).astype(dt)
+
+
+def f64(a):
+    return a.astype(np.float64)
+
+
+# the Gelu forms
+for dt in (np.float32, np.float64, np.float16):
+    x, b = rnd((2, 5, 8), dt, 2), rnd(8, dt)
+    tag = np.dtype(dt).name
+    case("gelu_" + tag, ms("Gelu", ["X"], ["Y"]), [("X", x)], [("Y", gelu(f64(x)), dt)])
+    case("bias_gelu_" + tag, ms("BiasGelu", ["A", "B"], ["C"]), [("A", x), ("B", b)],
+         [("C", gelu(f64((x + b).astype(dt))), dt)])
+    case("fast_gelu_bias_" + tag, ms("FastGelu", ["X", "bias"], ["Y"]), [("X", x), ("bias", b)],
+         [("Y", gelu_tanh(f64((x + b).astype(dt))), dt)])
+    case("fast_gelu_" + tag, ms("FastGelu", ["X"], ["Y"]), [("X", x)],
+         [("Y", gelu_tanh(f64(x)), dt)])
+x = rnd((3, 7), scale=3)
+case("quick_gelu", ms("QuickGelu", ["X"], ["Y"]), [("X", x)],
+     [("Y", f64(x) / (1 + np.exp(-1.702 * f64(x))), np.float32)])
+case("quick_gelu_alpha1", ms("QuickGelu", ["X"], ["Y"], alpha=1.0), [("X", x)],
+     [("Y", f64(x) / (1 + np.exp(-f64(x))), np.float32)])
+
+
+# the layer normalizations
+def skip_ln(x, skip, gamma, beta=None, bias=None, eps=1e-12, rms=False):
+    s = f64(x) + np.broadcast_to(f64(skip), x.shape)
+    if bias is not None:
+        s = s + f64(bias)
+    s = f64(s.astype(x.dtype))  # the sum as the input's type
+    mean = np.zeros(s.shape[:-1] + (1,)) if rms else s.mean(-1, keepdims=True)
+    inv = 1 / np.sqrt(((s - mean) ** 2).mean(-1, keepdims=True) + eps)
+    y = (s - mean) * inv * f64(gamma)
+    if beta is not None:
+        y = y + f64(beta)
+    return y, mean, inv, s
+
+
+H = 16
+x, skip = rnd((2, 6, H)), rnd((2, 6, H))
+gamma, beta, bias = rnd(H), rnd(H), rnd(H)
+y, mean, inv, s = skip_ln(x, skip, gamma, beta, bias, eps=1e-5)
+case("skip_layernorm_all", ms("SkipLayerNormalization", ["x", "skip", "gamma", "beta", "bias"],
+                              ["y", "mean", "inv_std_var", "sum"], epsilon=1e-5),
+     [("x", x), ("skip", skip), ("gamma", gamma), ("beta", beta), ("bias", bias)],
+     [("y", y, np.float32), ("mean", mean, np.float32), ("inv_std_var", inv, np.float32),
+      ("sum", s, np.float32)])
+skip_rows = rnd((6, H))  # one skip for every batch item
+y, *_ = skip_ln(x, skip_rows, gamma)
+case("skip_layernorm_repeated_skip", ms("SkipLayerNormalization", ["x", "skip", "gamma"], ["y"]),
+     [("x", x), ("skip", skip_rows), ("gamma", gamma)], [("y", y, np.float32)])
+x2, skip2 = rnd((5, H), np.float64), rnd((5, H), np.float64)
+y, *_ = skip_ln(x2, skip2, gamma.astype(np.float64), beta.astype(np.float64), eps=1e-6)
+case("skip_layernorm_2d_double", ms("SkipLayerNormalization", ["x", "skip", "gamma", "beta"],
+                                    ["y"], epsilon=1e-6),
+     [("x", x2), ("skip", skip2), ("gamma", gamma.astype(np.float64)),
+      ("beta", beta.astype(np.float64))], [("y", y, np.float64)])
+y, _, inv, s = skip_ln(x, skip, gamma, bias=bias, eps=1e-6, rms=True)
+case("skip_simplified_layernorm", ms("SkipSimplifiedLayerNormalization",
+                                     ["x", "skip", "gamma", "bias"],
+                                     ["y", "", "inv_std_var", "sum"], epsilon=1e-6),
+     [("x", x), ("skip", skip), ("gamma", gamma), ("bias", bias)],
+     [("y", y, np.float32), ("inv_std_var", inv, np.float32), ("sum", s, np.float32)])
+# RMS normalization over the last axis, and over the last two (scale [6, H])
+for name, axis, scale in (("rms_norm_last", -1, rnd(H)), ("rms_norm_two_axes", 1, rnd((6, H)))):
+    axes = tuple(range(axis % 3, 3))
+    inv = 1 / np.sqrt((f64(x) ** 2).mean(axis=axes, keepdims=True) + 1e-5)
+    case(name, ms("SimplifiedLayerNormalization", ["X", "scale"], ["Y", "inv_std_var"], domain="",
+                  axis=axis),
+         [("X", x), ("scale", scale)],
+         [("Y", f64(x) * inv * f64(scale), np.float32), ("inv_std_var", inv, np.float32)])
+
+# FusedMatMul: alpha op(A) op(B), batches broadcast as MatMul's
+for name, ta, tb, ashape, bshape in (("fused_matmul", 0, 0, (2, 3, 4, 5), (5, 6)),
+                                     ("fused_matmul_trans_a", 1, 0, (3, 5, 4), (3, 5, 6)),
+                                     ("fused_matmul_trans_b", 0, 1, (4, 5), (2, 6, 5)),
+                                     ("fused_matmul_trans_both", 1, 1, (1, 5, 4), (3, 6, 5))):
+    a, b = rnd(ashape), rnd(bshape)
+    oa = np.swapaxes(f64(a), -1, -2) if ta else f64(a)
+    ob = np.swapaxes(f64(b), -1, -2) if tb else f64(b)
+    case(name, ms("FusedMatMul", ["A", "B"], ["Y"], alpha=0.5, transA=ta, transB=tb),
+         [("A", a), ("B", b)], [("Y", 0.5 * np.matmul(oa, ob), np.float32)])
+
+exe = args.onnxexec
+failed = 0
+for extra in ([], ["--no-optimize"], ["--roundtrip"]):
+    # float16 results rounded from float64: one unit in the last place apart at most
+    r = subprocess.run([exe, "test", out, "--rtol", "1e-3", "--atol", "1e-5", "--threads", "2"]
+                       + extra, capture_output=True, text=True)
+    sys.stdout.write("onnxexec test %s:\n%s" % (" ".join(extra) or "(optimized)", r.stdout))
+    if r.returncode or " 0 failed" not in r.stdout:
+        failed += 1
+        sys.stdout.write(r.stderr)
+# the float32 and float64 cases again, to float32 rounding
+r = subprocess.run([exe, "test", out, "--rtol", "1e-5", "--atol", "1e-6", "--threads", "2"],
+                   capture_output=True, text=True)
+tight = [ln for ln in r.stdout.splitlines() if ln.startswith("FAIL") and "float16" not in ln]
+for ln in tight:
+    print(ln)
+failed += len(tight)
+
+d = os.path.join(out, "bad")
+os.makedirs(d)
+for tag, node, ins, expect in (
+        ("skip_layernorm_rank4", ms("SkipLayerNormalization", ["x", "skip", "gamma"], ["y"]),
+         [("x", rnd((1, 2, 3, H))), ("skip", rnd((1, 2, 3, H))), ("gamma", rnd(H))],
+         "rank 4: expected 2 or 3"),
+        ("skip_layernorm_gamma", ms("SkipLayerNormalization", ["x", "skip", "gamma"], ["y"]),
+         [("x", rnd((2, H))), ("skip", rnd((2, H))), ("gamma", rnd(H - 1))],
+         "gamma must hold 16 values"),
+        ("fused_matmul_trans_batch", ms("FusedMatMul", ["x", "b"], ["y"], transBatchA=1),
+         [("x", rnd((2, 3, 4))), ("b", rnd((4, 5)))], "transBatchA")):
+    mp = os.path.join(d, tag + ".onnx")
+    with open(mp, "wb") as fh:
+        fh.write(model(tag, node, ins, [("y", ins[0][1])]).SerializeToString())
+    # the first input from the file, the others as initializers would be: all from files
+    args_i = []
+    for k, v in ins:
+        p = os.path.join(d, "%s_%s.pb" % (tag, k))
+        with open(p, "wb") as fh:
+            fh.write(numpy_helper.from_array(v, k).SerializeToString())
+        args_i.append(p)
+    r = subprocess.run([exe, "run", mp] + sum((["-i", "%s=%s" % (k, p)] for (k, _), p in
+                                               zip(ins, args_i)), []),
+                       capture_output=True, text=True)
+    if r.returncode == 0 or expect not in r.stderr:
+        print("FAIL bad/%s: rc %d, expected an error with %r, got: %s"
+              % (tag, r.returncode, expect, r.stderr.strip()))
+        failed += 1
+    else:
+        print("PASS bad/%s: %s" % (tag, r.stderr.strip().splitlines()[-1]))
+
+if args.ort_dir:
+    # ONNX Runtime's CPU kernels for these are float only (Gelu, BiasGelu and
+    # SkipLayerNormalization refuse double), and onnxruntime-node takes no float16 arrays
+    failed += ort_oracle.compare(out, [c for c in cases if not any(
+        t in c for t in ("float64", "float16", "double"))], args.ort_dir)
+sys.exit(1 if failed else 0)
