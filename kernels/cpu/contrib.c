@@ -17,6 +17,7 @@
  *       Y = X / sqrt(mean over axes axis.. of X^2 + epsilon) scale; outputs Y, inv_std_var?
  *   FusedMatMul(A, B; alpha = 1, transA, transB)   alpha op(A) op(B) as MatMul broadcasts,
  *       op transposing the last two axes (transBatchA/transBatchB are refused)
+ *   EmbedLayerNormalization, Attention (BERT's and GPT-2's without past state): below
  *
  * The Gelu forms and FusedMatMul go through the default domain's Add, Gelu, Transpose and
  * MatMul rows; the normalizations are computed here in double, a row (the last axis, or the
@@ -416,4 +417,294 @@ ox_status ox_ms_infer_fused_matmul(struct ox_infer_ctx *ctx, const struct ox_nod
 ox_status ox_ms_cpu_fused_matmul(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                                  const ox_tensor *const *in, ox_tensor *const *out) {
     return fused_matmul(NULL, ctx, n, in, out);
+}
+
+/* ---- EmbedLayerNormalization ------------------------------------------------------------ */
+
+/* Inputs: input_ids [B, S] (int32), segment_ids? [B, S], word_embedding [V, D],
+ * position_embedding [P, D], segment_embedding? [G, D], gamma [D], beta [D], mask? [B, S]
+ * (int32), position_ids? ([B, S] or [1, S]; else the position s); epsilon = 1e-12.
+ * Outputs: LayerNorm(word + position + segment) [B, S, D]; mask_index [B] (int32: the
+ * count of 1s in each mask row, 0 without a mask); embedding_sum? (the sum before the norm).
+ * An id outside its table is an error. */
+struct eln {
+    const ox_tensor *ids, *seg, *word, *pos, *segemb, *gamma, *beta, *mask, *pos_ids;
+    ox_tensor *y, *mask_index, *sum;
+    int64_t B, S, D;
+    double eps;
+    int bad; /* an id out of range, seen by a piece */
+};
+
+static ox_status eln_read(const struct ox_node *n, const ox_tensor *const *in,
+                          ox_tensor *const *out, struct eln *e) {
+    memset(e, 0, sizeof *e);
+    e->ids = ox_in(n, in, 0), e->seg = ox_in(n, in, 1), e->word = ox_in(n, in, 2);
+    e->pos = ox_in(n, in, 3), e->segemb = ox_in(n, in, 4), e->gamma = ox_in(n, in, 5);
+    e->beta = ox_in(n, in, 6), e->mask = ox_in(n, in, 7), e->pos_ids = ox_in(n, in, 8);
+    if (!e->ids || !e->word || !e->pos || !e->gamma || !e->beta)
+        return ox_node_err(n, OX_E_INVALID,
+                           "inputs input_ids, word_embedding, position_embedding, gamma and beta "
+                           "are required");
+    if (e->ids->rank != 2 || e->ids->dtype != OX_INT32)
+        return ox_node_err(n, OX_E_SHAPE, "input_ids must be int32 [batch, sequence]");
+    e->B = e->ids->dims[0], e->S = e->ids->dims[1];
+    if (e->word->rank != 2 || e->word->dtype != OX_FLOAT)
+        return ox_node_err(n, OX_E_UNSUPPORTED,
+                           "word_embedding must be float [vocabulary, hidden]");
+    e->D = e->word->dims[1];
+    const ox_tensor *tables[2] = {e->pos, e->segemb};
+    for (int k = 0; k < 2; k++)
+        if (tables[k] &&
+            (tables[k]->rank != 2 || tables[k]->dtype != OX_FLOAT || tables[k]->dims[1] != e->D))
+            return ox_node_err(n, OX_E_SHAPE, "%s_embedding must be float [N, %lld]",
+                               k ? "segment" : "position", (long long)e->D);
+    if ((e->seg == NULL) != (e->segemb == NULL))
+        return ox_node_err(n, OX_E_INVALID, "segment_ids and segment_embedding go together");
+    const ox_tensor *rows[3] = {e->seg, e->mask, e->pos_ids};
+    static const char *const RN[3] = {"segment_ids", "mask", "position_ids"};
+    for (int k = 0; k < 3; k++) {
+        const ox_tensor *t = rows[k];
+        if (t && (t->dtype != OX_INT32 || t->rank != 2 || t->dims[1] != e->S ||
+                  (t->dims[0] != e->B && !(k == 2 && t->dims[0] == 1))))
+            return ox_node_err(n, OX_E_SHAPE, "%s must be int32 [%lld, %lld]", RN[k],
+                               (long long)e->B, (long long)e->S);
+    }
+    if (e->gamma->dtype != OX_FLOAT || ox_tensor_numel(e->gamma) != e->D ||
+        e->beta->dtype != OX_FLOAT || ox_tensor_numel(e->beta) != e->D)
+        return ox_node_err(n, OX_E_SHAPE, "gamma and beta must be float [%lld]", (long long)e->D);
+    e->eps = ox_attr_float(n, "epsilon", 1e-12f);
+    int64_t dims[3] = {e->B, e->S, e->D};
+    e->y = out[0];
+    e->mask_index = n->n_outputs > 1 ? out[1] : NULL;
+    e->sum = n->n_outputs > 2 ? out[2] : NULL;
+    if (e->y) ox_set_shape(e->y, OX_FLOAT, 3, dims);
+    if (e->mask_index) ox_set_shape(e->mask_index, OX_INT32, 1, dims);
+    if (e->sum) ox_set_shape(e->sum, OX_FLOAT, 3, dims);
+    return OX_OK;
+}
+
+static void eln_rows(void *arg, int64_t r0, int64_t r1, int tid) {
+    (void)tid;
+    struct eln *e = arg;
+    int64_t D = e->D;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t s = r % e->S;
+        int64_t w = ((const int32_t *)e->ids->data)[r];
+        int64_t p =
+            e->pos_ids ? ((const int32_t *)e->pos_ids->data)[e->pos_ids->dims[0] == 1 ? s : r] : s;
+        int64_t g = e->seg ? ((const int32_t *)e->seg->data)[r] : 0;
+        if (w < 0 || w >= e->word->dims[0] || p < 0 || p >= e->pos->dims[0] ||
+            (e->seg && (g < 0 || g >= e->segemb->dims[0]))) {
+            __atomic_store_n(&e->bad, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        const float *we = (const float *)e->word->data + w * D;
+        const float *pe = (const float *)e->pos->data + p * D;
+        const float *ge = e->seg ? (const float *)e->segemb->data + g * D : NULL;
+        float *y = (float *)e->y->data + r * D;
+        double mean = 0, ss = 0;
+        for (int64_t h = 0; h < D; h++) {
+            float v = we[h] + pe[h] + (ge ? ge[h] : 0.0f);
+            y[h] = v;
+            if (e->sum) ((float *)e->sum->data)[r * D + h] = v;
+            mean += v;
+        }
+        mean /= (double)D;
+        for (int64_t h = 0; h < D; h++) ss += (y[h] - mean) * (y[h] - mean);
+        double inv = 1.0 / sqrt(ss / (double)D + e->eps);
+        for (int64_t h = 0; h < D; h++)
+            y[h] = (float)((y[h] - mean) * inv * ((const float *)e->gamma->data)[h] +
+                           ((const float *)e->beta->data)[h]);
+    }
+}
+
+ox_status ox_ms_infer_embed_layernorm(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                      const ox_tensor *const *in, ox_tensor *const *out) {
+    (void)ctx;
+    struct eln e;
+    return eln_read(n, in, out, &e);
+}
+
+ox_status ox_ms_cpu_embed_layernorm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                    const ox_tensor *const *in, ox_tensor *const *out) {
+    struct eln e;
+    ox_status st = eln_read(n, in, out, &e);
+    if (st || !e.y) return st;
+    ox_parallel_for(ctx->pool, e.B * e.S, eln_rows, &e);
+    if (e.bad)
+        return ox_node_err(n, OX_E_INVALID,
+                           "an input, segment or position id is outside its table");
+    for (int64_t b = 0; e.mask_index && b < e.B; b++) {
+        int32_t count = 0;
+        for (int64_t s = 0; e.mask && s < e.S; s++)
+            count += ((const int32_t *)e.mask->data)[b * e.S + s] == 1;
+        ((int32_t *)e.mask_index->data)[b] = count;
+    }
+    return OX_OK;
+}
+
+/* ---- Attention ---------------------------------------------------------------------------- */
+
+/* ONNX Runtime's fused self-attention (BERT, GPT-2 without past): input [B, S, Din], weights
+ * [Din, Dq + Dk + Dv] (qkv_hidden_sizes, else three equal parts), bias? [Dq + Dk + Dv],
+ * mask_index? (int32: [B] key lengths, [2B] ends then starts, [B, T] or [B, S, T] of 1 to
+ * attend and 0 not), attention_bias? ([B or 1, H or 1, S, T], float); num_heads, scale (1 /
+ * sqrt(Dq / H) when 0), unidirectional (a query attends to no later key), mask_filter_value
+ * (-10000, added where the mask says no, as ONNX Runtime does rather than -inf).
+ * Output [B, S, Dv]. past, present and rotary embeddings are refused. Q, K and V come from one
+ * GEMM into scratch; each (batch, head) scores its rows with one more, softmaxes, and
+ * multiplies by V, in pieces over the pool. */
+struct attn {
+    const ox_tensor *x, *w, *bias, *mask, *ab;
+    ox_tensor *y;
+    int64_t B, S, Din, H, dq, dk, dv, Dt;
+    float scale, filter;
+    bool causal;
+    float *qkv;    /* [B * S, Dt] */
+    float *scores; /* per thread [S, S] */
+};
+
+static ox_status attn_read(const struct ox_node *n, const ox_tensor *const *in,
+                           ox_tensor *const *out, struct attn *a) {
+    memset(a, 0, sizeof *a);
+    a->x = ox_in(n, in, 0), a->w = ox_in(n, in, 1), a->bias = ox_in(n, in, 2);
+    a->mask = ox_in(n, in, 3), a->ab = ox_in(n, in, 5);
+    if (ox_in(n, in, 4) || ox_in(n, in, 6) || (n->n_outputs > 1 && out[1]))
+        return ox_node_err(n, OX_E_UNSUPPORTED, "past and present states are not supported");
+    if (ox_attr_int(n, "do_rotary", 0))
+        return ox_node_err(n, OX_E_UNSUPPORTED, "do_rotary is not supported");
+    if (!a->x || !a->w)
+        return ox_node_err(n, OX_E_INVALID, "inputs input and weights are required");
+    if (a->x->dtype != OX_FLOAT || a->w->dtype != OX_FLOAT || a->x->rank != 3 || a->w->rank != 2 ||
+        a->w->dims[0] != a->x->dims[2])
+        return ox_node_err(n, OX_E_SHAPE,
+                           "input must be float [B, S, D] and weights [D, 3 x hidden]");
+    a->B = a->x->dims[0], a->S = a->x->dims[1], a->Din = a->x->dims[2], a->Dt = a->w->dims[1];
+    a->H = ox_attr_int(n, "num_heads", 0);
+    if (a->H <= 0) return ox_node_err(n, OX_E_INVALID, "num_heads must be positive");
+    const int64_t *qkv;
+    int nq = ox_attr_ints(n, "qkv_hidden_sizes", &qkv);
+    if (nq > 0 && nq != 3) return ox_node_err(n, OX_E_INVALID, "qkv_hidden_sizes needs 3 values");
+    a->dq = nq == 3 ? qkv[0] : a->Dt / 3, a->dk = nq == 3 ? qkv[1] : a->Dt / 3;
+    a->dv = nq == 3 ? qkv[2] : a->Dt / 3;
+    if (a->dq != a->dk || a->dq <= 0 || a->dv <= 0 || a->dq + a->dk + a->dv != a->Dt ||
+        a->dq % a->H || a->dv % a->H)
+        return ox_node_err(n, OX_E_SHAPE,
+                           "hidden sizes %lld/%lld/%lld for weights of %lld columns and %lld heads",
+                           (long long)a->dq, (long long)a->dk, (long long)a->dv, (long long)a->Dt,
+                           (long long)a->H);
+    if (a->bias && (a->bias->dtype != OX_FLOAT || ox_tensor_numel(a->bias) != a->Dt))
+        return ox_node_err(n, OX_E_SHAPE, "bias must be float [%lld]", (long long)a->Dt);
+    int64_t B = a->B, S = a->S;
+    if (a->mask) {
+        const ox_tensor *m = a->mask;
+        bool ok = m->dtype == OX_INT32 &&
+                  ((m->rank == 1 && (m->dims[0] == B || m->dims[0] == 2 * B)) ||
+                   (m->rank == 2 && m->dims[0] == B && m->dims[1] == S) ||
+                   (m->rank == 3 && m->dims[0] == B && m->dims[1] == S && m->dims[2] == S));
+        if (!ok)
+            return ox_node_err(n, OX_E_UNSUPPORTED,
+                               "mask_index: int32 [B], [2B], [B, S] or [B, S, S] expected (past "
+                               "keys and 4-D masks are not supported)");
+    }
+    if (a->ab) {
+        const ox_tensor *t = a->ab;
+        if (t->dtype != OX_FLOAT || t->rank != 4 || (t->dims[0] != 1 && t->dims[0] != B) ||
+            (t->dims[1] != 1 && t->dims[1] != a->H) || t->dims[2] != S || t->dims[3] != S)
+            return ox_node_err(n, OX_E_SHAPE,
+                               "attention_bias must be float [B or 1, %lld or 1, S, S]",
+                               (long long)a->H);
+    }
+    float sc = ox_attr_float(n, "scale", 0.0f);
+    a->scale = sc != 0 ? sc : (float)(1.0 / sqrt((double)(a->dq / a->H)));
+    a->filter = ox_attr_float(n, "mask_filter_value", -10000.0f);
+    a->causal = ox_attr_int(n, "unidirectional", 0) != 0;
+    int64_t dims[3] = {B, S, a->dv};
+    a->y = out[0];
+    if (a->y) ox_set_shape(a->y, OX_FLOAT, 3, dims);
+    return OX_OK;
+}
+
+/* What the mask adds to score (b, s, t). */
+static float attn_mask(const struct attn *a, int64_t b, int64_t s, int64_t t) {
+    float add = 0;
+    if (a->causal && t > s) add += a->filter;
+    const ox_tensor *m = a->mask;
+    if (!m) return add;
+    const int32_t *md = m->data;
+    int64_t S = a->S;
+    bool keep;
+    if (m->rank == 1)
+        keep = t < md[b] && (m->dims[0] == a->B || t >= md[a->B + b]);
+    else if (m->rank == 2)
+        keep = md[b * S + t] != 0;
+    else
+        keep = md[(b * S + s) * S + t] != 0;
+    return keep ? add : add + a->filter;
+}
+
+static void attn_heads(void *arg, int64_t i0, int64_t i1, int tid) {
+    const struct attn *a = arg;
+    int64_t S = a->S, H = a->H, hq = a->dq / H, hv = a->dv / H, Dt = a->Dt;
+    float *p = a->scores + (size_t)tid * (size_t)(S * S);
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t b = i / H, h = i % H;
+        const float *q = a->qkv + b * S * Dt + h * hq;
+        const float *k = a->qkv + b * S * Dt + a->dq + h * hq;
+        const float *v = a->qkv + b * S * Dt + a->dq + a->dk + h * hv;
+        ox_sgemm(NULL, false, true, S, S, hq, a->scale, q, Dt, k, Dt, 0.0f, p, S);
+        for (int64_t s = 0; s < S; s++) {
+            float *row = p + s * S, mx = -INFINITY;
+            for (int64_t t = 0; t < S; t++) {
+                float add = attn_mask(a, b, s, t);
+                if (a->ab) {
+                    int64_t bb = a->ab->dims[0] == 1 ? 0 : b, hh = a->ab->dims[1] == 1 ? 0 : h;
+                    add +=
+                        ((const float *)a->ab->data)[((bb * a->ab->dims[1] + hh) * S + s) * S + t];
+                }
+                row[t] += add;
+                if (row[t] > mx) mx = row[t];
+            }
+            double sum = 0;
+            for (int64_t t = 0; t < S; t++) sum += row[t] = expf(row[t] - mx);
+            for (int64_t t = 0; t < S; t++) row[t] = (float)(row[t] / sum);
+        }
+        float *y = (float *)a->y->data + b * S * a->dv + h * hv;
+        ox_sgemm(NULL, false, false, S, hv, S, 1.0f, p, S, v, Dt, 0.0f, y, a->dv);
+    }
+}
+
+static size_t attn_qkv_bytes(const struct attn *a) {
+    return ((size_t)(a->B * a->S * a->Dt) * sizeof(float) + 63) & ~(size_t)63;
+}
+
+ox_status ox_ms_infer_attention(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                const ox_tensor *const *in, ox_tensor *const *out) {
+    struct attn a;
+    ox_status st = attn_read(n, in, out, &a);
+    if (st) return st;
+    int threads = ctx->n_threads > 0 ? ctx->n_threads : 1;
+    size_t per;
+    if (!ox_mul_size((size_t)(a.S * a.S), sizeof(float) * (size_t)threads, &per) ||
+        !ox_add_size(attn_qkv_bytes(&a), per, &ctx->scratch_bytes))
+        return ox_node_err(n, OX_E_NOMEM, "attention too large");
+    return OX_OK;
+}
+
+ox_status ox_ms_cpu_attention(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                              const ox_tensor *const *in, ox_tensor *const *out) {
+    struct attn a;
+    ox_status st = attn_read(n, in, out, &a);
+    if (st || !a.y) return st;
+    a.qkv = ctx->scratch;
+    a.scores = (float *)ox_scratch_at(ctx->scratch, attn_qkv_bytes(&a));
+    int64_t rows = a.B * a.S;
+    if (rows == 0) return OX_OK;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < a.Dt; c++)
+            a.qkv[r * a.Dt + c] = a.bias ? ((const float *)a.bias->data)[c] : 0.0f;
+    ox_sgemm(ctx->pool, false, false, rows, a.Dt, a.Din, 1.0f, a.x->data, a.Din, a.w->data, a.Dt,
+             1.0f, a.qkv, a.Dt);
+    ox_parallel_for(ctx->pool, a.B * a.H, attn_heads, &a);
+    return OX_OK;
 }
