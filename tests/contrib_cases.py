@@ -56,18 +56,20 @@ def ms(op, ins, outs, domain="com.microsoft", **attrs):
     return helper.make_node(op, ins, outs, domain=domain, **attrs)
 
 
-def model(name, node, ins, outs):
+def model(name, node, ins, outs, consts=()):
     g = helper.make_graph([node], name,
                           [helper.make_tensor_value_info(k, TYPES[v.dtype], v.shape)
                            for k, v in ins if k],
-                          [helper.make_tensor_value_info(k, TYPES[v.dtype], None) for k, v in outs])
+                          [helper.make_tensor_value_info(k, TYPES[v.dtype], None) for k, v in outs],
+                          [numpy_helper.from_array(v, k) for k, v in consts])
     return helper.make_model(g, ir_version=8, opset_imports=OPSETS)
 
 
-def case(name, node, ins, outs):
-    """ins: [(name, array)]; outs: [(name, float64 array, dtype)] (the oracle's, rounded here)."""
+def case(name, node, ins, outs, consts=()):
+    """ins: [(name, array)]; outs: [(name, float64 array, dtype)] (the oracle's, rounded here);
+    consts: [(name, array)] as initializers."""
     outs = [(k, v.astype(dt)) for k, v, dt in outs]
-    write_case(out, name, model(name, node, ins, outs), ins, outs)
+    write_case(out, name, model(name, node, ins, outs, consts), ins, outs)
     cases.append(name)
 
 
@@ -260,6 +262,10 @@ case("attention_qkv_sizes_bias", ms("Attention", ["x", "w", "b", "", "", "ab"], 
                                     num_heads=NH, qkv_hidden_sizes=[16, 16, 8]),
      [("x", xa), ("w", wv), ("b", bv), ("ab", ab)],
      [("y", attention(xa, wv, bv, NH, (16, 16, 8), ab=ab), np.float32)])
+# weights and bias as initializers: the projection's packed weights
+case("attention_const_weights", ms("Attention", ["x", "w", "b", "mask"], ["y"], num_heads=NH),
+     [("x", xa), ("mask", raw)], [("y", attention(xa, wa, ba, NH, (16, 16, 16), raw), np.float32)],
+     consts=[("w", wa), ("b", ba)])
 case("attention_no_bias", ms("Attention", ["x", "w"], ["y"], num_heads=2),
      [("x", xa), ("w", wa)], [("y", attention(xa, wa, None, 2, (16, 16, 16)), np.float32)])
 

@@ -678,17 +678,54 @@ static size_t attn_qkv_bytes(const struct attn *a) {
     return ((size_t)(a->B * a->S * a->Dt) * sizeof(float) + 63) & ~(size_t)63;
 }
 
+/* Q, K and V, [B, S, Dt], are input x weights through the MatMul row (its packed weights
+ * when they are constant), in scratch after the scores. */
+static ox_status attn_project(struct ox_infer_ctx *ictx, struct ox_kernel_ctx *kctx,
+                              const struct ox_node *n, struct attn *a, size_t off) {
+    struct ox_node mm = {.name = n->name,
+                         .domain = "",
+                         .op_type = "MatMul",
+                         .opset = 13,
+                         .n_inputs = 2,
+                         .inputs = n->inputs,
+                         .n_outputs = 1,
+                         .outputs = n->outputs};
+    const struct ox_op *row = ox_op_find("", "MatMul", 13);
+    const ox_tensor *ins[2] = {a->x, a->w};
+    ox_tensor qkv = {.dtype = OX_FLOAT, .rank = 3, .dims = {a->B, a->S, a->Dt}, .data = a->qkv};
+    ox_tensor *outs[1] = {&qkv};
+    if (ictx) {
+        struct ox_infer_ctx sub = *ictx;
+        sub.scratch_bytes = 0, sub.prepared_bytes = 0, sub.const_inputs = ictx->const_inputs & 2;
+        ox_status st = row->infer(&sub, &mm, ins, outs);
+        if (st) return st;
+        ictx->prepared_bytes = sub.prepared_bytes;
+        if (!ox_add_size(off, sub.scratch_bytes, &ictx->scratch_bytes))
+            return ox_node_err(n, OX_E_NOMEM, "attention too large");
+        return OX_OK;
+    }
+    struct ox_kernel_ctx sub = *kctx;
+    sub.scratch = ox_scratch_at(kctx->scratch, off);
+    sub.scratch_bytes = kctx->scratch_bytes - off;
+    return row->cpu(&sub, &mm, ins, outs);
+}
+
+/* Scratch: Q, K and V; the scores, [S, S] per thread; the projection's own. */
+static bool attn_scratch_off(const struct attn *a, int threads, size_t *off) {
+    size_t per;
+    return ox_mul_size((size_t)(a->S * a->S), sizeof(float) * (size_t)threads, &per) &&
+           ox_add_size(attn_qkv_bytes(a), (per + 63) & ~(size_t)63, off);
+}
+
 ox_status ox_ms_infer_attention(struct ox_infer_ctx *ctx, const struct ox_node *n,
                                 const ox_tensor *const *in, ox_tensor *const *out) {
     struct attn a;
     ox_status st = attn_read(n, in, out, &a);
     if (st) return st;
-    int threads = ctx->n_threads > 0 ? ctx->n_threads : 1;
-    size_t per;
-    if (!ox_mul_size((size_t)(a.S * a.S), sizeof(float) * (size_t)threads, &per) ||
-        !ox_add_size(attn_qkv_bytes(&a), per, &ctx->scratch_bytes))
+    size_t off;
+    if (!attn_scratch_off(&a, ctx->n_threads > 0 ? ctx->n_threads : 1, &off))
         return ox_node_err(n, OX_E_NOMEM, "attention too large");
-    return OX_OK;
+    return attn_project(ctx, NULL, n, &a, off);
 }
 
 ox_status ox_ms_cpu_attention(struct ox_kernel_ctx *ctx, const struct ox_node *n,
@@ -696,15 +733,17 @@ ox_status ox_ms_cpu_attention(struct ox_kernel_ctx *ctx, const struct ox_node *n
     struct attn a;
     ox_status st = attn_read(n, in, out, &a);
     if (st || !a.y) return st;
-    a.qkv = ctx->scratch;
-    a.scores = (float *)ox_scratch_at(ctx->scratch, attn_qkv_bytes(&a));
+    size_t off;
+    if (!attn_scratch_off(&a, ctx->pool ? ox_pool_size(ctx->pool) : 1, &off) ||
+        ctx->scratch_bytes < off)
+        return ox_node_err(n, OX_E_INTERNAL, "scratch smaller than inferred");
     int64_t rows = a.B * a.S;
     if (rows == 0) return OX_OK;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < a.Dt; c++)
-            a.qkv[r * a.Dt + c] = a.bias ? ((const float *)a.bias->data)[c] : 0.0f;
-    ox_sgemm(ctx->pool, false, false, rows, a.Dt, a.Din, 1.0f, a.x->data, a.Din, a.w->data, a.Dt,
-             1.0f, a.qkv, a.Dt);
+    a.qkv = ctx->scratch;
+    a.scores = (float *)ox_scratch_at(ctx->scratch, attn_qkv_bytes(&a));
+    if ((st = attn_project(NULL, ctx, n, &a, off))) return st;
+    for (int64_t r = 0; a.bias && r < rows; r++)
+        for (int64_t c = 0; c < a.Dt; c++) a.qkv[r * a.Dt + c] += ((const float *)a.bias->data)[c];
     ox_parallel_for(ctx->pool, a.B * a.H, attn_heads, &a);
     return OX_OK;
 }
