@@ -16,7 +16,8 @@ over the last axis and over the last two; FusedMatMul with alpha, transA, transB
 broadcast batch; EmbedLayerNormalization with segments, a mask, position_ids; Attention with
 each mask form (key lengths, ends and starts, raw 2-D and 3-D), unidirectional, its scale and
 mask_filter_value (small enough that masked keys still count), qkv_hidden_sizes, an
-attention bias per head, and no bias. Each runs optimized, with --no-optimize and through --roundtrip. Models
+attention bias per head, no bias, constant weights, and GPT-2's generation steps (past keys
+and values, the present state, a first step with an empty past). Each runs optimized, with --no-optimize and through --roundtrip. Models
 that break the operators' rules (a rank-4 input, a gamma of the wrong size, transBatchA)
 must fail naming the fault. With --ort-dir (onnxruntime-node from npm), the float32 cases
 run in ONNX Runtime too and must agree with the oracle (its CPU kernels for some of these
@@ -203,7 +204,8 @@ case("embed_layernorm_position_ids", ms("EmbedLayerNormalization",
 
 # Attention: one GEMM for Q, K and V, heads, scale, masks added as mask_filter_value
 def attention(x, w, bias, H, sizes, mask=None, causal=False, ab=None, scale=None,
-              filt=-10000.0):
+              filt=-10000.0, past=None, present=False):
+    """past: [2, B, H, P, head size]; present: return (y, present) too."""
     dq, dk, dv = sizes
     qkv = f64(x) @ f64(w) + (f64(bias) if bias is not None else 0)
     q, k, v = qkv[..., :dq], qkv[..., dq:dq + dk], qkv[..., dq + dk:]
@@ -212,20 +214,26 @@ def attention(x, w, bias, H, sizes, mask=None, causal=False, ab=None, scale=None
     q = q.reshape(Bn, Sn, H, hq).transpose(0, 2, 1, 3)
     k = k.reshape(Bn, Sn, H, hq).transpose(0, 2, 1, 3)
     v = v.reshape(Bn, Sn, H, hv).transpose(0, 2, 1, 3)
+    P = 0
+    if past is not None:
+        P = past.shape[3]
+        k = np.concatenate([f64(past[0]), k], axis=2)
+        v = np.concatenate([f64(past[1]), v], axis=2)
+    Tn = P + Sn
     sc = (q @ k.transpose(0, 1, 3, 2)) * (scale or 1 / math.sqrt(hq))
-    add = np.zeros((Bn, 1, Sn, Sn))
+    add = np.zeros((Bn, 1, Sn, Tn))
     if causal:
-        add += np.triu(np.ones((Sn, Sn)), 1) * filt
+        add += (np.arange(Tn)[None, :] > P + np.arange(Sn)[:, None]) * filt
     if mask is not None:
         if mask.ndim == 1 and len(mask) == Bn:
-            keep = np.arange(Sn)[None, :] < mask[:, None]
-            keep = np.broadcast_to(keep[:, None, :], (Bn, Sn, Sn))
+            keep = np.arange(Tn)[None, :] < mask[:, None]
+            keep = np.broadcast_to(keep[:, None, :], (Bn, Sn, Tn))
         elif mask.ndim == 1:
-            t = np.arange(Sn)[None, :]
+            t = np.arange(Tn)[None, :]
             keep = (t < mask[:Bn, None]) & (t >= mask[Bn:, None])
-            keep = np.broadcast_to(keep[:, None, :], (Bn, Sn, Sn))
+            keep = np.broadcast_to(keep[:, None, :], (Bn, Sn, Tn))
         elif mask.ndim == 2:
-            keep = np.broadcast_to(mask[:, None, :] != 0, (Bn, Sn, Sn))
+            keep = np.broadcast_to(mask[:, None, :] != 0, (Bn, Sn, Tn))
         else:
             keep = mask != 0
         add += np.where(keep, 0.0, filt)[:, None]
@@ -234,7 +242,8 @@ def attention(x, w, bias, H, sizes, mask=None, causal=False, ab=None, scale=None
     sc = sc + add
     p = np.exp(sc - sc.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
-    return (p @ v).transpose(0, 2, 1, 3).reshape(Bn, Sn, dv)
+    y = (p @ v).transpose(0, 2, 1, 3).reshape(Bn, Sn, dv)
+    return (y, np.stack([k, v])) if present else y
 
 
 Din, NH = 16, 4
@@ -262,6 +271,23 @@ case("attention_qkv_sizes_bias", ms("Attention", ["x", "w", "b", "", "", "ab"], 
                                     num_heads=NH, qkv_hidden_sizes=[16, 16, 8]),
      [("x", xa), ("w", wv), ("b", bv), ("ab", ab)],
      [("y", attention(xa, wv, bv, NH, (16, 16, 8), ab=ab), np.float32)])
+# GPT-2's steps: three past keys and values, this step's two queries, unidirectional, a raw
+# mask over all five keys (one padded), the present state; and a first step (no past keys)
+past = rnd((2, B, NH, 3, 4))
+xs = rnd((B, 2, Din))
+raw_t = np.array([[1] * 5, [0] + [1] * 4], np.int32)
+y, pres = attention(xs, wa, ba, NH, (16, 16, 16), raw_t, causal=True, past=past, present=True)
+case("attention_past_present", ms("Attention", ["x", "w", "b", "mask", "past"], ["y", "present"],
+                                  num_heads=NH, unidirectional=1),
+     [("x", xs), ("w", wa), ("b", ba), ("mask", raw_t), ("past", past)],
+     [("y", y, np.float32), ("present", pres, np.float32)])
+past0 = np.zeros((2, B, NH, 0, 4), np.float32)
+y, pres = attention(xa, wa, ba, NH, (16, 16, 16), np.array([7, 5], np.int32), causal=True,
+                    past=past0, present=True)
+case("attention_first_step", ms("Attention", ["x", "w", "b", "mask", "past"], ["y", "present"],
+                                num_heads=NH, unidirectional=1),
+     [("x", xa), ("w", wa), ("b", ba), ("mask", np.array([7, 5], np.int32)), ("past", past0)],
+     [("y", y, np.float32), ("present", pres, np.float32)])
 # weights and bias as initializers: the projection's packed weights
 case("attention_const_weights", ms("Attention", ["x", "w", "b", "mask"], ["y"], num_heads=NH),
      [("x", xa), ("mask", raw)], [("y", attention(xa, wa, ba, NH, (16, 16, 16), raw), np.float32)],

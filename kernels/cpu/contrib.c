@@ -17,7 +17,7 @@
  *       Y = X / sqrt(mean over axes axis.. of X^2 + epsilon) scale; outputs Y, inv_std_var?
  *   FusedMatMul(A, B; alpha = 1, transA, transB)   alpha op(A) op(B) as MatMul broadcasts,
  *       op transposing the last two axes (transBatchA/transBatchB are refused)
- *   EmbedLayerNormalization, Attention (BERT's and GPT-2's without past state): below
+ *   EmbedLayerNormalization, Attention (BERT's, and GPT-2's with past and present): below
  *
  * The Gelu forms and FusedMatMul go through the default domain's Add, Gelu, Transpose and
  * MatMul rows; the normalizations are computed here in double, a row (the last axis, or the
@@ -545,32 +545,38 @@ ox_status ox_ms_cpu_embed_layernorm(struct ox_kernel_ctx *ctx, const struct ox_n
 
 /* ---- Attention ---------------------------------------------------------------------------- */
 
-/* ONNX Runtime's fused self-attention (BERT, GPT-2 without past): input [B, S, Din], weights
+/* ONNX Runtime's fused self-attention (BERT, GPT-2): input [B, S, Din], weights
  * [Din, Dq + Dk + Dv] (qkv_hidden_sizes, else three equal parts), bias? [Dq + Dk + Dv],
  * mask_index? (int32: [B] key lengths, [2B] ends then starts, [B, T] or [B, S, T] of 1 to
  * attend and 0 not), attention_bias? ([B or 1, H or 1, S, T], float); num_heads, scale (1 /
  * sqrt(Dq / H) when 0), unidirectional (a query attends to no later key), mask_filter_value
  * (-10000, added where the mask says no, as ONNX Runtime does rather than -inf).
- * Output [B, S, Dv]. past, present and rotary embeddings are refused. Q, K and V come from one
- * GEMM into scratch; each (batch, head) scores its rows with one more, softmaxes, and
+ * past? [2, B, H, P, Dk / H] (keys and values of earlier steps: the T = P + S keys are the
+ * past's then this step's, a query s at position P + s), present? [2, B, H, T, Dk / H].
+ * Output [B, S, Dv]. Rotary embeddings and a shared past/present buffer are refused. Q, K and V
+ * come from one GEMM into scratch; each (batch, head) scores its rows with one more, softmaxes, and
  * multiplies by V, in pieces over the pool. */
 struct attn {
-    const ox_tensor *x, *w, *bias, *mask, *ab;
-    ox_tensor *y;
+    const ox_tensor *x, *w, *bias, *mask, *ab, *past;
+    ox_tensor *y, *present;
     int64_t B, S, Din, H, dq, dk, dv, Dt;
+    int64_t P, T; /* past keys, all keys (P + S) */
     float scale, filter;
     bool causal;
-    float *qkv;    /* [B * S, Dt] */
-    float *scores; /* per thread [S, S] */
+    float *qkv;  /* [B * S, Dt] */
+    float *work; /* per thread: scores [S, T], then K and V of one head [T, dq / H] each */
 };
 
 static ox_status attn_read(const struct ox_node *n, const ox_tensor *const *in,
                            ox_tensor *const *out, struct attn *a) {
     memset(a, 0, sizeof *a);
     a->x = ox_in(n, in, 0), a->w = ox_in(n, in, 1), a->bias = ox_in(n, in, 2);
-    a->mask = ox_in(n, in, 3), a->ab = ox_in(n, in, 5);
-    if (ox_in(n, in, 4) || ox_in(n, in, 6) || (n->n_outputs > 1 && out[1]))
-        return ox_node_err(n, OX_E_UNSUPPORTED, "past and present states are not supported");
+    a->mask = ox_in(n, in, 3), a->past = ox_in(n, in, 4), a->ab = ox_in(n, in, 5);
+    a->present = n->n_outputs > 1 ? out[1] : NULL;
+    if (ox_in(n, in, 6) || ox_attr_int(n, "past_present_share_buffer", 0))
+        return ox_node_err(n, OX_E_UNSUPPORTED,
+                           "past_sequence_length and a shared past/present buffer are not "
+                           "supported");
     if (ox_attr_int(n, "do_rotary", 0))
         return ox_node_err(n, OX_E_UNSUPPORTED, "do_rotary is not supported");
     if (!a->x || !a->w)
@@ -595,82 +601,121 @@ static ox_status attn_read(const struct ox_node *n, const ox_tensor *const *in,
                            (long long)a->H);
     if (a->bias && (a->bias->dtype != OX_FLOAT || ox_tensor_numel(a->bias) != a->Dt))
         return ox_node_err(n, OX_E_SHAPE, "bias must be float [%lld]", (long long)a->Dt);
-    int64_t B = a->B, S = a->S;
+    int64_t B = a->B, S = a->S, hk = a->dk / a->H;
+    if ((a->past || a->present) && a->dv != a->dk)
+        return ox_node_err(n, OX_E_SHAPE, "past and present need K and V of one size");
+    if (a->past) {
+        const ox_tensor *t = a->past;
+        if (t->dtype != OX_FLOAT || t->rank != 5 || t->dims[0] != 2 || t->dims[1] != B ||
+            t->dims[2] != a->H || t->dims[4] != hk)
+            return ox_node_err(n, OX_E_SHAPE, "past must be float [2, %lld, %lld, P, %lld]",
+                               (long long)B, (long long)a->H, (long long)hk);
+        a->P = t->dims[3];
+    }
+    int64_t T = a->T = a->P + S;
     if (a->mask) {
         const ox_tensor *m = a->mask;
         bool ok = m->dtype == OX_INT32 &&
                   ((m->rank == 1 && (m->dims[0] == B || m->dims[0] == 2 * B)) ||
-                   (m->rank == 2 && m->dims[0] == B && m->dims[1] == S) ||
-                   (m->rank == 3 && m->dims[0] == B && m->dims[1] == S && m->dims[2] == S));
+                   (m->rank == 2 && m->dims[0] == B && m->dims[1] == T) ||
+                   (m->rank == 3 && m->dims[0] == B && m->dims[1] == S && m->dims[2] == T));
         if (!ok)
             return ox_node_err(n, OX_E_UNSUPPORTED,
-                               "mask_index: int32 [B], [2B], [B, S] or [B, S, S] expected (past "
-                               "keys and 4-D masks are not supported)");
+                               "mask_index: int32 [B], [2B], [B, T] or [B, S, T] expected (T = "
+                               "past + sequence; 4-D masks are not supported)");
     }
     if (a->ab) {
         const ox_tensor *t = a->ab;
         if (t->dtype != OX_FLOAT || t->rank != 4 || (t->dims[0] != 1 && t->dims[0] != B) ||
-            (t->dims[1] != 1 && t->dims[1] != a->H) || t->dims[2] != S || t->dims[3] != S)
+            (t->dims[1] != 1 && t->dims[1] != a->H) || t->dims[2] != S || t->dims[3] != T)
             return ox_node_err(n, OX_E_SHAPE,
-                               "attention_bias must be float [B or 1, %lld or 1, S, S]",
+                               "attention_bias must be float [B or 1, %lld or 1, S, T]",
                                (long long)a->H);
     }
     float sc = ox_attr_float(n, "scale", 0.0f);
     a->scale = sc != 0 ? sc : (float)(1.0 / sqrt((double)(a->dq / a->H)));
     a->filter = ox_attr_float(n, "mask_filter_value", -10000.0f);
     a->causal = ox_attr_int(n, "unidirectional", 0) != 0;
-    int64_t dims[3] = {B, S, a->dv};
+    int64_t dims[3] = {B, S, a->dv}, pdims[5] = {2, B, a->H, T, hk};
     a->y = out[0];
     if (a->y) ox_set_shape(a->y, OX_FLOAT, 3, dims);
+    if (a->present) ox_set_shape(a->present, OX_FLOAT, 5, pdims);
     return OX_OK;
 }
 
-/* What the mask adds to score (b, s, t). */
+/* What the mask adds to score (b, s, t): query s is at position P + s among the T keys. */
 static float attn_mask(const struct attn *a, int64_t b, int64_t s, int64_t t) {
     float add = 0;
-    if (a->causal && t > s) add += a->filter;
+    if (a->causal && t > a->P + s) add += a->filter;
     const ox_tensor *m = a->mask;
     if (!m) return add;
     const int32_t *md = m->data;
-    int64_t S = a->S;
+    int64_t S = a->S, T = a->T;
     bool keep;
     if (m->rank == 1)
         keep = t < md[b] && (m->dims[0] == a->B || t >= md[a->B + b]);
     else if (m->rank == 2)
-        keep = md[b * S + t] != 0;
+        keep = md[b * T + t] != 0;
     else
-        keep = md[(b * S + s) * S + t] != 0;
+        keep = md[(b * S + s) * T + t] != 0;
     return keep ? add : add + a->filter;
+}
+
+/* Floats of work per thread: the scores [S, T], and K and V of one head [T, hk] each when
+ * there is a past (else they are read from Q, K and V in place). */
+static int64_t attn_work_floats(const struct attn *a) {
+    return a->S * a->T + (a->past ? 2 * a->T * (a->dk / a->H) : 0);
 }
 
 static void attn_heads(void *arg, int64_t i0, int64_t i1, int tid) {
     const struct attn *a = arg;
-    int64_t S = a->S, H = a->H, hq = a->dq / H, hv = a->dv / H, Dt = a->Dt;
-    float *p = a->scores + (size_t)tid * (size_t)(S * S);
+    int64_t S = a->S, T = a->T, P = a->P, H = a->H, hq = a->dq / H, hv = a->dv / H, Dt = a->Dt;
+    float *p = a->work + (size_t)tid * (size_t)attn_work_floats(a);
     for (int64_t i = i0; i < i1; i++) {
         int64_t b = i / H, h = i % H;
         const float *q = a->qkv + b * S * Dt + h * hq;
         const float *k = a->qkv + b * S * Dt + a->dq + h * hq;
         const float *v = a->qkv + b * S * Dt + a->dq + a->dk + h * hv;
-        ox_sgemm(NULL, false, true, S, S, hq, a->scale, q, Dt, k, Dt, 0.0f, p, S);
+        int64_t ldk = Dt;
+        if (a->past) { /* past keys and values, then this step's, contiguous */
+            float *kb = p + S * T, *vb = kb + T * hq;
+            const float *pk = (const float *)a->past->data + (b * H + h) * P * hq;
+            const float *pv = pk + a->B * H * P * hq;
+            memcpy(kb, pk, (size_t)(P * hq) * sizeof(float));
+            memcpy(vb, pv, (size_t)(P * hq) * sizeof(float));
+            for (int64_t s = 0; s < S; s++) {
+                memcpy(kb + (P + s) * hq, k + s * Dt, (size_t)hq * sizeof(float));
+                memcpy(vb + (P + s) * hq, v + s * Dt, (size_t)hq * sizeof(float));
+            }
+            k = kb, v = vb, ldk = hq;
+        }
+        if (a->present) { /* [2, B, H, T, hk] */
+            float *pk = (float *)a->present->data + (b * H + h) * T * hq;
+            float *pv = pk + a->B * H * T * hq;
+            for (int64_t t = 0; t < T; t++) {
+                memcpy(pk + t * hq, k + t * ldk, (size_t)hq * sizeof(float));
+                memcpy(pv + t * hq, v + t * ldk, (size_t)hq * sizeof(float));
+            }
+        }
+        ox_sgemm(NULL, false, true, S, T, hq, a->scale, q, Dt, k, ldk, 0.0f, p, T);
         for (int64_t s = 0; s < S; s++) {
-            float *row = p + s * S, mx = -INFINITY;
-            for (int64_t t = 0; t < S; t++) {
+            float *row = p + s * T, mx = -INFINITY;
+            for (int64_t t = 0; t < T; t++) {
                 float add = attn_mask(a, b, s, t);
                 if (a->ab) {
                     int64_t bb = a->ab->dims[0] == 1 ? 0 : b, hh = a->ab->dims[1] == 1 ? 0 : h;
                     add +=
-                        ((const float *)a->ab->data)[((bb * a->ab->dims[1] + hh) * S + s) * S + t];
+                        ((const float *)a->ab->data)[((bb * a->ab->dims[1] + hh) * S + s) * T + t];
                 }
                 row[t] += add;
                 if (row[t] > mx) mx = row[t];
             }
             double sum = 0;
-            for (int64_t t = 0; t < S; t++) sum += row[t] = expf(row[t] - mx);
-            for (int64_t t = 0; t < S; t++) row[t] = (float)(row[t] / sum);
+            for (int64_t t = 0; t < T; t++) sum += row[t] = expf(row[t] - mx);
+            for (int64_t t = 0; t < T; t++) row[t] = (float)(row[t] / sum);
         }
         float *y = (float *)a->y->data + b * S * a->dv + h * hv;
-        ox_sgemm(NULL, false, false, S, hv, S, 1.0f, p, S, v, Dt, 0.0f, y, a->dv);
+        ox_sgemm(NULL, false, false, S, hv, T, 1.0f, p, T, v, ldk, 0.0f, y, a->dv);
     }
 }
 
@@ -710,10 +755,10 @@ static ox_status attn_project(struct ox_infer_ctx *ictx, struct ox_kernel_ctx *k
     return row->cpu(&sub, &mm, ins, outs);
 }
 
-/* Scratch: Q, K and V; the scores, [S, S] per thread; the projection's own. */
+/* Scratch: Q, K and V; each thread's work; the projection's own. */
 static bool attn_scratch_off(const struct attn *a, int threads, size_t *off) {
     size_t per;
-    return ox_mul_size((size_t)(a->S * a->S), sizeof(float) * (size_t)threads, &per) &&
+    return ox_mul_size((size_t)attn_work_floats(a), sizeof(float) * (size_t)threads, &per) &&
            ox_add_size(attn_qkv_bytes(a), (per + 63) & ~(size_t)63, off);
 }
 
@@ -740,7 +785,7 @@ ox_status ox_ms_cpu_attention(struct ox_kernel_ctx *ctx, const struct ox_node *n
     int64_t rows = a.B * a.S;
     if (rows == 0) return OX_OK;
     a.qkv = ctx->scratch;
-    a.scores = (float *)ox_scratch_at(ctx->scratch, attn_qkv_bytes(&a));
+    a.work = (float *)ox_scratch_at(ctx->scratch, attn_qkv_bytes(&a));
     if ((st = attn_project(NULL, ctx, n, &a, off))) return st;
     for (int64_t r = 0; a.bias && r < rows; r++)
         for (int64_t c = 0; c < a.Dt; c++) a.qkv[r * a.Dt + c] += ((const float *)a.bias->data)[c];
