@@ -2,7 +2,7 @@
 """Backend-layout cases for ONNX Runtime's contributed transformer operators that models
 saved after its transformer optimizer hold (domain com.microsoft: Gelu, BiasGelu, FastGelu,
 QuickGelu, SkipLayerNormalization, SkipSimplifiedLayerNormalization, FusedMatMul,
-EmbedLayerNormalization, Attention; and
+EmbedLayerNormalization, Attention, MatMulNBits; and
 SimplifiedLayerNormalization in the default domain), with their definitions (ONNX Runtime's
 contrib operator documentation and CPU kernels) written in numpy, in float64, as the oracle.
 
@@ -17,7 +17,9 @@ broadcast batch; EmbedLayerNormalization with segments, a mask, position_ids; At
 each mask form (key lengths, ends and starts, raw 2-D and 3-D), unidirectional, its scale and
 mask_filter_value (small enough that masked keys still count), qkv_hidden_sizes, an
 attention bias per head, no bias, constant weights, and GPT-2's generation steps (past keys
-and values, the present state, a first step with an empty past). Each runs optimized, with --no-optimize and through --roundtrip. Models
+and values, the present state, a first step with an empty past); MatMulNBits with 2, 4 and
+8 bits, packed, float and default zero points, a K that is no multiple of the block, constant
+weights and weights fed at run time. Each runs optimized, with --no-optimize and through --roundtrip. Models
 that break the operators' rules (a rank-4 input, a gamma of the wrong size, transBatchA)
 must fail naming the fault. With --ort-dir (onnxruntime-node from npm), the float32 cases
 run in ONNX Runtime too and must agree with the oracle (its CPU kernels for some of these
@@ -47,7 +49,7 @@ shutil.rmtree(out, ignore_errors=True)
 os.makedirs(out)
 rng = np.random.default_rng(11)
 TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
-         np.dtype(np.int32): TensorProto.INT32,
+         np.dtype(np.int32): TensorProto.INT32, np.dtype(np.uint8): TensorProto.UINT8,
          np.dtype(np.float16): TensorProto.FLOAT16}
 OPSETS = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
 cases = []
@@ -295,6 +297,66 @@ case("attention_const_weights", ms("Attention", ["x", "w", "b", "mask"], ["y"], 
 case("attention_no_bias", ms("Attention", ["x", "w"], ["y"], num_heads=2),
      [("x", xa), ("w", wa)], [("y", attention(xa, wa, None, 2, (16, 16, 16)), np.float32)])
 
+# MatMulNBits: weights quantized here in blocks along K (codes packed low bits first), then
+# A x dequantized^T (+ bias): 4 bits with packed zero points, 4 bits without (8), 8 bits
+# with float zero points, 2 bits, K not a multiple of the block, a 3-D A; constant weights
+# (dequantized once) and weights fed at run time (onnxruntime-node takes no uint8 inputs: that
+# case is not compared with it)
+def quantize(w, bits, bs, zp_kind):
+    N, K = w.shape
+    blocks = -(-K // bs)
+    wp = np.zeros((N, blocks * bs))
+    wp[:, :K] = w
+    wb = wp.reshape(N, blocks, bs)
+    lo, hi = wb.min(-1), wb.max(-1)
+    top = (1 << bits) - 1
+    scale = np.maximum(hi - lo, 1e-3) / top
+    if zp_kind == "none":
+        z = np.full((N, blocks), 1 << (bits - 1))
+        scale = np.maximum(np.abs(wb).max(-1), 1e-3) / (1 << (bits - 1))
+    else:
+        z = np.clip(np.round(-lo / scale), 0, top)
+    scale = scale.astype(np.float32)
+    q = np.clip(np.round(wb / scale[..., None] + z[..., None]), 0, top).astype(np.uint8)
+    per = 8 // bits
+    packed = np.zeros((N, blocks, bs // per), np.uint8)
+    for j in range(per):
+        packed |= (q[..., j::per] << (j * bits)).astype(np.uint8)
+    deq = ((q.astype(np.float64) - z[..., None]) * f64(scale)[..., None]).reshape(N, -1)[:, :K]
+    zp = None
+    if zp_kind == "packed":
+        zrow = -(-blocks * bits // 8)
+        zp = np.zeros((N, zrow), np.uint8)
+        for blk in range(blocks):
+            zp[:, blk * bits // 8] |= (z[:, blk].astype(np.uint8) << (blk * bits % 8))
+        zp = zp.ravel()
+    elif zp_kind == "float":
+        zp = z.astype(np.float32).ravel()
+    return packed, scale.ravel(), zp, deq
+
+
+for name, bits, bs, K, N, zp_kind, ashape, with_bias, const in (
+        ("matmul_nbits_4_packed_zp", 4, 16, 64, 12, "packed", (3, 64), True, True),
+        ("matmul_nbits_4_default_zp", 4, 32, 64, 8, "none", (2, 5, 64), False, True),
+        ("matmul_nbits_8_float_zp", 8, 16, 40, 6, "float", (4, 40), True, True),
+        ("matmul_nbits_4_float_zp", 4, 32, 64, 6, "float", (2, 64), True, True),
+        ("matmul_nbits_2_k_tail", 2, 16, 40, 5, "packed", (1, 40), False, True),
+        ("matmul_nbits_4_runtime_weights", 4, 16, 48, 7, "packed", (3, 48), True, False)):
+    w = rng.normal(size=(N, K))
+    packed, scale, zp, deq = quantize(w, bits, bs, zp_kind)
+    a, bias_v = rnd(ashape), rnd(N)
+    names = ["A", "B", "scales", "zp" if zp is not None else "", "", "bias" if with_bias else ""]
+    while names and not names[-1]:
+        names.pop()
+    tensors = [("B", packed), ("scales", scale)] + ([("zp", zp)] if zp is not None else []) + \
+        ([("bias", bias_v)] if with_bias else [])
+    want = f64(a) @ deq.T + (f64(bias_v) if with_bias else 0)
+    node = ms("MatMulNBits", names, ["Y"], K=K, N=N, bits=bits, block_size=bs)
+    if const:
+        case(name, node, [("A", a)], [("Y", want, np.float32)], consts=tensors)
+    else:
+        case(name, node, [("A", a)] + tensors, [("Y", want, np.float32)])
+
 exe = args.onnxexec
 failed = 0
 for extra in ([], ["--no-optimize"], ["--roundtrip"]):
@@ -347,7 +409,8 @@ for tag, node, ins, expect in (
 if args.ort_dir:
     # ONNX Runtime's CPU kernels for these are float only (Gelu, BiasGelu and
     # SkipLayerNormalization refuse double), onnxruntime-node takes no float16 arrays, and its
-    # Attention needs a bias
+    # Attention needs a bias, its MatMulNBits has no 8-bit path with float zero points
     failed += ort_oracle.compare(out, [c for c in cases if not any(
-        t in c for t in ("float64", "float16", "double", "no_bias"))], args.ort_dir)
+        t in c for t in ("float64", "float16", "double", "no_bias", "runtime_weights",
+                         "nbits_8"))], args.ort_dir)
 sys.exit(1 if failed else 0)

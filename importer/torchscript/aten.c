@@ -4809,7 +4809,8 @@ static ox_status cell_gates(struct ev *e, struct tv **a, struct tv *h, struct tv
 
 static ox_status op_lstm_cell(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n; /* lstm_cell(input, hx [h, c], w_ih, w_hh, b_ih=None, b_hh=None) -> (h, c) */
-    struct tv *hx = a[1], *gi, *gh, *g, *parts, *i, *f, *c, *o, *fc, *ic, *cy, *tc, *hy;
+    struct tv *hx = a[1], *gi = NULL, *gh = NULL, *g = NULL, *parts, *i, *f, *c, *o, *fc, *ic, *cy,
+              *tc, *hy;
     if (hx->k != TV_LIST || hx->n != 2 || !is_t(hx->items[0]) || !is_t(hx->items[1]))
         return ts_err(e, OX_E_UNSUPPORTED, "lstm_cell state");
     ox_status st = cell_gates(e, a, hx->items[0], &gi, &gh);
@@ -4831,7 +4832,7 @@ static ox_status op_lstm_cell(struct ev *e, struct tv **a, int n, struct tv **ou
 
 static ox_status op_gru_cell(struct ev *e, struct tv **a, int n, struct tv **out) {
     (void)n; /* r, z = sigmoid; n = tanh(in + r hn); h' = n + z (h - n) */
-    struct tv *h = a[1], *gi, *gh, *pi, *ph, *r, *z, *s, *rh, *nn, *d, *zd;
+    struct tv *h = a[1], *gi = NULL, *gh = NULL, *pi, *ph, *r, *z, *s, *rh, *nn, *d, *zd;
     ox_status st = need_t(e, h, "gru_cell state");
     if (!st) st = cell_gates(e, a, h, &gi, &gh);
     struct tv *c1[3] = {gi, tv_int(e, 3), tv_int(e, -1)}, *c2[3] = {gh, c1[1], c1[2]};

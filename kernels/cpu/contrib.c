@@ -17,7 +17,8 @@
  *       Y = X / sqrt(mean over axes axis.. of X^2 + epsilon) scale; outputs Y, inv_std_var?
  *   FusedMatMul(A, B; alpha = 1, transA, transB)   alpha op(A) op(B) as MatMul broadcasts,
  *       op transposing the last two axes (transBatchA/transBatchB are refused)
- *   EmbedLayerNormalization, Attention (BERT's, and GPT-2's with past and present): below
+ *   EmbedLayerNormalization, Attention (BERT's, and GPT-2's with past and present),
+ *   MatMulNBits (block-quantized weights): below
  *
  * The Gelu forms and FusedMatMul go through the default domain's Add, Gelu, Transpose and
  * MatMul rows; the normalizations are computed here in double, a row (the last axis, or the
@@ -790,5 +791,126 @@ ox_status ox_ms_cpu_attention(struct ox_kernel_ctx *ctx, const struct ox_node *n
     for (int64_t r = 0; a.bias && r < rows; r++)
         for (int64_t c = 0; c < a.Dt; c++) a.qkv[r * a.Dt + c] += ((const float *)a.bias->data)[c];
     ox_parallel_for(ctx->pool, a.B * a.H, attn_heads, &a);
+    return OX_OK;
+}
+
+/* ---- MatMulNBits -------------------------------------------------------------------------- */
+
+/* Y = A [.., K] x dequantize(B)^T (+ bias [N]): B uint8 [N, blocks, block_size x bits / 8],
+ * each row's K codes in blocks of block_size along K, packed low bits first (bits 2, 4 or 8;
+ * the last block padded); scales [N x blocks] of A's type; zero_points? either packed like the
+ * codes ([N, ceil(blocks x bits / 8)] uint8) or unpacked of A's type [N x blocks], else
+ * 2^(bits - 1); weight = (code - zero point) x scale. The weights are dequantized once per plan
+ * into prepared memory when B, scales and zero points are constant (initializers, as the
+ * quantizers write them), else into scratch at every run; then one GEMM. g_idx is refused. */
+struct mnb {
+    const ox_tensor *a, *b, *scales, *zp, *bias;
+    int64_t K, N, bits, bs, blocks, blob, M;
+    bool zp_packed;
+};
+
+static ox_status mnb_read(const struct ox_node *n, const ox_tensor *const *in, struct mnb *m) {
+    memset(m, 0, sizeof *m);
+    m->a = ox_in(n, in, 0), m->b = ox_in(n, in, 1), m->scales = ox_in(n, in, 2);
+    m->zp = ox_in(n, in, 3), m->bias = ox_in(n, in, 5);
+    if (ox_in(n, in, 4)) return ox_node_err(n, OX_E_UNSUPPORTED, "g_idx is not supported");
+    if (!m->a || !m->b || !m->scales)
+        return ox_node_err(n, OX_E_INVALID, "inputs A, B and scales are required");
+    m->K = ox_attr_int(n, "K", -1), m->N = ox_attr_int(n, "N", -1);
+    m->bits = ox_attr_int(n, "bits", 4), m->bs = ox_attr_int(n, "block_size", -1);
+    if (m->K <= 0 || m->N <= 0 || m->K > INT32_MAX || m->N > INT32_MAX)
+        return ox_node_err(n, OX_E_INVALID, "attributes K and N must be positive");
+    if (m->bits != 2 && m->bits != 4 && m->bits != 8)
+        return ox_node_err(n, OX_E_UNSUPPORTED, "bits %lld: expected 2, 4 or 8",
+                           (long long)m->bits);
+    if (m->bs < 16 || m->bs > (1 << 20) || (m->bs & (m->bs - 1)))
+        return ox_node_err(n, OX_E_INVALID, "block_size %lld: a power of 2 from 16 expected",
+                           (long long)m->bs);
+    m->blocks = (m->K + m->bs - 1) / m->bs;
+    m->blob = m->bs * m->bits / 8;
+    const ox_tensor *a = m->a;
+    if (a->dtype != OX_FLOAT || a->rank < 1 || a->dims[a->rank - 1] != m->K)
+        return ox_node_err(n, OX_E_SHAPE, "A must be float [..., %lld]", (long long)m->K);
+    if (m->b->dtype != OX_UINT8 || ox_tensor_numel(m->b) != m->N * m->blocks * m->blob)
+        return ox_node_err(n, OX_E_SHAPE, "B must be uint8 [%lld, %lld, %lld]", (long long)m->N,
+                           (long long)m->blocks, (long long)m->blob);
+    if (m->scales->dtype != OX_FLOAT || ox_tensor_numel(m->scales) != m->N * m->blocks)
+        return ox_node_err(n, OX_E_SHAPE, "scales must hold %lld floats",
+                           (long long)(m->N * m->blocks));
+    if (m->zp) {
+        int64_t packed = m->N * ((m->blocks * m->bits + 7) / 8);
+        m->zp_packed = m->zp->dtype == OX_UINT8;
+        if ((m->zp_packed && ox_tensor_numel(m->zp) != packed) ||
+            (!m->zp_packed &&
+             (m->zp->dtype != OX_FLOAT || ox_tensor_numel(m->zp) != m->N * m->blocks)))
+            return ox_node_err(n, OX_E_SHAPE,
+                               "zero_points must be uint8 [%lld] (packed) or float [%lld]",
+                               (long long)packed, (long long)(m->N * m->blocks));
+    }
+    if (m->bias && (m->bias->dtype != OX_FLOAT || ox_tensor_numel(m->bias) != m->N))
+        return ox_node_err(n, OX_E_SHAPE, "bias must be float [%lld]", (long long)m->N);
+    m->M = ox_tensor_numel(a) / m->K;
+    return OX_OK;
+}
+
+/* The weights [N, K] as floats. */
+static void mnb_dequant(void *dst, void *arg) {
+    const struct mnb *m = arg;
+    float *w = dst;
+    const uint8_t *b = m->b->data, *zb = m->zp && m->zp_packed ? m->zp->data : NULL;
+    const float *sc = m->scales->data, *zf = m->zp && !m->zp_packed ? m->zp->data : NULL;
+    int64_t mask = (1 << m->bits) - 1, zrow = (m->blocks * m->bits + 7) / 8;
+    for (int64_t n = 0; n < m->N; n++)
+        for (int64_t blk = 0; blk < m->blocks; blk++) {
+            double z = (double)(1 << (m->bits - 1));
+            if (zb) z = (zb[n * zrow + blk * m->bits / 8] >> (blk * m->bits % 8)) & mask;
+            if (zf) z = zf[n * m->blocks + blk];
+            double s = sc[n * m->blocks + blk];
+            const uint8_t *codes = b + (n * m->blocks + blk) * m->blob;
+            for (int64_t j = 0; j < m->bs && blk * m->bs + j < m->K; j++) {
+                int64_t q = (codes[j * m->bits / 8] >> (j * m->bits % 8)) & mask;
+                w[n * m->K + blk * m->bs + j] = (float)(((double)q - z) * s);
+            }
+        }
+}
+
+ox_status ox_ms_infer_matmul_nbits(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                   const ox_tensor *const *in, ox_tensor *const *out) {
+    struct mnb m;
+    ox_status st = mnb_read(n, in, &m);
+    if (st) return st;
+    int64_t dims[OX_MAX_RANK];
+    memcpy(dims, m.a->dims, sizeof dims);
+    dims[m.a->rank - 1] = m.N;
+    ox_set_shape(out[0], OX_FLOAT, m.a->rank, dims);
+    size_t bytes;
+    if (!ox_mul_size((size_t)(m.N * m.K), sizeof(float), &bytes))
+        return ox_node_err(n, OX_E_NOMEM, "weights too large");
+    unsigned need = 2u | 4u | (m.zp ? 8u : 0u); /* B, scales, zero points */
+    if ((ctx->const_inputs & need) == need)
+        ctx->prepared_bytes = bytes;
+    else
+        ctx->scratch_bytes = bytes;
+    return OX_OK;
+}
+
+ox_status ox_ms_cpu_matmul_nbits(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                 const ox_tensor *const *in, ox_tensor *const *out) {
+    struct mnb m;
+    ox_status st = mnb_read(n, in, &m);
+    if (st) return st;
+    struct ox_prep_key key = {m.b->data, {m.N, m.K, m.bits, m.bs}};
+    float *w = ctx->prepared ? ox_kernel_prepared(ctx, mnb_dequant, &m, &key) : NULL;
+    if (!w) {
+        if (ctx->scratch_bytes < (size_t)(m.N * m.K) * sizeof(float))
+            return ox_node_err(n, OX_E_INTERNAL, "scratch smaller than inferred");
+        w = ctx->scratch;
+        mnb_dequant(w, &m);
+    }
+    float *y = out[0]->data;
+    if (m.M == 0) return OX_OK;
+    ox_sgemm(ctx->pool, false, true, m.M, m.N, m.K, 1.0f, m.a->data, m.K, w, m.K, 0.0f, y, m.N);
+    for (int64_t r = 0; m.bias && r < m.M; r++)
+        for (int64_t c = 0; c < m.N; c++) y[r * m.N + c] += ((const float *)m.bias->data)[c];
     return OX_OK;
 }
