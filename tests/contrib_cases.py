@@ -2,7 +2,7 @@
 """Backend-layout cases for ONNX Runtime's contributed transformer operators that models
 saved after its transformer optimizer hold (domain com.microsoft: Gelu, BiasGelu, FastGelu,
 QuickGelu, SkipLayerNormalization, SkipSimplifiedLayerNormalization, FusedMatMul,
-EmbedLayerNormalization, Attention, MatMulNBits; and
+EmbedLayerNormalization, Attention, MultiHeadAttention, MatMulNBits; and
 SimplifiedLayerNormalization in the default domain), with their definitions (ONNX Runtime's
 contrib operator documentation and CPU kernels) written in numpy, in float64, as the oracle.
 
@@ -17,7 +17,9 @@ broadcast batch; EmbedLayerNormalization with segments, a mask, position_ids; At
 each mask form (key lengths, ends and starts, raw 2-D and 3-D), unidirectional, its scale and
 mask_filter_value (small enough that masked keys still count), qkv_hidden_sizes, an
 attention bias per head, no bias, constant weights, and GPT-2's generation steps (past keys
-and values, the present state, a first step with an empty past); MatMulNBits with 2, 4 and
+and values, the present state, a first step with an empty past); MultiHeadAttention for
+cross and self attention, key and value split into heads, past and present, each mask form;
+MatMulNBits with 2, 4 and
 8 bits, packed, float and default zero points, a K that is no multiple of the block, constant
 weights and weights fed at run time. Each runs optimized, with --no-optimize and through --roundtrip. Models
 that break the operators' rules (a rank-4 input, a gamma of the wrong size, transBatchA)
@@ -204,6 +206,33 @@ case("embed_layernorm_position_ids", ms("EmbedLayerNormalization",
      [("y", y, np.float32), ("mask_index", np.zeros(B), np.int32)])
 
 
+def attend(qh, kh, vh, P, mask=None, causal=False, ab=None, scale=None, filt=-10000.0):
+    """Scaled dot-product attention over heads: qh [B, H, S, hq], kh/vh [B, H, T, h] (the
+    first P keys from the past), the masks added as filt; returns [B, S, H * hv]."""
+    Bn, _, Sn, hq = qh.shape
+    Tn = kh.shape[2]
+    sc = (qh @ kh.transpose(0, 1, 3, 2)) * (scale or 1 / math.sqrt(hq))
+    add = np.zeros((Bn, 1, Sn, Tn))
+    if causal:
+        add += (np.arange(Tn)[None, :] > P + np.arange(Sn)[:, None]) * filt
+    if mask is not None:
+        t = np.arange(Tn)[None, :]
+        if mask.ndim == 1:  # key lengths [B], or ends then starts [2B]
+            keep = (t < mask[:Bn, None]) & (t >= (mask[Bn:, None] if len(mask) > Bn else 0))
+            keep = np.broadcast_to(keep[:, None, :], (Bn, Sn, Tn))
+        elif mask.ndim == 2:
+            keep = np.broadcast_to(mask[:, None, :] != 0, (Bn, Sn, Tn))
+        else:
+            keep = mask != 0
+        add += np.where(keep, 0.0, filt)[:, None]
+    if ab is not None:
+        add = add + f64(ab)
+    sc = sc + add
+    pr = np.exp(sc - sc.max(-1, keepdims=True))
+    pr /= pr.sum(-1, keepdims=True)
+    return (pr @ vh).transpose(0, 2, 1, 3).reshape(Bn, Sn, -1)
+
+
 # Attention: one GEMM for Q, K and V, heads, scale, masks added as mask_filter_value
 def attention(x, w, bias, H, sizes, mask=None, causal=False, ab=None, scale=None,
               filt=-10000.0, past=None, present=False):
@@ -221,30 +250,7 @@ def attention(x, w, bias, H, sizes, mask=None, causal=False, ab=None, scale=None
         P = past.shape[3]
         k = np.concatenate([f64(past[0]), k], axis=2)
         v = np.concatenate([f64(past[1]), v], axis=2)
-    Tn = P + Sn
-    sc = (q @ k.transpose(0, 1, 3, 2)) * (scale or 1 / math.sqrt(hq))
-    add = np.zeros((Bn, 1, Sn, Tn))
-    if causal:
-        add += (np.arange(Tn)[None, :] > P + np.arange(Sn)[:, None]) * filt
-    if mask is not None:
-        if mask.ndim == 1 and len(mask) == Bn:
-            keep = np.arange(Tn)[None, :] < mask[:, None]
-            keep = np.broadcast_to(keep[:, None, :], (Bn, Sn, Tn))
-        elif mask.ndim == 1:
-            t = np.arange(Tn)[None, :]
-            keep = (t < mask[:Bn, None]) & (t >= mask[Bn:, None])
-            keep = np.broadcast_to(keep[:, None, :], (Bn, Sn, Tn))
-        elif mask.ndim == 2:
-            keep = np.broadcast_to(mask[:, None, :] != 0, (Bn, Sn, Tn))
-        else:
-            keep = mask != 0
-        add += np.where(keep, 0.0, filt)[:, None]
-    if ab is not None:
-        add = add + f64(ab)
-    sc = sc + add
-    p = np.exp(sc - sc.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
-    y = (p @ v).transpose(0, 2, 1, 3).reshape(Bn, Sn, dv)
+    y = attend(q, k, v, P, mask, causal, ab, scale, filt)
     return (y, np.stack([k, v])) if present else y
 
 
@@ -296,6 +302,60 @@ case("attention_const_weights", ms("Attention", ["x", "w", "b", "mask"], ["y"], 
      consts=[("w", wa), ("b", ba)])
 case("attention_no_bias", ms("Attention", ["x", "w"], ["y"], num_heads=2),
      [("x", xa), ("w", wa)], [("y", attention(xa, wa, None, 2, (16, 16, 16)), np.float32)])
+
+# MultiHeadAttention: Q, K and V given (no projection); self and cross attention (V of another
+# width), key and value split into heads, past and present, every mask form, attention_bias
+def mha(q, k, v, H, bias=None, mask=None, causal=False, ab=None, past=None, split=False,
+        scale=None):
+    q, k, v = f64(q), f64(k), f64(v)
+    Bn, Sn, Dq = q.shape
+    if bias is not None:
+        q, k, v = q + f64(bias[:Dq]), k + f64(bias[Dq:2 * Dq]), v + f64(bias[2 * Dq:])
+    hq = Dq // H
+    qh = q.reshape(Bn, Sn, H, hq).transpose(0, 2, 1, 3)
+    if split:
+        kh, vh = k, v
+    else:
+        kh = k.reshape(Bn, k.shape[1], H, hq).transpose(0, 2, 1, 3)
+        vh = v.reshape(Bn, v.shape[1], H, -1).transpose(0, 2, 1, 3)
+    P = 0
+    if past is not None:
+        P = past[0].shape[2]
+        kh = np.concatenate([f64(past[0]), kh], axis=2)
+        vh = np.concatenate([f64(past[1]), vh], axis=2)
+    return attend(qh, kh, vh, P, mask, causal, ab, scale), kh, vh
+
+
+q16, k16, v16 = rnd((B, S, 16)), rnd((B, 5, 16)), rnd((B, 5, 8))
+b40 = rnd(40)
+y, _, _ = mha(q16, k16, v16, NH, bias=b40, mask=np.array([5, 3], np.int32))
+case("mha_cross_lengths", ms("MultiHeadAttention", ["q", "k", "v", "bias", "mask"], ["y"],
+                             num_heads=NH),
+     [("q", q16), ("k", k16), ("v", v16), ("bias", b40), ("mask", np.array([5, 3], np.int32))],
+     [("y", y, np.float32)])
+raw7 = np.array([[1] * 7, [1] * 6 + [0]], np.int32)
+ks, vs = rnd((B, S, 16)), rnd((B, S, 16))
+y, _, _ = mha(q16, ks, vs, NH, mask=raw7, causal=True, scale=0.3)
+case("mha_self_causal_raw", ms("MultiHeadAttention", ["q", "k", "v", "", "mask"], ["y"],
+                               num_heads=NH, unidirectional=1, scale=0.3),
+     [("q", q16), ("k", ks), ("v", vs), ("mask", raw7)], [("y", y, np.float32)])
+kh4, vh4 = rnd((B, NH, 5, 4)), rnd((B, NH, 5, 4))
+ab5 = rnd((1, NH, S, 5))
+m3 = (rng.random((B, S, 5)) < 0.8).astype(np.int32)
+y, _, _ = mha(q16, kh4, vh4, NH, mask=m3, ab=ab5, split=True)
+case("mha_split_heads_3d_mask_bias", ms("MultiHeadAttention", ["q", "k", "v", "", "mask", "ab"],
+                                        ["y"], num_heads=NH),
+     [("q", q16), ("k", kh4), ("v", vh4), ("mask", m3), ("ab", ab5)], [("y", y, np.float32)])
+pk, pvv = rnd((B, NH, 3, 4)), rnd((B, NH, 3, 4))
+q2, k2, v2, b48 = rnd((B, 2, 16)), rnd((B, 2, 16)), rnd((B, 2, 16)), rnd(48)
+raw5 = np.array([[1] * 5, [0] + [1] * 4], np.int32)
+y, kh, vh = mha(q2, k2, v2, NH, bias=b48, mask=raw5, causal=True, past=(pk, pvv))
+case("mha_past_present", ms("MultiHeadAttention",
+                            ["q", "k", "v", "bias", "mask", "", "past_k", "past_v"],
+                            ["y", "present_k", "present_v"], num_heads=NH, unidirectional=1),
+     [("q", q2), ("k", k2), ("v", v2), ("bias", b48), ("mask", raw5), ("past_k", pk),
+      ("past_v", pvv)],
+     [("y", y, np.float32), ("present_k", kh, np.float32), ("present_v", vh, np.float32)])
 
 # MatMulNBits: weights quantized here in blocks along K (codes packed low bits first), then
 # A x dequantized^T (+ bias): 4 bits with packed zero points, 4 bits without (8), 8 bits

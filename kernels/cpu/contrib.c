@@ -18,7 +18,9 @@
  *   FusedMatMul(A, B; alpha = 1, transA, transB)   alpha op(A) op(B) as MatMul broadcasts,
  *       op transposing the last two axes (transBatchA/transBatchB are refused)
  *   EmbedLayerNormalization, Attention (BERT's, and GPT-2's with past and present),
- *   MatMulNBits (block-quantized weights): below
+ *   MultiHeadAttention (Q, K and V given: encoder-decoder and diffusion models), MatMulNBits
+ *   (block-quantized weights): below. The two attentions share one core (attn_heads) over
+ *   strided views of Q, K and V.
  *
  * The Gelu forms and FusedMatMul go through the default domain's Add, Gelu, Transpose and
  * MatMul rows; the normalizations are computed here in double, a row (the last axis, or the
@@ -557,15 +559,24 @@ ox_status ox_ms_cpu_embed_layernorm(struct ox_kernel_ctx *ctx, const struct ox_n
  * Output [B, S, Dv]. Rotary embeddings and a shared past/present buffer are refused. Q, K and V
  * come from one GEMM into scratch; each (batch, head) scores its rows with one more, softmaxes, and
  * multiplies by V, in pieces over the pool. */
+/* Element (b, row, h, d) of Q, K or V at p[b bs + row rs + h hs + d]. */
+struct attn_view {
+    const float *p;
+    int64_t bs, rs, hs;
+};
+
 struct attn {
     const ox_tensor *x, *w, *bias, *mask, *ab, *past;
     ox_tensor *y, *present;
     int64_t B, S, Din, H, dq, dk, dv, Dt;
-    int64_t P, T; /* past keys, all keys (P + S) */
+    int64_t L, P, T; /* this step's keys, past keys, all keys (P + L) */
     float scale, filter;
     bool causal;
-    float *qkv;  /* [B * S, Dt] */
-    float *work; /* per thread: scores [S, T], then K and V of one head [T, dq / H] each */
+    struct attn_view q, k, v;
+    const float *past_k, *past_v; /* [B, H, P, dk / H], [B, H, P, dv / H] */
+    float *present_k, *present_v; /* [B, H, T, dk / H], [B, H, T, dv / H] */
+    float *qkv;                   /* Attention: [B * S, Dt] */
+    float *work; /* per thread: scores [S, T], then K and V of one head [T, head size] each */
 };
 
 static ox_status attn_read(const struct ox_node *n, const ox_tensor *const *in,
@@ -613,6 +624,7 @@ static ox_status attn_read(const struct ox_node *n, const ox_tensor *const *in,
                                (long long)B, (long long)a->H, (long long)hk);
         a->P = t->dims[3];
     }
+    a->L = S;
     int64_t T = a->T = a->P + S;
     if (a->mask) {
         const ox_tensor *m = a->mask;
@@ -662,43 +674,45 @@ static float attn_mask(const struct attn *a, int64_t b, int64_t s, int64_t t) {
     return keep ? add : add + a->filter;
 }
 
-/* Floats of work per thread: the scores [S, T], and K and V of one head [T, hk] each when
- * there is a past (else they are read from Q, K and V in place). */
+/* Floats of work per thread: the scores [S, T], and K and V of one head [T, head size] each
+ * when there is a past (else they are read from their views in place). */
 static int64_t attn_work_floats(const struct attn *a) {
-    return a->S * a->T + (a->past ? 2 * a->T * (a->dk / a->H) : 0);
+    return a->S * a->T + (a->past ? a->T * ((a->dk + a->dv) / a->H) : 0);
+}
+
+/* Rows [0, n) of head h of view w (batch b), contiguous into dst [n, hd]. */
+static void attn_rows(float *dst, const struct attn_view *w, int64_t b, int64_t h, int64_t n,
+                      int64_t hd) {
+    for (int64_t r = 0; r < n; r++)
+        memcpy(dst + r * hd, w->p + b * w->bs + r * w->rs + h * w->hs, (size_t)hd * sizeof(float));
 }
 
 static void attn_heads(void *arg, int64_t i0, int64_t i1, int tid) {
     const struct attn *a = arg;
-    int64_t S = a->S, T = a->T, P = a->P, H = a->H, hq = a->dq / H, hv = a->dv / H, Dt = a->Dt;
+    int64_t S = a->S, T = a->T, P = a->P, L = a->L, H = a->H, hq = a->dq / H, hv = a->dv / H;
     float *p = a->work + (size_t)tid * (size_t)attn_work_floats(a);
     for (int64_t i = i0; i < i1; i++) {
         int64_t b = i / H, h = i % H;
-        const float *q = a->qkv + b * S * Dt + h * hq;
-        const float *k = a->qkv + b * S * Dt + a->dq + h * hq;
-        const float *v = a->qkv + b * S * Dt + a->dq + a->dk + h * hv;
-        int64_t ldk = Dt;
-        if (a->past) { /* past keys and values, then this step's, contiguous */
+        const float *q = a->q.p + b * a->q.bs + h * a->q.hs;
+        const float *k = a->k.p + b * a->k.bs + h * a->k.hs;
+        const float *v = a->v.p + b * a->v.bs + h * a->v.hs;
+        int64_t ldk = a->k.rs, ldv = a->v.rs;
+        if (a->past_k) { /* past keys and values, then this step's, contiguous */
             float *kb = p + S * T, *vb = kb + T * hq;
-            const float *pk = (const float *)a->past->data + (b * H + h) * P * hq;
-            const float *pv = pk + a->B * H * P * hq;
-            memcpy(kb, pk, (size_t)(P * hq) * sizeof(float));
-            memcpy(vb, pv, (size_t)(P * hq) * sizeof(float));
-            for (int64_t s = 0; s < S; s++) {
-                memcpy(kb + (P + s) * hq, k + s * Dt, (size_t)hq * sizeof(float));
-                memcpy(vb + (P + s) * hq, v + s * Dt, (size_t)hq * sizeof(float));
-            }
-            k = kb, v = vb, ldk = hq;
+            memcpy(kb, a->past_k + (b * H + h) * P * hq, (size_t)(P * hq) * sizeof(float));
+            memcpy(vb, a->past_v + (b * H + h) * P * hv, (size_t)(P * hv) * sizeof(float));
+            attn_rows(kb + P * hq, &a->k, b, h, L, hq);
+            attn_rows(vb + P * hv, &a->v, b, h, L, hv);
+            k = kb, v = vb, ldk = hq, ldv = hv;
         }
-        if (a->present) { /* [2, B, H, T, hk] */
-            float *pk = (float *)a->present->data + (b * H + h) * T * hq;
-            float *pv = pk + a->B * H * T * hq;
+        if (a->present_k) /* [B, H, T, head size] each */
             for (int64_t t = 0; t < T; t++) {
-                memcpy(pk + t * hq, k + t * ldk, (size_t)hq * sizeof(float));
-                memcpy(pv + t * hq, v + t * ldk, (size_t)hq * sizeof(float));
+                memcpy(a->present_k + ((b * H + h) * T + t) * hq, k + t * ldk,
+                       (size_t)hq * sizeof(float));
+                memcpy(a->present_v + ((b * H + h) * T + t) * hv, v + t * ldv,
+                       (size_t)hv * sizeof(float));
             }
-        }
-        ox_sgemm(NULL, false, true, S, T, hq, a->scale, q, Dt, k, ldk, 0.0f, p, T);
+        ox_sgemm(NULL, false, true, S, T, hq, a->scale, q, a->q.rs, k, ldk, 0.0f, p, T);
         for (int64_t s = 0; s < S; s++) {
             float *row = p + s * T, mx = -INFINITY;
             for (int64_t t = 0; t < T; t++) {
@@ -716,7 +730,7 @@ static void attn_heads(void *arg, int64_t i0, int64_t i1, int tid) {
             for (int64_t t = 0; t < T; t++) row[t] = (float)(row[t] / sum);
         }
         float *y = (float *)a->y->data + b * S * a->dv + h * hv;
-        ox_sgemm(NULL, false, false, S, hv, T, 1.0f, p, T, v, ldk, 0.0f, y, a->dv);
+        ox_sgemm(NULL, false, false, S, hv, T, 1.0f, p, T, v, ldv, 0.0f, y, a->dv);
     }
 }
 
@@ -790,6 +804,181 @@ ox_status ox_ms_cpu_attention(struct ox_kernel_ctx *ctx, const struct ox_node *n
     if ((st = attn_project(NULL, ctx, n, &a, off))) return st;
     for (int64_t r = 0; a.bias && r < rows; r++)
         for (int64_t c = 0; c < a.Dt; c++) a.qkv[r * a.Dt + c] += ((const float *)a.bias->data)[c];
+    int64_t S = a.S, Dt = a.Dt, hq = a.dq / a.H, hv = a.dv / a.H;
+    a.q = (struct attn_view){a.qkv, S * Dt, Dt, hq};
+    a.k = (struct attn_view){a.qkv + a.dq, S * Dt, Dt, hq};
+    a.v = (struct attn_view){a.qkv + a.dq + a.dk, S * Dt, Dt, hv};
+    if (a.past) {
+        a.past_k = a.past->data;
+        a.past_v = a.past_k + a.B * a.H * a.P * hq;
+    }
+    if (a.present) {
+        a.present_k = a.present->data;
+        a.present_v = a.present_k + a.B * a.H * a.T * hq;
+    }
+    ox_parallel_for(ctx->pool, a.B * a.H, attn_heads, &a);
+    return OX_OK;
+}
+
+/* ---- MultiHeadAttention ------------------------------------------------------------------- */
+
+/* query [B, S, D]; key and value either [B, L, D] and [B, L, Dv] (bias? [D + D + Dv] added to
+ * the three) or already split into heads, [B, H, L, D / H] and [B, H, L, Dv / H] (no bias);
+ * key_padding_mask? int32 [B] key lengths, [B, T] or [B, S, T] (1 to attend, 0 not);
+ * attention_bias? [B or 1, H or 1, S, T]; past_key? / past_value? [B, H, P, head] before this
+ * step's keys (3-D key and value only); num_heads, scale, mask_filter_value, unidirectional
+ * as Attention's. Outputs: [B, S, Dv], present_key? / present_value? [B, H, T, head]. Packed
+ * QKV (no key), past_sequence_length, cache_indirection and the qk output are refused. */
+static ox_status mha_read(const struct ox_node *n, const ox_tensor *const *in,
+                          ox_tensor *const *out, struct attn *a) {
+    memset(a, 0, sizeof *a);
+    const ox_tensor *q = ox_in(n, in, 0), *k = ox_in(n, in, 1), *v = ox_in(n, in, 2);
+    const ox_tensor *pk = ox_in(n, in, 6), *pv = ox_in(n, in, 7);
+    a->bias = ox_in(n, in, 3), a->mask = ox_in(n, in, 4), a->ab = ox_in(n, in, 5);
+    if (ox_in(n, in, 8) || ox_in(n, in, 9) || (n->n_outputs > 3 && out[3]))
+        return ox_node_err(n, OX_E_UNSUPPORTED,
+                           "past_sequence_length, cache_indirection and the qk output are not "
+                           "supported");
+    if (!q || !k || !v)
+        return ox_node_err(n, OX_E_UNSUPPORTED,
+                           "query, key and value are required (packed QKV is not supported)");
+    a->H = ox_attr_int(n, "num_heads", 0);
+    if (a->H <= 0) return ox_node_err(n, OX_E_INVALID, "num_heads must be positive");
+    int64_t H = a->H;
+    if (q->dtype != OX_FLOAT || q->rank != 3 || k->dtype != OX_FLOAT || v->dtype != OX_FLOAT ||
+        k->rank != v->rank || (k->rank != 3 && k->rank != 4))
+        return ox_node_err(n, OX_E_SHAPE,
+                           "query must be float [B, S, D], key and value [B, L, D] or [B, H, L, "
+                           "head]");
+    a->B = q->dims[0], a->S = q->dims[1], a->dq = a->dk = q->dims[2];
+    int64_t B = a->B, hq = a->dq / H;
+    bool split = k->rank == 4;
+    if (a->dq % H)
+        return ox_node_err(n, OX_E_SHAPE, "hidden size %lld for %lld heads", (long long)a->dq,
+                           (long long)H);
+    if (split) {
+        a->L = k->dims[2], a->dv = v->dims[3] * H;
+        if (k->dims[0] != B || k->dims[1] != H || k->dims[3] != hq || v->dims[0] != B ||
+            v->dims[1] != H || v->dims[2] != a->L)
+            return ox_node_err(n, OX_E_SHAPE, "key and value must be [%lld, %lld, L, head]",
+                               (long long)B, (long long)H);
+        if (a->bias || pk || pv)
+            return ox_node_err(n, OX_E_UNSUPPORTED,
+                               "a bias or past state with key and value split into heads");
+    } else {
+        a->L = k->dims[1], a->dv = v->dims[2];
+        if (k->dims[0] != B || k->dims[2] != a->dq || v->dims[0] != B || v->dims[1] != a->L ||
+            a->dv % H)
+            return ox_node_err(n, OX_E_SHAPE, "key must be [%lld, L, %lld], value [%lld, L, Dv]",
+                               (long long)B, (long long)a->dq, (long long)B);
+    }
+    int64_t hv = a->dv / H;
+    if (a->bias && (a->bias->dtype != OX_FLOAT || ox_tensor_numel(a->bias) != 2 * a->dq + a->dv))
+        return ox_node_err(n, OX_E_SHAPE, "bias must be float [%lld]",
+                           (long long)(2 * a->dq + a->dv));
+    if ((pk == NULL) != (pv == NULL))
+        return ox_node_err(n, OX_E_INVALID, "past_key and past_value go together");
+    if (pk) {
+        if (pk->dtype != OX_FLOAT || pk->rank != 4 || pk->dims[0] != B || pk->dims[1] != H ||
+            pk->dims[3] != hq || pv->dtype != OX_FLOAT || pv->rank != 4 || pv->dims[0] != B ||
+            pv->dims[1] != H || pv->dims[2] != pk->dims[2] || pv->dims[3] != hv)
+            return ox_node_err(n, OX_E_SHAPE,
+                               "past_key and past_value must be [%lld, %lld, P, head]",
+                               (long long)B, (long long)H);
+        a->P = pk->dims[2];
+        a->past = pk;
+        a->past_k = pk->data, a->past_v = pv->data;
+    }
+    int64_t S = a->S, T = a->T = a->P + a->L;
+    if (a->mask) {
+        const ox_tensor *m = a->mask;
+        if (m->dtype != OX_INT32 ||
+            !((m->rank == 1 && m->dims[0] == B) ||
+              (m->rank == 2 && m->dims[0] == B && m->dims[1] == T) ||
+              (m->rank == 3 && m->dims[0] == B && m->dims[1] == S && m->dims[2] == T)))
+            return ox_node_err(n, OX_E_UNSUPPORTED,
+                               "key_padding_mask: int32 [B], [B, T] or [B, S, T] expected");
+    }
+    if (a->ab) {
+        const ox_tensor *t = a->ab;
+        if (t->dtype != OX_FLOAT || t->rank != 4 || (t->dims[0] != 1 && t->dims[0] != B) ||
+            (t->dims[1] != 1 && t->dims[1] != H) || t->dims[2] != S || t->dims[3] != T)
+            return ox_node_err(n, OX_E_SHAPE,
+                               "attention_bias must be float [B or 1, %lld or 1, S, T]",
+                               (long long)H);
+    }
+    float sc = ox_attr_float(n, "scale", 0.0f);
+    a->scale = sc != 0 ? sc : (float)(1.0 / sqrt((double)hq));
+    a->filter = ox_attr_float(n, "mask_filter_value", -10000.0f);
+    a->causal = ox_attr_int(n, "unidirectional", 0) != 0;
+    a->x = q;
+    a->q = (struct attn_view){q->data, S * a->dq, a->dq, hq};
+    if (split) {
+        a->k = (struct attn_view){k->data, H * a->L * hq, hq, a->L * hq};
+        a->v = (struct attn_view){v->data, H * a->L * hv, hv, a->L * hv};
+    } else {
+        a->k = (struct attn_view){k->data, a->L * a->dq, a->dq, hq};
+        a->v = (struct attn_view){v->data, a->L * a->dv, a->dv, hv};
+    }
+    int64_t dims[3] = {B, S, a->dv}, kd[4] = {B, H, T, hq}, vd[4] = {B, H, T, hv};
+    a->y = out[0];
+    if (a->y) ox_set_shape(a->y, OX_FLOAT, 3, dims);
+    ox_tensor *prk = n->n_outputs > 1 ? out[1] : NULL, *prv = n->n_outputs > 2 ? out[2] : NULL;
+    if (prk) ox_set_shape(prk, OX_FLOAT, 4, kd);
+    if (prv) ox_set_shape(prv, OX_FLOAT, 4, vd);
+    if ((prk == NULL) != (prv == NULL))
+        return ox_node_err(n, OX_E_INVALID, "present_key and present_value go together");
+    a->present = prk;
+    if (prk) a->present_k = prk->data, a->present_v = prv->data;
+    return OX_OK;
+}
+
+/* Scratch: Q, K and V with the bias added (when there is one); each thread's work. */
+static bool mha_scratch(const struct attn *a, int threads, size_t *bias_bytes, size_t *total) {
+    size_t per, qkv = 0;
+    if (a->bias)
+        qkv = ((size_t)(a->B * (a->S * a->dq + a->L * (a->dq + a->dv))) * sizeof(float) + 63) &
+              ~(size_t)63;
+    *bias_bytes = qkv;
+    return ox_mul_size((size_t)attn_work_floats(a), sizeof(float) * (size_t)threads, &per) &&
+           ox_add_size(qkv, per, total);
+}
+
+ox_status ox_ms_infer_mha(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                          const ox_tensor *const *in, ox_tensor *const *out) {
+    struct attn a;
+    ox_status st = mha_read(n, in, out, &a);
+    size_t qkv;
+    if (!st && !mha_scratch(&a, ctx->n_threads > 0 ? ctx->n_threads : 1, &qkv, &ctx->scratch_bytes))
+        st = ox_node_err(n, OX_E_NOMEM, "attention too large");
+    return st;
+}
+
+/* x [rows, d] + bias [d] into dst. */
+static float *mha_add_bias(float *dst, const float *x, const float *bias, int64_t rows, int64_t d) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < d; c++) dst[r * d + c] = x[r * d + c] + bias[c];
+    return dst + rows * d;
+}
+
+ox_status ox_ms_cpu_mha(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                        const ox_tensor *const *in, ox_tensor *const *out) {
+    struct attn a;
+    ox_status st = mha_read(n, in, out, &a);
+    if (st || !a.y) return st;
+    size_t qkv, total;
+    if (!mha_scratch(&a, ctx->pool ? ox_pool_size(ctx->pool) : 1, &qkv, &total) ||
+        ctx->scratch_bytes < total)
+        return ox_node_err(n, OX_E_INTERNAL, "scratch smaller than inferred");
+    if (a.B * a.S == 0) return OX_OK;
+    if (a.bias) { /* Q, K and V with their bias, in the same layouts */
+        const float *bias = a.bias->data;
+        float *q = ctx->scratch, *k = mha_add_bias(q, a.q.p, bias, a.B * a.S, a.dq);
+        float *v = mha_add_bias(k, a.k.p, bias + a.dq, a.B * a.L, a.dq);
+        mha_add_bias(v, a.v.p, bias + 2 * a.dq, a.B * a.L, a.dv);
+        a.q.p = q, a.k.p = k, a.v.p = v;
+    }
+    a.work = (float *)ox_scratch_at(ctx->scratch, qkv);
     ox_parallel_for(ctx->pool, a.B * a.H, attn_heads, &a);
     return OX_OK;
 }
