@@ -558,7 +558,8 @@ ox_status ox_ms_cpu_embed_layernorm(struct ox_kernel_ctx *ctx, const struct ox_n
  * past's then this step's, a query s at position P + s), present? [2, B, H, T, Dk / H].
  * Output [B, S, Dv]. Rotary embeddings and a shared past/present buffer are refused. Q, K and V
  * come from one GEMM into scratch; each (batch, head) scores its rows with one more, softmaxes, and
- * multiplies by V, in pieces over the pool. */
+ * multiplies by V, in pieces over the pool (attn_heads, which MultiHeadAttention shares). */
+
 /* Element (b, row, h, d) of Q, K or V at p[b bs + row rs + h hs + d]. */
 struct attn_view {
     const float *p;
