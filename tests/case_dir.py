@@ -62,8 +62,11 @@ def map_type(key_type, value_type):
 
 def expect_error(exe, tag, model, x_pb, expect):
     """`onnxexec run MODEL -i X=X_PB` must fail with `expect` in its message: prints PASS or
-    FAIL bad/TAG and returns the number of failures (0 or 1)."""
-    r = subprocess.run([exe, "run", model, "-i", "X=" + x_pb], capture_output=True, text=True)
+    FAIL bad/TAG and returns the number of failures (0 or 1). X_PB may also be a list of
+    (input name, .pb path), one -i each."""
+    inputs = [("X", x_pb)] if isinstance(x_pb, str) else x_pb
+    r = subprocess.run([exe, "run", model] + [a for k, p in inputs for a in ("-i", k + "=" + p)],
+                       capture_output=True, text=True)
     if r.returncode == 0 or expect not in r.stderr:
         print("FAIL bad/%s: rc %d, expected an error with %r, got: %s"
               % (tag, r.returncode, expect, r.stderr.strip()))

@@ -31,6 +31,10 @@
 #include <math.h>
 #include <string.h>
 
+static size_t align64(size_t b) {
+    return (b + 63) & ~(size_t)63;
+}
+
 /* ---- the Gelu forms --------------------------------------------------------------------- */
 
 static const struct ox_node *gelu_node(const struct ox_node *n, bool tanh_form, struct ox_node *g,
@@ -285,9 +289,7 @@ static ox_status norm_cpu(struct ox_kernel_ctx *ctx, const struct ox_node *n, in
     struct norm m;
     ox_status st = norm_read(n, kind, in, out, &m);
     if (st) return st;
-    if (!m.y) return OX_OK;
-    if (m.H == 0) return OX_OK;
-    ox_parallel_for(ctx->pool, m.rows, norm_rows, &m);
+    if (m.y && m.H > 0) ox_parallel_for(ctx->pool, m.rows, norm_rows, &m);
     return OX_OK;
 }
 
@@ -330,10 +332,6 @@ static void swapped(const ox_tensor *t, ox_tensor *s) {
     int64_t d = s->dims[s->rank - 1];
     s->dims[s->rank - 1] = s->dims[s->rank - 2];
     s->dims[s->rank - 2] = d;
-}
-
-static size_t align64(size_t b) {
-    return (b + 63) & ~(size_t)63;
 }
 
 /* Scratch: A and B transposed where asked, then MatMul's own scratch. */
@@ -736,7 +734,7 @@ static void attn_heads(void *arg, int64_t i0, int64_t i1, int tid) {
 }
 
 static size_t attn_qkv_bytes(const struct attn *a) {
-    return ((size_t)(a->B * a->S * a->Dt) * sizeof(float) + 63) & ~(size_t)63;
+    return align64((size_t)(a->B * a->S * a->Dt) * sizeof(float));
 }
 
 /* Q, K and V, [B, S, Dt], are input x weights through the MatMul row (its packed weights
@@ -775,7 +773,7 @@ static ox_status attn_project(struct ox_infer_ctx *ictx, struct ox_kernel_ctx *k
 static bool attn_scratch_off(const struct attn *a, int threads, size_t *off) {
     size_t per;
     return ox_mul_size((size_t)attn_work_floats(a), sizeof(float) * (size_t)threads, &per) &&
-           ox_add_size(attn_qkv_bytes(a), (per + 63) & ~(size_t)63, off);
+           ox_add_size(attn_qkv_bytes(a), align64(per), off);
 }
 
 ox_status ox_ms_infer_attention(struct ox_infer_ctx *ctx, const struct ox_node *n,
@@ -938,8 +936,7 @@ static ox_status mha_read(const struct ox_node *n, const ox_tensor *const *in,
 static bool mha_scratch(const struct attn *a, int threads, size_t *bias_bytes, size_t *total) {
     size_t per, qkv = 0;
     if (a->bias)
-        qkv = ((size_t)(a->B * (a->S * a->dq + a->L * (a->dq + a->dv))) * sizeof(float) + 63) &
-              ~(size_t)63;
+        qkv = align64((size_t)(a->B * (a->S * a->dq + a->L * (a->dq + a->dv))) * sizeof(float));
     *bias_bytes = qkv;
     return ox_mul_size((size_t)attn_work_floats(a), sizeof(float) * (size_t)threads, &per) &&
            ox_add_size(qkv, per, total);

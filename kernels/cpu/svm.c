@@ -174,8 +174,9 @@ static ox_status svm_read(const struct ox_node *n, const ox_tensor *x, bool clas
         m->M = classifier ? m->C : 1;
         m->kernel = K_LINEAR;
     }
-    m->all_pos = true;
-    for (int i = 0; i < n_coef; i++)
+    /* read only by a two-class linear-mode classifier's label rule */
+    m->all_pos = classifier && m->V == 0 && m->C == 2;
+    for (int i = 0; m->all_pos && i < n_coef; i++)
         if (!(m->coef[i] >= 0)) m->all_pos = false;
     return OX_OK;
 }
@@ -195,7 +196,7 @@ static bool svm_prepared_bytes(const struct svm *m, size_t *bytes) {
 }
 
 /* Per thread: a block of rows (double), their products with the vectors, their norms, and
- * the work of one row; then (once) each class's first vector. */
+ * the work of one row (the callers add each class's first vector once, after all threads'). */
 static bool svm_thread_bytes(const struct svm *m, size_t *bytes) {
     size_t a, b;
     return ox_add_size((size_t)m->F, (size_t)m->M, &a) && ox_add_size(a, 1, &a) &&
