@@ -134,11 +134,12 @@ conv_integer("convint_int8_x_uint8_w", [1, 17, 10, 10], [10, 17, 3, 3], xt=np.in
              pads=[1, 1, 1, 1], xz=-5, wz=np.arange(10) * 20 + 3)
 
 
-def qlinear_conv(name, xshape, wshape, xt, wt, yt, per_channel, bias, **kw):
+def qlinear_conv(name, xshape, wshape, xt, wt, yt, per_channel, bias, extreme=(None, None),
+                 **kw):
     nsp = len(xshape) - 2
     a = conv_attrs(nsp, kw.get("strides"), kw.get("pads"), kw.get("dil"), kw.get("group", 1))
     M = wshape[0]
-    x, w = ints(xt, xshape), ints(wt, wshape)
+    x, w = ints(xt, xshape, extreme[0]), ints(wt, wshape, extreme[1])
     xs, xz = np.float32(0.02), np.asarray(128 if xt == np.uint8 else -3, xt)
     ws = (rng.uniform(0.002, 0.01, M) if per_channel else np.asarray(0.005)).astype(np.float32)
     wz = np.asarray(0, wt)
@@ -166,6 +167,20 @@ qlinear_conv("qlinearconv_per_channel", [1, 32, 28, 28], [45, 32, 3, 3], np.uint
              np.uint8, True, True, pads=[1, 1, 1, 1])
 qlinear_conv("qlinearconv_int8_strided", [2, 19, 17, 15], [21, 19, 5, 5], np.int8, np.int8,
              np.int8, False, False, strides=[2, 2], pads=[2, 1, 2, 2])
+# kernels/cpu/qconv8.c's form (2-D, group 1, uint8 by int8 with zero points of 0): a stem
+# of 3 channels (one 4-byte group, mostly padding) with two images; channels not a multiple
+# of 4 against 70 outputs (a block of 32 and a tail of 6), a 3 x 2 kernel, unequal strides
+# and dilations and padding on every side, int8 output; a pointwise layer of stride 2
+# without bias (the tap table's only tap); 512 channels at the extremes of both ranges
+# (sums near -1.5e8), a 7 x 7 map (tiles of 7 pixels)
+qlinear_conv("qlinearconv_stem", [2, 3, 37, 29], [64, 3, 7, 7], np.uint8, np.int8, np.uint8,
+             True, True, strides=[2, 2], pads=[3, 3, 3, 3])
+qlinear_conv("qlinearconv_odd_geometry", [1, 17, 23, 26], [70, 17, 3, 2], np.uint8, np.int8,
+             np.int8, True, True, strides=[1, 2], pads=[1, 0, 2, 1], dil=[2, 1])
+qlinear_conv("qlinearconv_pointwise_s2", [1, 64, 20, 18], [33, 64, 1, 1], np.uint8, np.int8,
+             np.uint8, False, False, strides=[2, 2])
+qlinear_conv("qlinearconv_extremes", [1, 512, 7, 7], [40, 512, 3, 3], np.uint8, np.int8,
+             np.uint8, True, True, pads=[1, 1, 1, 1], extreme=("high", "low"))
 
 
 def matmul_integer(name, ashape, bshape, at, bt, za=None, zb=None, b_fed=False):
@@ -270,7 +285,8 @@ write_case(out, "dynquant_matmul", helper.make_model(g, opset_imports=[helper.ma
 failed = 0
 # OX_IGEMM8=0: uint8 by int8 on the int16 path too; OX_IGEMM_VNNI=0: vpmaddwd + vpaddd where
 # the CPU has AVX-512 VNNI's vpdpwssd
-for env in ({}, {"OX_IGEMM8": "0"}, {"OX_IGEMM8": "0", "OX_IGEMM_VNNI": "0"},
+# OX_QCONV8=0: QLinearConv's uint8 by int8 2-D form through im2col and the GEMM too
+for env in ({}, {"OX_QCONV8": "0"}, {"OX_IGEMM8": "0"}, {"OX_IGEMM8": "0", "OX_IGEMM_VNNI": "0"},
             {"OX_SGEMM_PACKED": "0"}):
     r = subprocess.run([args.onnxexec, "test", out, "--rtol", "0", "--atol", "0", "--threads", "2"],
                        capture_output=True, text=True, env=dict(os.environ, **env))

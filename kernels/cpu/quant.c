@@ -15,6 +15,7 @@
  */
 #include "kernels/op.h"
 #include "kernels/cpu/igemm.h"
+#include "kernels/cpu/qconv8.h"
 #include "kernels/cpu/vecmath.h"
 
 #include <float.h>
@@ -1164,6 +1165,47 @@ ox_status ox_q_cpu_conv_integer(struct ox_kernel_ctx *ctx, const struct ox_node 
 
 /* ---- QLinearConv ------------------------------------------------------------------------- */
 
+/* The geometry of kernels/cpu/qconv8.c's form (2-D, group 1, uint8 input, int8 weights),
+ * when it runs here; it also needs the weights' zero points all 0 (wz_zero). */
+static bool qconv8_shape(const struct cgeom *g, const ox_tensor *x, const ox_tensor *w,
+                         struct ox_qconv8_geom *q) {
+    if (g->nsp != 2 || g->group != 1 || x->dtype != OX_UINT8 || w->dtype != OX_INT8) return false;
+    *q = (struct ox_qconv8_geom){g->N,    g->C,     g->in[0], g->in[1],  g->M,
+                                 g->k[0], g->k[1],  g->s[0],  g->s[1],   g->d[0],
+                                 g->d[1], g->pb[0], g->pb[1], g->out[0], g->out[1]};
+    return ox_qconv8_fast(q);
+}
+
+/* Whether int8 zero points wz (absent: 0) are known and all 0. */
+static bool wz_zero(const ox_tensor *wz) {
+    if (!wz) return true;
+    if (!wz->data || wz->dtype != OX_INT8) return false;
+    for (int64_t i = 0; i < ox_tensor_numel(wz); i++)
+        if (((const int8_t *)wz->data)[i]) return false;
+    return true;
+}
+
+/* QLinearConv's scratch: the general form's or qconv8.c's (q, when its shape fits), then
+ * M multipliers in double. */
+static ox_status qconv_scratch(const struct ox_node *n, const struct cgeom *g,
+                               const struct ox_qconv8_geom *q, int n_threads, size_t *total) {
+    ox_status st = conv_scratch(n, g, n_threads, total);
+    if (st) return st;
+    if (q && ox_qconv8_scratch_bytes(q) > *total) *total = ox_qconv8_scratch_bytes(q);
+    if (!add_piece(total, g->M, 1, 8)) return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
+    return OX_OK;
+}
+
+struct qc8_pack {
+    const struct ox_qconv8_geom *q;
+    const int8_t *w;
+};
+
+static void qc8_fill(void *dst, void *arg) {
+    const struct qc8_pack *pk = arg;
+    ox_qconv8_pack(pk->q, pk->w, dst);
+}
+
 ox_status ox_q_infer_qlinear_conv(struct ox_infer_ctx *ctx, const struct ox_node *n,
                                   const ox_tensor *const *in, ox_tensor *const *out) {
     const ox_tensor *x = ox_in(n, in, 0), *xs = ox_in(n, in, 1), *xz = ox_in(n, in, 2);
@@ -1192,10 +1234,13 @@ ox_status ox_q_infer_qlinear_conv(struct ox_infer_ctx *ctx, const struct ox_node
     for (int i = 0; i < g.nsp; i++) dims[i + 2] = g.out[i];
     ox_set_shape(out[0], yz ? yz->dtype : x->dtype, x->rank, dims);
     size_t total;
-    if ((st = conv_scratch(n, &g, ctx->n_threads, &total))) return st;
-    if (!add_piece(&total, g.M, 1, 8)) return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
+    struct ox_qconv8_geom q;
+    bool direct = qconv8_shape(&g, x, w, &q);
+    if ((st = qconv_scratch(n, &g, direct ? &q : NULL, ctx->n_threads, &total))) return st;
     ctx->scratch_bytes = total;
-    if (may_pack(ctx, n, in, 3, 5)) ctx->prepared_bytes = conv_packed_bytes(&g);
+    if (may_pack(ctx, n, in, 3, 5))
+        ctx->prepared_bytes =
+            direct && wz_zero(wz) ? ox_qconv8_packed_bytes(&q) : conv_packed_bytes(&g);
     return OX_OK;
 }
 
@@ -1265,7 +1310,11 @@ ox_status ox_q_cpu_qlinear_conv(struct ox_kernel_ctx *ctx, const struct ox_node 
     ox_status st = conv_geom(n, j.x, j.w, &j.g);
     if (st) return st;
     size_t base;
-    if ((st = conv_scratch(n, &j.g, ox_pool_size(ctx->pool), &base))) return st;
+    struct ox_qconv8_geom q;
+    bool direct = qconv8_shape(&j.g, j.x, j.w, &q);
+    if ((st = qconv_scratch(n, &j.g, direct ? &q : NULL, ox_pool_size(ctx->pool), &base)))
+        return st;
+    base -= align64((size_t)j.g.M * 8);
     double *mult = ox_scratch_at(ctx->scratch, base);
     bool wcol = ox_tensor_numel(ws) != 1;
     float xsv = ((const float *)xs->data)[0], ysv = ((const float *)ys->data)[0];
@@ -1273,6 +1322,17 @@ ox_status ox_q_cpu_qlinear_conv(struct ox_kernel_ctx *ctx, const struct ox_node 
         mult[m] = (float)(xsv * ((const float *)ws->data)[wcol ? m : 0]) / ysv;
     struct qc_out o = {&j.g, out[0], b ? b->data : NULL, mult, zp_of(yz, 0), 0, 0};
     qint_range(out[0]->dtype, &o.lo, &o.hi);
+    if (direct && wz_zero(j.wz)) {
+        struct qc8_pack pk = {&q, j.w->data};
+        struct ox_prep_key key = {j.w->data, {q.M, q.C, q.KH, q.KW}};
+        const void *wp = ox_kernel_prepared(ctx, qc8_fill, &pk, &key);
+        if (wp) {
+            struct ox_qconv8_out qo = {o.bias, mult, o.yzp, (double)o.lo, (double)o.hi};
+            ox_qconv8_run(ctx->pool, &q, j.x->data, (uint8_t)zp_of(j.xz, 0), wp, &qo, out[0]->data,
+                          ctx->scratch);
+            return OX_OK;
+        }
+    }
     conv_int(ctx, &j, qc_emit, &o);
     return OX_OK;
 }

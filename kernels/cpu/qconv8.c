@@ -1,0 +1,287 @@
+/* 8-bit 2-D convolution straight from the input (kernels/cpu/qconv8.h): QLinearConv with a
+ * uint8 input and int8 weights whose zero points are 0, group 1 (what torch, onnxruntime's
+ * quantizer and the model zoo write for ordinary convolutions).
+ *
+ * kernels/cpu/quant.c's general form writes the columns of the input (im2col: every input
+ * byte once per kernel tap) and packs them for ox_igemm16 at every run; for a 3x3 layer of
+ * 64 channels that costs more than the products. Here the input is turned once into
+ * channels-last rows of C rounded up to 4 bytes per pixel, and the products read it in
+ * place: a tile of 8 output pixels of one output row times 32 output channels keeps its
+ * 16 x 16 int32 sums in registers; for each kernel tap the 8 pixels' input rows come from a
+ * table of pointers (a pointer to a row of zero points where the tap falls in the padding),
+ * and each 4 bytes of a pixel's channels, broadcast, meet 32 channels' 4 weights in two
+ * vpdpbusd (AVX-512 VNNI: four uint8 x int8 products added into each int32 lane). The
+ * weights are packed once (prepared memory) in that order: blocks of 32 output channels,
+ * tap by tap, 4 input channels by 32 output channels at a time, zeros past C and M.
+ *
+ * The sums are of the raw input; the zero point comes off as zp x each channel's sum of
+ * weights (padding reads the zero point, so the correction is the same everywhere). Then
+ * QLinearConv's requantization in double, exactly as quant.c's row loop, and the 8 x 32
+ * bytes go out transposed: each channel's 8 consecutive pixels in one 8-byte store.
+ */
+#include "kernels/cpu/qconv8.h"
+
+#include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include "kernels/cpu/igemm.h"
+
+#define QC_MR    8   /* output pixels of a tile */
+#define QC_NR    32  /* output channels of a tile */
+#define QC_MAX_T 256 /* kernel taps (the tile's pointer table lives on the stack) */
+
+static size_t align64(size_t n) {
+    return (n + 63) & ~(size_t)63;
+}
+
+static int64_t row_bytes(const struct ox_qconv8_geom *g) { /* CS: C rounded up to 4 */
+    return (g->C + 3) / 4 * 4;
+}
+
+bool ox_qconv8_fast(const struct ox_qconv8_geom *g) {
+    const char *e = getenv("OX_QCONV8");
+    if (!ox_igemm8_fast() || (e && !strcmp(e, "0"))) return false;
+    const int64_t lim = (int64_t)1 << 30;
+    if (g->N <= 0 || g->C <= 0 || g->M <= 0 || g->KH <= 0 || g->KW <= 0 || g->OH <= 0 ||
+        g->OW <= 0 || g->H <= 0 || g->W <= 0 || g->N > lim || g->C > lim || g->M > lim ||
+        g->H > lim || g->W > lim || g->OH > lim || g->OW > lim)
+        return false;
+    if (g->KH * g->KW > QC_MAX_T || row_bytes(g) * g->KH * g->KW > lim) return false;
+    /* the channels-last copy of the input and the packed weights stay below 2^46 bytes */
+    double cs = (double)row_bytes(g);
+    return (double)g->N * (double)g->H * (double)g->W * cs < 0x1p46 &&
+           (double)(g->M + QC_NR) * (double)(g->KH * g->KW) * cs < 0x1p46;
+}
+
+size_t ox_qconv8_packed_bytes(const struct ox_qconv8_geom *g) {
+    int64_t nb = (g->M + QC_NR - 1) / QC_NR;
+    return (size_t)nb * (size_t)(g->KH * g->KW * row_bytes(g)) * QC_NR + align64((size_t)g->M * 4);
+}
+
+void ox_qconv8_pack(const struct ox_qconv8_geom *g, const int8_t *w, void *dst) {
+    int64_t cs = row_bytes(g), taps = g->KH * g->KW, nb = (g->M + QC_NR - 1) / QC_NR;
+    int8_t *d = dst;
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t t = 0; t < taps; t++)
+            for (int64_t c4 = 0; c4 < cs; c4 += 4)
+                for (int64_t j = 0; j < QC_NR; j++)
+                    for (int64_t i = 0; i < 4; i++) {
+                        int64_t m = b * QC_NR + j, c = c4 + i;
+                        *d++ = m < g->M && c < g->C ? w[(m * g->C + c) * taps + t] : 0;
+                    }
+    int32_t *sum = (int32_t *)((char *)dst + (size_t)nb * (size_t)(taps * cs) * QC_NR);
+    for (int64_t m = 0; m < g->M; m++) {
+        int32_t s = 0;
+        for (int64_t k = 0; k < g->C * taps; k++) s += w[m * g->C * taps + k];
+        sum[m] = s;
+    }
+}
+
+size_t ox_qconv8_scratch_bytes(const struct ox_qconv8_geom *g) {
+    return align64((size_t)(g->N * g->H * g->W * row_bytes(g))) + align64((size_t)row_bytes(g));
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+struct qc8_job {
+    const struct ox_qconv8_geom *g;
+    const uint8_t *x;   /* NCHW input */
+    uint8_t *xn;        /* channels-last copy: [N][H*W][cs] */
+    const uint8_t *zp;  /* cs bytes of the zero point */
+    const int8_t *wp;   /* packed weights */
+    const int32_t *sum; /* each channel's sum of weights */
+    const struct ox_qconv8_out *o;
+    int32_t xzp;
+    uint8_t *y;
+    int64_t cs, taps, nb, groups, per; /* channel blocks in `groups` groups of `per` */
+};
+
+/* Pixels [64u, 64u + 64) of an image, channels last, 4 channels at a time; channels past C
+ * repeat the last one (their weights are 0). */
+static void qc8_nhwc(void *arg, int64_t u0, int64_t u1, int tid) {
+    (void)tid;
+    const struct qc8_job *j = arg;
+    const struct ox_qconv8_geom *g = j->g;
+    int64_t hw = g->H * g->W, blocks = (hw + 63) / 64;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t img = u / blocks, p0 = u % blocks * 64, p1 = p0 + 64 < hw ? p0 + 64 : hw;
+        const uint8_t *xi = j->x + img * g->C * hw;
+        uint8_t *d = j->xn + img * hw * j->cs;
+        for (int64_t c4 = 0; c4 < j->cs; c4 += 4) {
+            const uint8_t *s[4];
+            for (int i = 0; i < 4; i++) s[i] = xi + (c4 + i < g->C ? c4 + i : g->C - 1) * hw;
+            for (int64_t p = p0; p < p1; p++) {
+                uint32_t v = (uint32_t)s[0][p] | (uint32_t)s[1][p] << 8 | (uint32_t)s[2][p] << 16 |
+                             (uint32_t)s[3][p] << 24;
+                memcpy(d + p * j->cs + c4, &v, 4);
+            }
+        }
+    }
+}
+
+/* 16 sums plus their channels' offsets, requantized to 16 bytes. */
+__attribute__((target("avx512f"))) static inline __m128i qc8_quant16(__m512i s, __m512i off,
+                                                                     __m512d m_lo, __m512d m_hi,
+                                                                     __m512d zp, __m512d lo,
+                                                                     __m512d hi) {
+    __m512i a = _mm512_add_epi32(s, off);
+    __m512d v0 = _mm512_cvtepi32_pd(_mm512_castsi512_si256(a));
+    __m512d v1 = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(a, 1));
+    v0 = _mm512_add_pd(_mm512_mul_pd(v0, m_lo), zp);
+    v1 = _mm512_add_pd(_mm512_mul_pd(v1, m_hi), zp);
+    v0 = _mm512_roundscale_pd(v0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v1 = _mm512_roundscale_pd(v1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256i r0 = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(v0, lo), hi));
+    __m256i r1 = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(v1, lo), hi));
+    return _mm512_cvtepi32_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(r0), r1, 1));
+}
+
+/* tile[r][k]: pixel r, channel k. Channel k's nr pixels go to y + k * plane. */
+__attribute__((target("avx2"))) static void qc8_store(const uint8_t *tile, int nr, int nc,
+                                                      uint8_t *y, int64_t plane) {
+    if (nr < QC_MR) {
+        for (int k = 0; k < nc; k++)
+            for (int r = 0; r < nr; r++) y[k * plane + r] = tile[r * QC_NR + k];
+        return;
+    }
+    __m256i r[8], t[8], u[8], x;
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_si256((const __m256i *)(tile + i * QC_NR));
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi8(r[i], r[i + 1]);     /* channels 0-7 | 16-23 */
+        t[i + 1] = _mm256_unpackhi_epi8(r[i], r[i + 1]); /* channels 8-15 | 24-31 */
+    }
+    for (int h = 0; h < 2; h++) /* rows 4h .. 4h + 3 */
+        for (int i = 0; i < 2; i++) {
+            u[4 * h + 2 * i] = _mm256_unpacklo_epi16(t[4 * h + i], t[4 * h + i + 2]);
+            u[4 * h + 2 * i + 1] = _mm256_unpackhi_epi16(t[4 * h + i], t[4 * h + i + 2]);
+        }
+    /* u[q] (rows 0-3) and u[4 + q] (rows 4-7) hold channels 4q .. 4q + 3 | 16 + the same */
+    for (int q = 0; q < 4; q++)
+        for (int hi = 0; hi < 2; hi++) {
+            x = hi ? _mm256_unpackhi_epi32(u[q], u[4 + q]) : _mm256_unpacklo_epi32(u[q], u[4 + q]);
+            int k0 = 4 * q + 2 * hi; /* x: channels k0, k0 + 1, 16 + k0, 17 + k0 */
+            int64_t v[4];
+            _mm256_storeu_si256((__m256i *)v, x);
+            int ks[4] = {k0, k0 + 1, 16 + k0, 17 + k0};
+            for (int i = 0; i < 4; i++)
+                if (ks[i] < nc) memcpy(y + ks[i] * plane, &v[i], 8);
+        }
+}
+
+#define QC_DECL(r) __m512i s##r##0 = _mm512_setzero_si512(), s##r##1 = _mm512_setzero_si512();
+#define QC_STEP(r)                                                                                 \
+    {                                                                                              \
+        int32_t w4;                                                                                \
+        memcpy(&w4, p##r + c, 4);                                                                  \
+        __m512i v = _mm512_set1_epi32(w4);                                                         \
+        s##r##0 = _mm512_dpbusd_epi32(s##r##0, v, b0);                                             \
+        s##r##1 = _mm512_dpbusd_epi32(s##r##1, v, b1);                                             \
+    }
+#define QC_QUANT(r)                                                                                \
+    _mm_storeu_si128((__m128i *)(tile + r * QC_NR),                                                \
+                     qc8_quant16(s##r##0, off0, mv0, mv1, zp, lo, hi));                            \
+    _mm_storeu_si128((__m128i *)(tile + r * QC_NR + 16),                                           \
+                     qc8_quant16(s##r##1, off1, mv2, mv3, zp, lo, hi));
+
+/* One tile: pixels ind[t * 8 + r] (tap t, pixel r), channels [m0, m0 + nc) of block bp;
+ * the bytes to y (channel m0's first pixel; channels `plane` apart). */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2"))) static void
+qc8_tile(const struct qc8_job *j, const uint8_t *const *ind, const int8_t *bp, int64_t m0, int nr,
+         int nc, uint8_t *y, int64_t plane) {
+    QC_DECL(0) QC_DECL(1) QC_DECL(2) QC_DECL(3);
+    QC_DECL(4) QC_DECL(5) QC_DECL(6) QC_DECL(7);
+    const int64_t cs = j->cs;
+    for (int64_t t = 0; t < j->taps; t++, ind += QC_MR, bp += cs * QC_NR) {
+        const uint8_t *p0 = ind[0], *p1 = ind[1], *p2 = ind[2], *p3 = ind[3];
+        const uint8_t *p4 = ind[4], *p5 = ind[5], *p6 = ind[6], *p7 = ind[7];
+        for (int64_t c = 0; c < cs; c += 4) {
+            __m512i b0 = _mm512_loadu_si512(bp + c * QC_NR);
+            __m512i b1 = _mm512_loadu_si512(bp + c * QC_NR + 64);
+            QC_STEP(0) QC_STEP(1) QC_STEP(2) QC_STEP(3);
+            QC_STEP(4) QC_STEP(5) QC_STEP(6) QC_STEP(7);
+        }
+    }
+    /* per channel: bias - zero point x sum of weights, and the multiplier */
+    const struct ox_qconv8_out *o = j->o;
+    __mmask16 k0 = nc >= 16 ? 0xFFFF : (__mmask16)((1u << nc) - 1);
+    __mmask16 k1 = nc <= 16 ? 0 : nc >= 32 ? 0xFFFF : (__mmask16)((1u << (nc - 16)) - 1);
+    __m512i zx = _mm512_set1_epi32(j->xzp);
+    __m512i off0 = _mm512_mullo_epi32(zx, _mm512_maskz_loadu_epi32(k0, j->sum + m0));
+    __m512i off1 = _mm512_mullo_epi32(zx, _mm512_maskz_loadu_epi32(k1, j->sum + m0 + 16));
+    off0 = _mm512_sub_epi32(
+        o->bias ? _mm512_maskz_loadu_epi32(k0, o->bias + m0) : _mm512_setzero_si512(), off0);
+    off1 = _mm512_sub_epi32(
+        o->bias ? _mm512_maskz_loadu_epi32(k1, o->bias + m0 + 16) : _mm512_setzero_si512(), off1);
+    __m512d mv0 = _mm512_maskz_loadu_pd((__mmask8)k0, o->mult + m0);
+    __m512d mv1 = _mm512_maskz_loadu_pd((__mmask8)(k0 >> 8), o->mult + m0 + 8);
+    __m512d mv2 = _mm512_maskz_loadu_pd((__mmask8)k1, o->mult + m0 + 16);
+    __m512d mv3 = _mm512_maskz_loadu_pd((__mmask8)(k1 >> 8), o->mult + m0 + 24);
+    __m512d zp = _mm512_set1_pd(o->zp), lo = _mm512_set1_pd(o->lo), hi = _mm512_set1_pd(o->hi);
+    uint8_t tile[QC_MR * QC_NR];
+    QC_QUANT(0) QC_QUANT(1) QC_QUANT(2) QC_QUANT(3);
+    QC_QUANT(4) QC_QUANT(5) QC_QUANT(6) QC_QUANT(7);
+    qc8_store(tile, nr, nc, y, plane);
+}
+
+/* Units: (group of channel blocks, image, output row), the group slowest so that a thread's
+ * run of units reuses one group's weights. */
+static void qc8_units(void *arg, int64_t u0, int64_t u1, int tid) {
+    (void)tid;
+    const struct qc8_job *j = arg;
+    const struct ox_qconv8_geom *g = j->g;
+    const uint8_t *ind[QC_MAX_T * QC_MR];
+    int64_t plane = g->OH * g->OW;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t grp = u / (g->N * g->OH), img = u / g->OH % g->N, oh = u % g->OH;
+        int64_t b0 = grp * j->per, b1 = b0 + j->per < j->nb ? b0 + j->per : j->nb;
+        const uint8_t *xi = j->xn + img * g->H * g->W * j->cs;
+        for (int64_t ow0 = 0; ow0 < g->OW; ow0 += QC_MR) {
+            int nr = g->OW - ow0 < QC_MR ? (int)(g->OW - ow0) : QC_MR;
+            const uint8_t **p = ind;
+            for (int64_t ky = 0; ky < g->KH; ky++) {
+                int64_t ih = oh * g->SH - g->PT + ky * g->DH;
+                bool in_rows = ih >= 0 && ih < g->H;
+                const uint8_t *row = in_rows ? xi + ih * g->W * j->cs : NULL;
+                for (int64_t kx = 0; kx < g->KW; kx++, p += QC_MR)
+                    for (int r = 0; r < QC_MR; r++) {
+                        int64_t iw = (ow0 + r) * g->SW - g->PL + kx * g->DW;
+                        p[r] = in_rows && r < nr && iw >= 0 && iw < g->W ? row + iw * j->cs : j->zp;
+                    }
+            }
+            for (int64_t b = b0; b < b1; b++) {
+                int64_t m0 = b * QC_NR;
+                int nc = g->M - m0 < QC_NR ? (int)(g->M - m0) : QC_NR;
+                uint8_t *y = j->y + ((img * g->M + m0) * g->OH + oh) * g->OW + ow0;
+                qc8_tile(j, ind, j->wp + b * j->taps * j->cs * QC_NR, m0, nr, nc, y, plane);
+            }
+        }
+    }
+}
+#endif
+
+void ox_qconv8_run(struct ox_pool *pool, const struct ox_qconv8_geom *g, const uint8_t *x,
+                   uint8_t xzp, const void *packed, const struct ox_qconv8_out *o, void *y,
+                   void *scratch) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    struct qc8_job j = {.g = g, .x = x, .xn = scratch, .wp = packed, .o = o, .xzp = xzp, .y = y};
+    j.cs = row_bytes(g), j.taps = g->KH * g->KW, j.nb = (g->M + QC_NR - 1) / QC_NR;
+    j.sum =
+        (const int32_t *)((const char *)packed + (size_t)j.nb * (size_t)(j.taps * j.cs) * QC_NR);
+    uint8_t *zp = (uint8_t *)scratch + align64((size_t)(g->N * g->H * g->W * j.cs));
+    memset(zp, xzp, (size_t)j.cs);
+    j.zp = zp;
+    ox_parallel_for(pool, g->N * ((g->H * g->W + 63) / 64), qc8_nhwc, &j);
+    /* enough units for the threads: the channel blocks split into groups when rows are few */
+    int64_t want = 8 * (int64_t)(ox_pool_size(pool) > 0 ? ox_pool_size(pool) : 1);
+    int64_t rows = g->N * g->OH, groups = rows >= want ? 1 : (want + rows - 1) / rows;
+    if (groups > j.nb) groups = j.nb;
+    j.per = (j.nb + groups - 1) / groups;
+    j.groups = (j.nb + j.per - 1) / j.per;
+    ox_parallel_for(pool, j.groups * rows, qc8_units, &j);
+#else
+    (void)pool, (void)g, (void)x, (void)xzp, (void)packed, (void)o, (void)y, (void)scratch;
+#endif
+}
