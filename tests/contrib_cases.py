@@ -2,7 +2,7 @@
 """Backend-layout cases for ONNX Runtime's contributed transformer operators that models
 saved after its transformer optimizer hold (domain com.microsoft: Gelu, BiasGelu, FastGelu,
 QuickGelu, SkipLayerNormalization, SkipSimplifiedLayerNormalization, FusedMatMul,
-EmbedLayerNormalization, Attention, MultiHeadAttention, MatMulNBits; and
+EmbedLayerNormalization, Attention, MultiHeadAttention, GroupQueryAttention, MatMulNBits; and
 SimplifiedLayerNormalization in the default domain), with their definitions (ONNX Runtime's
 contrib operator documentation and CPU kernels) written in numpy, in float64, as the oracle.
 
@@ -19,11 +19,16 @@ mask_filter_value (small enough that masked keys still count), qkv_hidden_sizes,
 attention bias per head, no bias, constant weights, and GPT-2's generation steps (past keys
 and values, the present state, a first step with an empty past); MultiHeadAttention for
 cross and self attention, key and value split into heads, past and present, each mask form;
-MatMulNBits with 2, 4 and
+GroupQueryAttention for prompts, token generation after a concatenating past and after a
+max-length buffer shared with the present, items of different lengths, 1, 2 and 4 query heads
+per KV head and multi-query, packed QKV, continued prompts, rotary embeddings (half and
+interleaved pairs, partial, position_ids), local windows, softcap, smooth softmax, head sinks,
+an attention bias and a right-padded prompt; MatMulNBits with 2, 4 and
 8 bits, packed, float and default zero points, a K that is no multiple of the block, constant
 weights and weights fed at run time. Each runs optimized, with --no-optimize and through --roundtrip. Models
-that break the operators' rules (a rank-4 input, a gamma of the wrong size, transBatchA)
-must fail naming the fault. With --ort-dir (onnxruntime-node from npm), the float32 cases
+that break the operators' rules (a rank-4 input, a gamma of the wrong size, transBatchA,
+GroupQueryAttention's quantized cache, qk_output, sliding_window_cache, causal = 0, heads that
+do not group, a seqlens_k past its past) must fail naming the fault. With --ort-dir (onnxruntime-node from npm), the float32 cases
 run in ONNX Runtime too and must agree with the oracle (its CPU kernels for some of these
 take float only).
 """
@@ -51,7 +56,7 @@ shutil.rmtree(out, ignore_errors=True)
 os.makedirs(out)
 rng = np.random.default_rng(11)
 TYPES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float64): TensorProto.DOUBLE,
-         np.dtype(np.int32): TensorProto.INT32, np.dtype(np.uint8): TensorProto.UINT8,
+         np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int64): TensorProto.INT64, np.dtype(np.uint8): TensorProto.UINT8,
          np.dtype(np.float16): TensorProto.FLOAT16}
 OPSETS = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
 cases = []
@@ -357,6 +362,148 @@ case("mha_past_present", ms("MultiHeadAttention",
       ("past_v", pvv)],
      [("y", y, np.float32), ("present_k", kh, np.float32), ("present_v", vh, np.float32)])
 
+# GroupQueryAttention (the LLM decoders of onnxruntime-genai): grouped heads, per-item past
+# lengths from seqlens_k, a first prompt (S = total_sequence_length, no past) or later steps,
+# present rows = the item's past, this step's keys, zeros; rotary embeddings on Q and K
+def rope(x, pos, cos, sin, interleaved):
+    """x [B, S, heads, hd] with its first 2 * cos.shape[1] features rotated by the angle of
+    positions pos [B, S]: pairs (i, i + R/2), or (2i, 2i + 1) interleaved."""
+    R = 2 * cos.shape[1]
+    c, s_ = f64(cos)[pos][:, :, None, :], f64(sin)[pos][:, :, None, :]
+    y = x.copy()
+    i1, i2 = (slice(0, R, 2), slice(1, R, 2)) if interleaved else (slice(0, R // 2),
+                                                                   slice(R // 2, R))
+    y[..., i1] = c * x[..., i1] - s_ * x[..., i2]
+    y[..., i2] = s_ * x[..., i1] + c * x[..., i2]
+    return y
+
+
+def gqa(q, k, v, N, Nkv, seqlens, total, past=None, cos=None, sin=None, interleaved=False,
+        pos_ids=None, scale=None, softcap=0.0, window=-1, smooth=False, sinks=None, ab=None):
+    """ONNX Runtime's GroupQueryAttention in float64: (output, present_key, present_value)."""
+    q = f64(q)
+    B, S, D = q.shape
+    packed = k is None
+    hd = D // (N + 2 * Nkv) if packed else D // N
+    if packed:
+        q, k, v = q[..., :N * hd], q[..., N * hd:(N + Nkv) * hd], q[..., (N + Nkv) * hd:]
+    q, k, v = q.reshape(B, S, N, hd), f64(k).reshape(B, S, Nkv, hd), f64(v).reshape(B, S, Nkv, hd)
+    first = S == total
+    tb = seqlens.astype(np.int64) + 1
+    pb = np.zeros(B, np.int64) if first else tb - S
+    if cos is not None:
+        if pos_ids is None:
+            pos = pb[:, None] + np.arange(S)[None, :]
+        elif first:  # a first prompt reads position_ids[0] as its offset
+            pos = np.broadcast_to(pos_ids.ravel()[0] + np.arange(S), (B, S))
+        else:
+            pos = pos_ids
+        q, k = rope(q, pos, cos, sin, interleaved), rope(k, pos, cos, sin, interleaved)
+    P = past[0].shape[2] if past is not None else 0
+    Tp = max(P, total)
+    pk, pv = np.zeros((B, Nkv, Tp, hd)), np.zeros((B, Nkv, Tp, hd))
+    for b in range(B):
+        if pb[b]:
+            pk[b, :, :pb[b]], pv[b, :, :pb[b]] = f64(past[0][b, :, :pb[b]]), f64(past[1][b, :, :pb[b]])
+        pk[b, :, pb[b]:pb[b] + S] = k[b].transpose(1, 0, 2)
+        pv[b, :, pb[b]:pb[b] + S] = v[b].transpose(1, 0, 2)
+    y = np.zeros((B, S, N, hd))
+    for b in range(B):
+        for h in range(N):
+            kh = h // (N // Nkv)
+            for s in range(S):
+                hi = min(pb[b] + s + 1, tb[b])
+                lo = max(0, hi - window) if window > 0 else 0
+                x = (pk[b, kh, lo:hi] @ q[b, s, h]) * (scale or 1 / math.sqrt(hd))
+                if softcap > 0:
+                    x = softcap * np.tanh(x / softcap)
+                if ab is not None:
+                    x = x + f64(ab)[b % ab.shape[0], h % ab.shape[1], s, lo:hi]
+                m = x.max()
+                sink = f64(sinks[h]) if sinks is not None else 0.0
+                if smooth or sinks is not None:
+                    m = max(m, sink)
+                e = np.exp(x - m)
+                den = e.sum() + (np.exp(sink - m) if smooth or sinks is not None else 0)
+                y[b, s, h] = (e / den) @ pv[b, kh, lo:hi]
+    return y.reshape(B, S, N * hd), pk, pv
+
+
+def gqa_case(name, B, S, N, Nkv, hd, seqlens, total, P=0, packed=False, rotary=None,
+             pos_ids=None, consts=(), sinks=None, ab=None, **attrs):
+    """rotary: (max positions, rotary dim, interleaved); attrs: the node's, and so the
+    oracle's (scale, softcap, local_window_size, smooth_softmax)."""
+    seqlens = np.array(seqlens, np.int32)
+    if packed:
+        ins = [("query", rnd((B, S, (N + 2 * Nkv) * hd))), ("", None), ("", None)]
+    else:
+        ins = [("query", rnd((B, S, N * hd))), ("key", rnd((B, S, Nkv * hd))),
+               ("value", rnd((B, S, Nkv * hd)))]
+    past = (rnd((B, Nkv, P, hd)), rnd((B, Nkv, P, hd))) if P else None
+    ins += [("past_key", past[0]), ("past_value", past[1])] if P else [("", None)] * 2
+    ins += [("seqlens_k", seqlens), ("total_sequence_length", np.array(total, np.int32))]
+    cos = sin = None
+    if rotary:
+        ang = rng.uniform(0, 2 * math.pi, (rotary[0], rotary[1] // 2))
+        cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+        ins += [("cos_cache", cos), ("sin_cache", sin)]
+        attrs.update(do_rotary=1, rotary_interleaved=int(rotary[2]))
+    else:
+        ins += [("", None)] * 2
+    extra = [("position_ids", pos_ids), ("attention_bias", ab), ("head_sink", sinks)]
+    while extra and extra[-1][1] is None:
+        extra.pop()
+    ins += [(k, v) if v is not None else ("", None) for k, v in extra]
+    y, pk, pv = gqa(ins[0][1], ins[1][1], ins[2][1], N, Nkv, seqlens, total, past, cos, sin,
+                    bool(rotary and rotary[2]), pos_ids, attrs.get("scale"),
+                    attrs.get("softcap", 0.0), attrs.get("local_window_size", -1),
+                    bool(attrs.get("smooth_softmax")), sinks, ab)
+    while not ins[-1][0]:
+        ins.pop()
+    node = ms("GroupQueryAttention", [k for k, _ in ins], ["y", "present_key", "present_value"],
+              num_heads=N, kv_num_heads=Nkv, **attrs)
+    const_names = set(consts)
+    case(name, node, [(k, v) for k, v in ins if k and k not in const_names],
+         [("y", y, np.float32), ("present_key", pk, np.float32),
+          ("present_value", pv, np.float32)],
+         consts=[(k, v) for k, v in ins if k in const_names])
+
+
+# prompts: grouped heads 2 and 1 per KV head, a custom scale, total_sequence_length constant
+gqa_case("gqa_prompt_group2", 2, 5, 4, 2, 16, [4, 4], 5)
+gqa_case("gqa_prompt_group1_scale", 1, 6, 2, 2, 8, [5], 6, scale=0.2,
+         consts=("total_sequence_length",))
+# token generation: a concatenating past (P = the longest past) and the max-length buffer
+# shared with the present (P = 8 > total), items of different lengths (rows past an item's
+# length hold other data, which must not be read), 4 query heads per KV head and multi-query
+gqa_case("gqa_token_concat_group4", 2, 1, 8, 2, 16, [6, 3], 7, P=6)
+gqa_case("gqa_token_shared_mqa", 2, 1, 4, 1, 16, [5, 2], 6, P=8)
+# a later prompt of 3 tokens after 4 (batch 1), packed QKV
+gqa_case("gqa_packed_continued_prompt", 1, 3, 4, 2, 16, [6], 7, P=4, packed=True)
+gqa_case("gqa_packed_prompt_mqa", 2, 4, 2, 1, 16, [3, 3], 4, packed=True)
+# rotary embeddings: half pairs in a prompt, interleaved pairs over part of a 32-wide head in
+# token generation, packed QKV with rotary in a continued prompt, position_ids given
+gqa_case("gqa_rotary_prompt", 2, 4, 4, 2, 16, [3, 3], 4, rotary=(16, 16, False))
+gqa_case("gqa_rotary_interleaved_token", 2, 1, 4, 2, 32, [5, 2], 6, P=5,
+         rotary=(12, 16, True))
+gqa_case("gqa_rotary_packed_continued", 1, 3, 2, 1, 16, [5], 6, P=3, packed=True,
+         rotary=(10, 16, False))
+gqa_case("gqa_rotary_position_ids", 2, 1, 2, 2, 16, [4, 1], 5, P=4, rotary=(9, 16, True),
+         pos_ids=np.array([[7], [2]], np.int64))
+gqa_case("gqa_rotary_prompt_position_offset", 1, 3, 2, 1, 16, [2], 3, rotary=(9, 16, False),
+         pos_ids=np.array([[4, 5, 6]], np.int64))
+# a local window (Mistral), in a prompt and in a step; softcap; smooth softmax; head sinks;
+# an attention bias over the total length
+gqa_case("gqa_local_window_prompt", 1, 7, 4, 2, 16, [6], 7, local_window_size=3)
+gqa_case("gqa_local_window_token", 2, 1, 2, 1, 16, [5, 2], 6, P=5, local_window_size=4)
+gqa_case("gqa_softcap", 2, 4, 4, 2, 16, [3, 3], 4, softcap=1.5, scale=0.5)
+gqa_case("gqa_smooth_softmax", 1, 4, 2, 1, 16, [3], 4, smooth_softmax=1)
+gqa_case("gqa_head_sink", 2, 1, 4, 2, 16, [4, 3], 5, P=4, sinks=rnd(4))
+gqa_case("gqa_attention_bias", 1, 5, 4, 2, 16, [4], 5, ab=rnd((1, 4, 5, 5)))
+# a first prompt right-padded: item 1 has 2 tokens of 4, its padded queries see its 2 keys
+# (ONNX Runtime leaves those rows unspecified: not compared with it)
+gqa_case("gqa_prompt_padded", 2, 4, 2, 1, 16, [3, 1], 4)
+
 # MatMulNBits: weights quantized here in blocks along K (codes packed low bits first), then
 # A x dequantized^T (+ bias): 4 bits with packed zero points, 4 bits without (8), 8 bits
 # with float zero points, 2 bits, K not a multiple of the block, a 3-D A; constant weights
@@ -435,6 +582,11 @@ for ln in tight:
     print(ln)
 failed += len(tight)
 
+# a step of one token after a past of 2 (refused forms and a seqlens_k past the past)
+GQA_IN = ["q", "k", "v", "pk", "pv", "seqlens_k", "total_sequence_length"]
+GQA_BAD = [("q", rnd((1, 1, 16))), ("k", rnd((1, 1, 8))), ("v", rnd((1, 1, 8))),
+           ("pk", rnd((1, 1, 2, 8))), ("pv", rnd((1, 1, 2, 8))),
+           ("seqlens_k", np.array([2], np.int32)), ("total_sequence_length", np.array(3, np.int32))]
 d = os.path.join(out, "bad")
 os.makedirs(d)
 for tag, node, ins, expect in (
@@ -445,7 +597,25 @@ for tag, node, ins, expect in (
          [("x", rnd((2, H))), ("skip", rnd((2, H))), ("gamma", rnd(H - 1))],
          "gamma must hold 16 values"),
         ("fused_matmul_trans_batch", ms("FusedMatMul", ["x", "b"], ["y"], transBatchA=1),
-         [("x", rnd((2, 3, 4))), ("b", rnd((4, 5)))], "transBatchA")):
+         [("x", rnd((2, 3, 4))), ("b", rnd((4, 5)))], "transBatchA"),
+        ("gqa_k_scale", ms("GroupQueryAttention", GQA_IN + [""] * 5 + ["k_scale"], ["y"],
+                           num_heads=2, kv_num_heads=1),
+         GQA_BAD + [("k_scale", np.ones(1, np.float32))], "k_scale"),
+        ("gqa_qk_output", ms("GroupQueryAttention", GQA_IN, ["y"], num_heads=2, kv_num_heads=1,
+                             qk_output=1), GQA_BAD, "qk_output"),
+        ("gqa_sliding_window_cache", ms("GroupQueryAttention", GQA_IN, ["y"], num_heads=2,
+                                        kv_num_heads=1, local_window_size=2,
+                                        sliding_window_cache=1), GQA_BAD,
+         "sliding_window_cache"),
+        ("gqa_bidirectional", ms("GroupQueryAttention", GQA_IN, ["y"], num_heads=2,
+                                 kv_num_heads=1, causal=0), GQA_BAD, "causal = 0"),
+        ("gqa_heads", ms("GroupQueryAttention", GQA_IN, ["y"], num_heads=2, kv_num_heads=3),
+         GQA_BAD, "a multiple of kv_num_heads"),
+        ("gqa_seqlens_past", ms("GroupQueryAttention", GQA_IN, ["y"], num_heads=2,
+                                kv_num_heads=1),
+         GQA_BAD[:5] + [("seqlens_k", np.array([4], np.int32)),
+                        ("total_sequence_length", np.array(5, np.int32))],
+         "its past does not fit the past_key")):
     mp = os.path.join(d, tag + ".onnx")
     with open(mp, "wb") as fh:
         fh.write(model(tag, node, ins, [("y", ins[0][1])]).SerializeToString())
@@ -464,5 +634,5 @@ if args.ort_dir:
     # Attention needs a bias, its MatMulNBits has no 8-bit path with float zero points
     failed += ort_oracle.compare(out, [c for c in cases if not any(
         t in c for t in ("float64", "float16", "double", "no_bias", "runtime_weights",
-                         "nbits_8"))], args.ort_dir)
+                         "nbits_8", "padded"))], args.ort_dir)
 sys.exit(1 if failed else 0)

@@ -18,9 +18,10 @@
  *   FusedMatMul(A, B; alpha = 1, transA, transB)   alpha op(A) op(B) as MatMul broadcasts,
  *       op transposing the last two axes (transBatchA/transBatchB are refused)
  *   EmbedLayerNormalization, Attention (BERT's, and GPT-2's with past and present),
- *   MultiHeadAttention (Q, K and V given: encoder-decoder and diffusion models), MatMulNBits
- *   (block-quantized weights): below. The two attentions share one core (attn_heads) over
- *   strided views of Q, K and V.
+ *   MultiHeadAttention (Q, K and V given: encoder-decoder and diffusion models),
+ *   GroupQueryAttention (LLM decoders: grouped KV heads, per-item cache lengths, rotary),
+ *   MatMulNBits (block-quantized weights): below. The three attentions share one core
+ *   (attn_heads) over strided views of Q, K and V.
  *
  * The Gelu forms and FusedMatMul go through the default domain's Add, Gelu, Transpose and
  * MatMul rows; the normalizations are computed here in double, a row (the last axis, or the
@@ -29,6 +30,7 @@
 #include "kernels/op.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static size_t align64(size_t b) {
@@ -571,6 +573,16 @@ struct attn {
     int64_t L, P, T; /* this step's keys, past keys, all keys (P + L) */
     float scale, filter;
     bool causal;
+    /* GroupQueryAttention's (zero for the others): query head h reads key and value head
+     * h / group; item b has seqlens[b] + 1 keys, its queries at the last S positions (from 0
+     * in a first prompt), each seeing the keys up to its own, the last `window` of them when
+     * window > 0; scores capped to softcap tanh(x / softcap) when softcap > 0; a softmax
+     * whose denominator also holds exp(sink) (sinks[h], or 0) when smooth. */
+    int64_t group, window;
+    const int32_t *seqlens;
+    bool first, smooth;
+    float softcap;
+    const float *sinks;
     struct attn_view q, k, v;
     const float *past_k, *past_v; /* [B, H, P, dk / H], [B, H, P, dv / H] */
     float *present_k, *present_v; /* [B, H, T, dk / H], [B, H, T, dv / H] */
@@ -686,15 +698,47 @@ static void attn_rows(float *dst, const struct attn_view *w, int64_t b, int64_t 
         memcpy(dst + r * hd, w->p + b * w->bs + r * w->rs + h * w->hs, (size_t)hd * sizeof(float));
 }
 
+/* Row s of item b, head h: scores [0, Tb) of which keys [lo, hi) are visible, into
+ * probabilities (zero outside [lo, hi)). */
+static void attn_softmax_row(const struct attn *a, float *row, int64_t b, int64_t h, int64_t s,
+                             int64_t lo, int64_t hi, int64_t Tb) {
+    float mx = -INFINITY;
+    for (int64_t t = lo; t < hi; t++) {
+        if (a->softcap > 0) row[t] = a->softcap * tanhf(row[t] / a->softcap);
+        float add = attn_mask(a, b, s, t);
+        if (a->ab) {
+            const ox_tensor *ab = a->ab;
+            int64_t bb = ab->dims[0] == 1 ? 0 : b, hh = ab->dims[1] == 1 ? 0 : h;
+            add +=
+                ((const float *)ab->data)[((bb * ab->dims[1] + hh) * a->S + s) * ab->dims[3] + t];
+        }
+        row[t] += add;
+        if (row[t] > mx) mx = row[t];
+    }
+    double sum = 0;
+    if (a->smooth) { /* the sink joins the maximum and the denominator */
+        float sink = a->sinks ? a->sinks[h] : 0.0f;
+        if (sink > mx) mx = sink;
+        sum = expf(sink - mx);
+    }
+    for (int64_t t = lo; t < hi; t++) sum += row[t] = expf(row[t] - mx);
+    for (int64_t t = lo; t < hi; t++) row[t] = (float)(row[t] / sum);
+    for (int64_t t = 0; t < lo; t++) row[t] = 0;
+    for (int64_t t = hi; t < Tb; t++) row[t] = 0;
+}
+
 static void attn_heads(void *arg, int64_t i0, int64_t i1, int tid) {
     const struct attn *a = arg;
     int64_t S = a->S, T = a->T, P = a->P, L = a->L, H = a->H, hq = a->dq / H, hv = a->dv / H;
+    int64_t group = a->group > 0 ? a->group : 1;
     float *p = a->work + (size_t)tid * (size_t)attn_work_floats(a);
     for (int64_t i = i0; i < i1; i++) {
-        int64_t b = i / H, h = i % H;
+        int64_t b = i / H, h = i % H, kh = h / group;
+        int64_t Tb = T, Pb = P; /* this item's keys, and the position of its first query */
+        if (a->seqlens) Tb = a->seqlens[b] + 1, Pb = a->first ? 0 : Tb - S;
         const float *q = a->q.p + b * a->q.bs + h * a->q.hs;
-        const float *k = a->k.p + b * a->k.bs + h * a->k.hs;
-        const float *v = a->v.p + b * a->v.bs + h * a->v.hs;
+        const float *k = a->k.p + b * a->k.bs + kh * a->k.hs;
+        const float *v = a->v.p + b * a->v.bs + kh * a->v.hs;
         int64_t ldk = a->k.rs, ldv = a->v.rs;
         if (a->past_k) { /* past keys and values, then this step's, contiguous */
             float *kb = p + S * T, *vb = kb + T * hq;
@@ -711,25 +755,17 @@ static void attn_heads(void *arg, int64_t i0, int64_t i1, int tid) {
                 memcpy(a->present_v + ((b * H + h) * T + t) * hv, v + t * ldv,
                        (size_t)hv * sizeof(float));
             }
-        ox_sgemm(NULL, false, true, S, T, hq, a->scale, q, a->q.rs, k, ldk, 0.0f, p, T);
+        ox_sgemm(NULL, false, true, S, Tb, hq, a->scale, q, a->q.rs, k, ldk, 0.0f, p, T);
         for (int64_t s = 0; s < S; s++) {
-            float *row = p + s * T, mx = -INFINITY;
-            for (int64_t t = 0; t < T; t++) {
-                float add = attn_mask(a, b, s, t);
-                if (a->ab) {
-                    int64_t bb = a->ab->dims[0] == 1 ? 0 : b, hh = a->ab->dims[1] == 1 ? 0 : h;
-                    add +=
-                        ((const float *)a->ab->data)[((bb * a->ab->dims[1] + hh) * S + s) * T + t];
-                }
-                row[t] += add;
-                if (row[t] > mx) mx = row[t];
+            int64_t lo = 0, hi = Tb;
+            if (a->seqlens) { /* causal from the item's own position, within its window */
+                hi = Pb + s + 1 < Tb ? Pb + s + 1 : Tb;
+                if (a->window > 0 && hi > a->window) lo = hi - a->window;
             }
-            double sum = 0;
-            for (int64_t t = 0; t < T; t++) sum += row[t] = expf(row[t] - mx);
-            for (int64_t t = 0; t < T; t++) row[t] = (float)(row[t] / sum);
+            attn_softmax_row(a, p + s * T, b, h, s, lo, hi, Tb);
         }
         float *y = (float *)a->y->data + b * S * a->dv + h * hv;
-        ox_sgemm(NULL, false, false, S, hv, T, 1.0f, p, T, v, ldv, 0.0f, y, a->dv);
+        ox_sgemm(NULL, false, false, S, hv, Tb, 1.0f, p, T, v, ldv, 0.0f, y, a->dv);
     }
 }
 
@@ -978,6 +1014,341 @@ ox_status ox_ms_cpu_mha(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     }
     a.work = (float *)ox_scratch_at(ctx->scratch, qkv);
     ox_parallel_for(ctx->pool, a.B * a.H, attn_heads, &a);
+    return OX_OK;
+}
+
+/* ---- GroupQueryAttention ----------------------------------------------------------------- */
+
+/* The LLM decoders' attention (onnxruntime-genai's model builder: Llama, Phi-3, Mistral, Qwen):
+ * query [B, S, N hd], key and value [B, S, Nkv hd], or query packing all three [B, S,
+ * (N + 2 Nkv) hd] with no key and value; past_key? / past_value? [B, Nkv, P, hd]; seqlens_k
+ * int32 [B] (item b's keys, minus one); total_sequence_length int32 (the longest item's keys);
+ * cos_cache? / sin_cache? [max position, R / 2] for do_rotary (rotary_interleaved), applied to
+ * Q and K at position_ids? int64 [B, S] (a first prompt reads only its first element as the
+ * offset of position 0) or else at each query's position; attention_bias? [B or 1, N or 1, S,
+ * total]; head_sink? [N]. Attributes num_heads, kv_num_heads, scale (1 / sqrt(hd)), softcap,
+ * local_window_size (a query sees that many keys, itself included; -1: all), smooth_softmax.
+ * Outputs [B, S, N hd], present_key? / present_value? [B, Nkv, max(P, total), hd].
+ *
+ * As ONNX Runtime decides it: a first prompt has S = total (every item's past is empty, its
+ * keys those of its own S tokens: right padding); otherwise item b's past is seqlens_k[b] +
+ * 1 - S keys (S is 1, or the batch is 1), read from the front of past_key, whether that holds
+ * just those keys or is the max-length buffer shared with present_key. Present rows are the
+ * past's, then this step's S, then zeros. A padded query (of a first prompt, past its item's
+ * length) sees all its item's keys. Quantized caches (k_scale, v_scale), q/k norm weights,
+ * the output_qk output, causal = 0 and sliding_window_cache are refused. The present keys and
+ * values (scratch when those outputs are not asked for) are filled first, rotated where asked,
+ * and the shared core reads them in place. */
+struct gqa {
+    const ox_tensor *q, *k, *v, *pk, *pv, *seqlens, *cos, *sin, *pos;
+    ox_tensor *prk, *prv;
+    int64_t B, S, N, Nkv, hd, P, Tp, total, R;
+    bool packed, rotary, interleaved, first;
+    float scale, softcap;
+    int64_t window;
+    bool smooth;
+    const ox_tensor *ab, *sinks;
+};
+
+static ox_status gqa_float(const struct ox_node *n, const ox_tensor *t, const char *what, int rank,
+                           const int64_t *dims) {
+    bool ok = t->dtype == OX_FLOAT && t->rank == rank;
+    for (int d = 0; ok && d < rank; d++) ok = dims[d] < 0 || t->dims[d] == dims[d];
+    if (ok) return OX_OK;
+    char want[160];
+    int len = snprintf(want, sizeof want, "float [");
+    for (int d = 0; d < rank && len < (int)sizeof want - 24; d++)
+        len += dims[d] < 0 ? snprintf(want + len, sizeof want - len, "%s_", d ? ", " : "")
+                           : snprintf(want + len, sizeof want - len, "%s%lld", d ? ", " : "",
+                                      (long long)dims[d]);
+    snprintf(want + len, sizeof want - len, "]");
+    char buf[256];
+    return ox_node_err(n, OX_E_SHAPE, "%s is %s: expected %s", what,
+                       ox_tensor_desc(t, buf, sizeof buf), want);
+}
+
+static ox_status gqa_read(const struct ox_node *n, const ox_tensor *const *in,
+                          ox_tensor *const *out, struct gqa *g) {
+    memset(g, 0, sizeof *g);
+    static const char *const REFUSED_IN[4] = {"k_scale (a quantized cache)", "v_scale",
+                                              "q_norm_weight", "k_norm_weight"};
+    for (int i = 12; i < 16; i++)
+        if (ox_in(n, in, i))
+            return ox_node_err(n, OX_E_UNSUPPORTED, "input %s is not supported",
+                               REFUSED_IN[i - 12]);
+    if ((n->n_outputs > 3 && out[3]) || ox_attr_int(n, "qk_output", 0))
+        return ox_node_err(n, OX_E_UNSUPPORTED,
+                           "qk_output and the output_qk output are not "
+                           "supported");
+    if (ox_attr_int(n, "causal", 1) != 1)
+        return ox_node_err(n, OX_E_UNSUPPORTED, "causal = %lld is not supported (only 1)",
+                           (long long)ox_attr_int(n, "causal", 1));
+    if (ox_attr_int(n, "sliding_window_cache", 0))
+        return ox_node_err(n, OX_E_UNSUPPORTED, "sliding_window_cache is not supported");
+    const char *kq = ox_attr_str(n, "k_quant_type", "NONE"),
+               *vq = ox_attr_str(n, "v_quant_type", "NONE");
+    if (strcmp(kq, "NONE") || strcmp(vq, "NONE"))
+        return ox_node_err(n, OX_E_UNSUPPORTED,
+                           "k_quant_type %s / v_quant_type %s: only NONE is "
+                           "supported",
+                           kq, vq);
+    g->q = ox_in(n, in, 0), g->k = ox_in(n, in, 1), g->v = ox_in(n, in, 2);
+    g->pk = ox_in(n, in, 3), g->pv = ox_in(n, in, 4), g->seqlens = ox_in(n, in, 5);
+    const ox_tensor *tot = ox_in(n, in, 6);
+    g->cos = ox_in(n, in, 7), g->sin = ox_in(n, in, 8), g->pos = ox_in(n, in, 9);
+    g->ab = ox_in(n, in, 10), g->sinks = ox_in(n, in, 11);
+    if (!g->q || !g->seqlens || !tot)
+        return ox_node_err(n, OX_E_INVALID,
+                           "inputs query, seqlens_k and total_sequence_length are required");
+    g->N = ox_attr_int(n, "num_heads", 0), g->Nkv = ox_attr_int(n, "kv_num_heads", 0);
+    if (g->N <= 0 || g->Nkv <= 0 || g->N > INT32_MAX || g->N % g->Nkv)
+        return ox_node_err(n, OX_E_INVALID,
+                           "num_heads %lld and kv_num_heads %lld: positive, and num_heads a "
+                           "multiple of kv_num_heads expected",
+                           (long long)g->N, (long long)g->Nkv);
+    if (g->q->dtype != OX_FLOAT || g->q->rank != 3)
+        return gqa_float(n, g->q, "query", 3, (const int64_t[3]){-1, -1, -1});
+    g->B = g->q->dims[0], g->S = g->q->dims[1];
+    int64_t D = g->q->dims[2], B = g->B, S = g->S, N = g->N, Nkv = g->Nkv;
+    g->packed = g->k == NULL;
+    if (g->packed != (g->v == NULL))
+        return ox_node_err(n, OX_E_INVALID, "key and value go together (neither: packed QKV)");
+    int64_t heads = g->packed ? N + 2 * Nkv : N;
+    if (D % heads || D == 0)
+        return ox_node_err(n, OX_E_SHAPE, "query's hidden size %lld is no multiple of %lld heads",
+                           (long long)D, (long long)heads);
+    int64_t hd = g->hd = D / heads;
+    ox_status st;
+    const int64_t kvd[3] = {B, S, Nkv * hd}, pd[4] = {B, Nkv, -1, hd};
+    if (!g->packed &&
+        ((st = gqa_float(n, g->k, "key", 3, kvd)) || (st = gqa_float(n, g->v, "value", 3, kvd))))
+        return st;
+    if ((g->pk == NULL) != (g->pv == NULL))
+        return ox_node_err(n, OX_E_INVALID, "past_key and past_value go together");
+    if (g->pk) {
+        if ((st = gqa_float(n, g->pk, "past_key", 4, pd)) ||
+            (st = gqa_float(n, g->pv, "past_value", 4,
+                            (const int64_t[4]){B, Nkv, g->pk->dims[2], hd})))
+            return st;
+        g->P = g->pk->dims[2];
+    }
+    if (g->seqlens->dtype != OX_INT32 || g->seqlens->rank != 1 || g->seqlens->dims[0] != B)
+        return ox_node_err(n, OX_E_SHAPE, "seqlens_k must be int32 [%lld]", (long long)B);
+    if (tot->dtype != OX_INT32 || ox_tensor_numel(tot) != 1)
+        return ox_node_err(n, OX_E_SHAPE, "total_sequence_length must be one int32");
+    if (!tot->data) return OX_NEED_DATA; /* it sizes the present outputs */
+    g->total = *(const int32_t *)tot->data;
+    if (g->total < 1 || g->total < S)
+        return ox_node_err(n, OX_E_INVALID, "total_sequence_length %lld for %lld queries",
+                           (long long)g->total, (long long)S);
+    g->Tp = g->P > g->total ? g->P : g->total;
+    g->first = S == g->total;
+    if (!g->first && S > 1 && B != 1)
+        return ox_node_err(n, OX_E_INVALID,
+                           "%lld queries after a past (total_sequence_length %lld) need a batch of "
+                           "1, not %lld",
+                           (long long)S, (long long)g->total, (long long)B);
+    g->rotary = ox_attr_int(n, "do_rotary", 0) != 0;
+    g->interleaved = ox_attr_int(n, "rotary_interleaved", 0) != 0;
+    if (g->rotary) {
+        if (!g->cos || !g->sin)
+            return ox_node_err(n, OX_E_INVALID, "do_rotary needs cos_cache and sin_cache");
+        if ((st = gqa_float(n, g->cos, "cos_cache", 2, (const int64_t[2]){-1, -1})) ||
+            (st = gqa_float(n, g->sin, "sin_cache", 2, g->cos->dims)))
+            return st;
+        g->R = 2 * g->cos->dims[1];
+        if (g->R == 0 || g->R > hd)
+            return ox_node_err(n, OX_E_SHAPE, "cos_cache of %lld columns for a head size of %lld",
+                               (long long)g->cos->dims[1], (long long)hd);
+        if (g->pos && (g->pos->dtype != OX_INT64 || g->pos->rank != 2 || g->pos->dims[0] != B ||
+                       g->pos->dims[1] != S))
+            return ox_node_err(n, OX_E_SHAPE, "position_ids must be int64 [%lld, %lld]",
+                               (long long)B, (long long)S);
+    }
+    if (g->ab &&
+        (st = gqa_float(n, g->ab, "attention_bias", 4, (const int64_t[4]){-1, -1, S, g->total})))
+        return st;
+    if (g->ab && ((g->ab->dims[0] != 1 && g->ab->dims[0] != B) ||
+                  (g->ab->dims[1] != 1 && g->ab->dims[1] != N)))
+        return ox_node_err(n, OX_E_SHAPE, "attention_bias must be [%lld or 1, %lld or 1, S, total]",
+                           (long long)B, (long long)N);
+    if (g->sinks && (st = gqa_float(n, g->sinks, "head_sink", 1, (const int64_t[1]){N}))) return st;
+    float sc = ox_attr_float(n, "scale", 0.0f);
+    g->scale = sc != 0 ? sc : (float)(1.0 / sqrt((double)hd));
+    g->softcap = ox_attr_float(n, "softcap", 0.0f);
+    g->window = ox_attr_int(n, "local_window_size", -1);
+    if (g->window == 0 || g->window < -1)
+        return ox_node_err(n, OX_E_INVALID, "local_window_size %lld: -1 or positive expected",
+                           (long long)g->window);
+    g->smooth = ox_attr_int(n, "smooth_softmax", 0) != 0 || g->sinks;
+    int64_t yd[3] = {B, S, N * hd}, prd[4] = {B, Nkv, g->Tp, hd};
+    if (out[0]) ox_set_shape(out[0], OX_FLOAT, 3, yd);
+    g->prk = n->n_outputs > 1 ? out[1] : NULL, g->prv = n->n_outputs > 2 ? out[2] : NULL;
+    if (g->prk) ox_set_shape(g->prk, OX_FLOAT, 4, prd);
+    if (g->prv) ox_set_shape(g->prv, OX_FLOAT, 4, prd);
+    return OX_OK;
+}
+
+/* Scratch offsets: the present keys and values where not outputs, the rotary's positions,
+ * its Q and K and (packed) their unrotated copies, then each thread's scores. */
+struct gqa_scratch {
+    size_t prk, prv, pos, qr, kr, qt, kt, work, total;
+};
+
+static bool gqa_take(size_t *off, size_t *at, bool want, int64_t n, size_t elem) {
+    size_t bytes;
+    *at = *off;
+    if (!want) return true;
+    return ox_mul_size((size_t)n, elem, &bytes) && bytes < SIZE_MAX - 64 &&
+           ox_add_size(*off, align64(bytes), off);
+}
+
+static bool gqa_scratch(const struct gqa *g, int threads, struct gqa_scratch *o) {
+    size_t off = 0, work;
+    int64_t kv = g->B * g->Nkv * g->Tp * g->hd, rows = g->B * g->S;
+    bool ok = gqa_take(&off, &o->prk, !g->prk, kv, sizeof(float)) &&
+              gqa_take(&off, &o->prv, !g->prv, kv, sizeof(float)) &&
+              gqa_take(&off, &o->pos, g->rotary, rows, sizeof(int64_t)) &&
+              gqa_take(&off, &o->qr, g->rotary, rows * g->N * g->hd, sizeof(float)) &&
+              gqa_take(&off, &o->kr, g->rotary, rows * g->Nkv * g->hd, sizeof(float)) &&
+              gqa_take(&off, &o->qt, g->rotary && g->packed, rows * g->N * g->hd, sizeof(float)) &&
+              gqa_take(&off, &o->kt, g->rotary && g->packed, rows * g->Nkv * g->hd, sizeof(float));
+    o->work = off;
+    return ok && ox_mul_size((size_t)(g->S * g->Tp), sizeof(float) * (size_t)threads, &work) &&
+           ox_add_size(off, work, &o->total);
+}
+
+ox_status ox_ms_infer_gqa(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                          const ox_tensor *const *in, ox_tensor *const *out) {
+    struct gqa g;
+    ox_status st = gqa_read(n, in, out, &g);
+    if (st) return st;
+    struct gqa_scratch o;
+    if (!gqa_scratch(&g, ctx->n_threads > 0 ? ctx->n_threads : 1, &o))
+        return ox_node_err(n, OX_E_NOMEM, "attention too large");
+    ctx->scratch_bytes = o.total;
+    return OX_OK;
+}
+
+/* Q or K (heads of one width) rotated by the default domain's RotaryEmbedding row: x [B, S,
+ * heads hd] into y at positions pos [B, S]. */
+static ox_status gqa_rotate(struct ox_kernel_ctx *ctx, const struct ox_node *n, const struct gqa *g,
+                            const float *x, float *y, int64_t heads, const ox_tensor *pos) {
+    struct ox_attr ra[3] = {{.name = "interleaved", .type = OX_ATTR_INT, .i = g->interleaved},
+                            {.name = "num_heads", .type = OX_ATTR_INT, .i = heads},
+                            {.name = "rotary_embedding_dim", .type = OX_ATTR_INT, .i = g->R}};
+    struct ox_node rn = {.name = n->name,
+                         .domain = "",
+                         .op_type = "RotaryEmbedding",
+                         .opset = 23,
+                         .n_inputs = 4,
+                         .inputs = n->inputs, /* only counted */
+                         .n_outputs = 1,
+                         .outputs = n->outputs,
+                         .attrs = ra,
+                         .n_attrs = 3};
+    ox_tensor xt = {.dtype = OX_FLOAT, .rank = 3, .dims = {g->B, g->S, heads * g->hd}}, yt = xt;
+    xt.data = (void *)x, yt.data = y;
+    const ox_tensor *rin[4] = {&xt, g->cos, g->sin, pos};
+    ox_tensor *rout[1] = {&yt};
+    return ox_op_find("", "RotaryEmbedding", 23)->cpu(ctx, &rn, rin, rout);
+}
+
+ox_status ox_ms_cpu_gqa(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                        const ox_tensor *const *in, ox_tensor *const *out) {
+    struct gqa g;
+    ox_status st = gqa_read(n, in, out, &g);
+    if (st) return st;
+    struct gqa_scratch o;
+    if (!gqa_scratch(&g, ctx->pool ? ox_pool_size(ctx->pool) : 1, &o) ||
+        ctx->scratch_bytes < o.total)
+        return ox_node_err(n, OX_E_INTERNAL, "scratch smaller than inferred");
+    int64_t B = g.B, S = g.S, N = g.N, Nkv = g.Nkv, hd = g.hd, Tp = g.Tp;
+    const int32_t *sl = g.seqlens->data;
+    for (int64_t b = 0; b < B; b++) { /* item b's keys: its past, then this step's */
+        int64_t Tb = (int64_t)sl[b] + 1, Pb = g.first ? 0 : Tb - S;
+        if (sl[b] < 0 || Tb > Tp || Pb < 0 || Pb > g.P)
+            return ox_node_err(n, OX_E_INVALID,
+                               "seqlens_k[%lld] = %d: %s (%lld queries, past_key of %lld, "
+                               "total_sequence_length %lld)",
+                               (long long)b, sl[b],
+                               g.first ? "more keys than the present holds"
+                                       : "its past does not fit the past_key",
+                               (long long)S, (long long)g.P, (long long)g.total);
+    }
+    if (B * S == 0) return OX_OK;
+    int64_t Dq = g.packed ? (N + 2 * Nkv) * hd : N * hd, Dk = g.packed ? Dq : Nkv * hd;
+    const float *qp = g.q->data;
+    struct attn_view qv = {qp, S * Dq, Dq, hd};
+    struct attn_view kv = {g.packed ? qp + N * hd : g.k->data, S * Dk, Dk, hd};
+    struct attn_view vv = {g.packed ? qp + (N + Nkv) * hd : g.v->data, S * Dk, Dk, hd};
+    if (g.rotary) {
+        ox_tensor pos = {.dtype = OX_INT64, .rank = 2, .dims = {B, S}};
+        int64_t *pd = pos.data = ox_scratch_at(ctx->scratch, o.pos);
+        const int64_t *given = g.pos ? g.pos->data : NULL;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t s = 0; s < S; s++)
+                pd[b * S + s] = g.first ? (given ? given[0] : 0) + s
+                                : given ? given[b * S + s]
+                                        : (int64_t)sl[b] + 1 - S + s;
+        float *qr = ox_scratch_at(ctx->scratch, o.qr), *kr = ox_scratch_at(ctx->scratch, o.kr);
+        const float *qs = qv.p, *ks = kv.p;
+        if (g.packed) { /* Q and K out of the packed rows, contiguous */
+            float *qt = ox_scratch_at(ctx->scratch, o.qt), *kt = ox_scratch_at(ctx->scratch, o.kt);
+            for (int64_t r = 0; r < B * S; r++) {
+                memcpy(qt + r * N * hd, qp + r * Dq, (size_t)(N * hd) * sizeof(float));
+                memcpy(kt + r * Nkv * hd, qp + r * Dq + N * hd, (size_t)(Nkv * hd) * sizeof(float));
+            }
+            qs = qt, ks = kt;
+        }
+        if ((st = gqa_rotate(ctx, n, &g, qs, qr, N, &pos)) ||
+            (st = gqa_rotate(ctx, n, &g, ks, kr, Nkv, &pos)))
+            return st;
+        qv = (struct attn_view){qr, S * N * hd, N * hd, hd};
+        kv = (struct attn_view){kr, S * Nkv * hd, Nkv * hd, hd};
+    }
+    float *prk = g.prk ? g.prk->data : ox_scratch_at(ctx->scratch, o.prk);
+    float *prv = g.prv ? g.prv->data : ox_scratch_at(ctx->scratch, o.prv);
+    for (int64_t b = 0; b < B; b++) { /* present: the past's rows, this step's, zeros */
+        int64_t Pb = g.first ? 0 : (int64_t)sl[b] + 1 - S, tail = Tp - Pb - S;
+        for (int64_t h = 0; h < Nkv; h++) {
+            int64_t at = (b * Nkv + h) * Tp * hd, from = (b * Nkv + h) * g.P * hd;
+            float *dk = prk + at, *dv = prv + at;
+            if (Pb) {
+                memcpy(dk, (const float *)g.pk->data + from, (size_t)(Pb * hd) * sizeof(float));
+                memcpy(dv, (const float *)g.pv->data + from, (size_t)(Pb * hd) * sizeof(float));
+            }
+            attn_rows(dk + Pb * hd, &kv, b, h, S, hd);
+            attn_rows(dv + Pb * hd, &vv, b, h, S, hd);
+            if (tail > 0) {
+                memset(dk + (Pb + S) * hd, 0, (size_t)(tail * hd) * sizeof(float));
+                memset(dv + (Pb + S) * hd, 0, (size_t)(tail * hd) * sizeof(float));
+            }
+        }
+    }
+    struct attn a = {.y = out[0],
+                     .B = B,
+                     .S = S,
+                     .H = N,
+                     .dq = N * hd,
+                     .dk = N * hd,
+                     .dv = N * hd,
+                     .L = Tp,
+                     .T = Tp,
+                     .scale = g.scale,
+                     .ab = g.ab,
+                     .q = qv,
+                     .k = {prk, Nkv * Tp * hd, hd, Tp * hd},
+                     .v = {prv, Nkv * Tp * hd, hd, Tp * hd},
+                     .group = N / Nkv,
+                     .window = g.window > 0 ? g.window : 0,
+                     .seqlens = sl,
+                     .first = g.first,
+                     .smooth = g.smooth,
+                     .softcap = g.softcap > 0 ? g.softcap : 0,
+                     .sinks = g.sinks ? g.sinks->data : NULL,
+                     .work = ox_scratch_at(ctx->scratch, o.work)};
+    if (a.y) ox_parallel_for(ctx->pool, B * N, attn_heads, &a);
     return OX_OK;
 }
 
