@@ -2,7 +2,8 @@
 """Backend-layout cases for ONNX Runtime's contributed transformer operators that models
 saved after its transformer optimizer hold (domain com.microsoft: Gelu, BiasGelu, FastGelu,
 QuickGelu, SkipLayerNormalization, SkipSimplifiedLayerNormalization, FusedMatMul,
-EmbedLayerNormalization, Attention, MultiHeadAttention, GroupQueryAttention, MatMulNBits; and
+EmbedLayerNormalization, Attention, MultiHeadAttention, GroupQueryAttention, RotaryEmbedding,
+MatMulNBits; and
 SimplifiedLayerNormalization in the default domain), with their definitions (ONNX Runtime's
 contrib operator documentation and CPU kernels) written in numpy, in float64, as the oracle.
 
@@ -23,12 +24,14 @@ GroupQueryAttention for prompts, token generation after a concatenating past and
 max-length buffer shared with the present, items of different lengths, 1, 2 and 4 query heads
 per KV head and multi-query, packed QKV, continued prompts, rotary embeddings (half and
 interleaved pairs, partial, position_ids), local windows, softcap, smooth softmax, head sinks,
-an attention bias and a right-padded prompt; MatMulNBits with 2, 4 and
+an attention bias and a right-padded prompt; RotaryEmbedding on 3-D and 4-D inputs with
+position_ids or an offset, half and interleaved pairs, part of the head; MatMulNBits with 2, 4 and
 8 bits, packed, float and default zero points, a K that is no multiple of the block, constant
 weights and weights fed at run time. Each runs optimized, with --no-optimize and through --roundtrip. Models
 that break the operators' rules (a rank-4 input, a gamma of the wrong size, transBatchA,
 GroupQueryAttention's quantized cache, qk_output, sliding_window_cache, causal = 0, heads that
-do not group, a seqlens_k past its past) must fail naming the fault. With --ort-dir (onnxruntime-node from npm), the float32 cases
+do not group, a seqlens_k past its past; RotaryEmbedding's is_packed_batching, a cache of the
+wrong width) must fail naming the fault. With --ort-dir (onnxruntime-node from npm), the float32 cases
 run in ONNX Runtime too and must agree with the oracle (its CPU kernels for some of these
 take float only).
 """
@@ -504,6 +507,36 @@ gqa_case("gqa_attention_bias", 1, 5, 4, 2, 16, [4], 5, ab=rnd((1, 4, 5, 5)))
 # (ONNX Runtime leaves those rows unspecified: not compared with it)
 gqa_case("gqa_prompt_padded", 2, 4, 2, 1, 16, [3, 1], 4)
 
+# RotaryEmbedding (com.microsoft): input [B, S, hidden] (heads from cos_cache's width, or
+# num_heads with rotary_embedding_dim) or [B, N, S, head]; position_ids [B, S] or one offset
+def ms_rotary_case(name, shape, max_pos, R, pos, interleaved=0, **attrs):
+    x = rnd(shape)
+    ang = rng.uniform(0, 2 * math.pi, (max_pos, R // 2))
+    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    B = shape[0]
+    S = shape[2] if len(shape) == 4 else shape[1]
+    p = np.broadcast_to(pos.ravel()[0] + np.arange(S), (B, S)) if pos.size == 1 else pos
+    if len(shape) == 4:
+        y = rope(f64(x).transpose(0, 2, 1, 3), p, cos, sin, interleaved).transpose(0, 2, 1, 3)
+    else:
+        hd = shape[2] // attrs["num_heads"] if "num_heads" in attrs else R
+        y = rope(f64(x).reshape(B, S, -1, hd), p, cos, sin, interleaved).reshape(shape)
+    case(name, ms("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], interleaved=interleaved,
+                  **attrs),
+         [("x", x), ("pos", pos), ("cos", cos), ("sin", sin)], [("y", y, np.float32)])
+
+
+ms_rotary_case("ms_rotary_3d_position_ids", (2, 3, 64), 10, 16,
+               rng.integers(0, 10, (2, 3)).astype(np.int64))
+ms_rotary_case("ms_rotary_3d_offset_interleaved", (2, 4, 32), 8, 16, np.array(3, np.int64),
+               interleaved=1)
+ms_rotary_case("ms_rotary_3d_partial", (1, 3, 64), 6, 16, np.array([2], np.int64), num_heads=2,
+               rotary_embedding_dim=16)
+ms_rotary_case("ms_rotary_4d_interleaved", (2, 3, 4, 16), 9, 16,
+               rng.integers(0, 9, (2, 4)).astype(np.int64), interleaved=1)
+ms_rotary_case("ms_rotary_4d_partial_offset", (1, 2, 5, 32), 7, 8, np.array(1, np.int64),
+               num_heads=2, rotary_embedding_dim=8)
+
 # MatMulNBits: weights quantized here in blocks along K (codes packed low bits first), then
 # A x dequantized^T (+ bias): 4 bits with packed zero points, 4 bits without (8), 8 bits
 # with float zero points, 2 bits, K not a multiple of the block, a 3-D A; constant weights
@@ -587,6 +620,8 @@ GQA_IN = ["q", "k", "v", "pk", "pv", "seqlens_k", "total_sequence_length"]
 GQA_BAD = [("q", rnd((1, 1, 16))), ("k", rnd((1, 1, 8))), ("v", rnd((1, 1, 8))),
            ("pk", rnd((1, 1, 2, 8))), ("pv", rnd((1, 1, 2, 8))),
            ("seqlens_k", np.array([2], np.int32)), ("total_sequence_length", np.array(3, np.int32))]
+MS_ROPE_BAD = [("x", rnd((1, 2, 32))), ("pos", np.array(0, np.int64)),
+               ("cos", rnd((4, 8))), ("sin", rnd((4, 8)))]
 d = os.path.join(out, "bad")
 os.makedirs(d)
 for tag, node, ins, expect in (
@@ -615,7 +650,13 @@ for tag, node, ins, expect in (
                                 kv_num_heads=1),
          GQA_BAD[:5] + [("seqlens_k", np.array([4], np.int32)),
                         ("total_sequence_length", np.array(5, np.int32))],
-         "its past does not fit the past_key")):
+         "its past does not fit the past_key"),
+        ("ms_rotary_packed_batching", ms("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"],
+                                         is_packed_batching=1), MS_ROPE_BAD,
+         "is_packed_batching"),
+        ("ms_rotary_cache_width", ms("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"],
+                                     num_heads=2, rotary_embedding_dim=8), MS_ROPE_BAD,
+         "expected half the rotary dim 8")):
     mp = os.path.join(d, tag + ".onnx")
     with open(mp, "wb") as fh:
         fh.write(model(tag, node, ins, [("y", ins[0][1])]).SerializeToString())

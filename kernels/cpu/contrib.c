@@ -20,7 +20,8 @@
  *   EmbedLayerNormalization, Attention (BERT's, and GPT-2's with past and present),
  *   MultiHeadAttention (Q, K and V given: encoder-decoder and diffusion models),
  *   GroupQueryAttention (LLM decoders: grouped KV heads, per-item cache lengths, rotary),
- *   MatMulNBits (block-quantized weights): below. The three attentions share one core
+ *   RotaryEmbedding (through the default domain's row), MatMulNBits (block-quantized
+ *   weights): below. The three attentions share one core
  *   (attn_heads) over strided views of Q, K and V.
  *
  * The Gelu forms and FusedMatMul go through the default domain's Add, Gelu, Transpose and
@@ -1017,6 +1018,26 @@ ox_status ox_ms_cpu_mha(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     return OX_OK;
 }
 
+/* The default domain's RotaryEmbedding (opset 23) node that rotates for node n (GroupQuery-
+ * Attention's Q and K, com.microsoft RotaryEmbedding): a 3-D input of `heads` heads, the first
+ * R features of each. */
+static void rope_row_node(const struct ox_node *n, bool interleaved, int64_t heads, int64_t R,
+                          struct ox_node *rn, struct ox_attr *ra) {
+    ra[0] = (struct ox_attr){.name = "interleaved", .type = OX_ATTR_INT, .i = interleaved};
+    ra[1] = (struct ox_attr){.name = "num_heads", .type = OX_ATTR_INT, .i = heads};
+    ra[2] = (struct ox_attr){.name = "rotary_embedding_dim", .type = OX_ATTR_INT, .i = R};
+    *rn = (struct ox_node){.name = n->name,
+                           .domain = "",
+                           .op_type = "RotaryEmbedding",
+                           .opset = 23,
+                           .n_inputs = 4,
+                           .inputs = n->inputs, /* only counted */
+                           .n_outputs = 1,
+                           .outputs = n->outputs,
+                           .attrs = ra,
+                           .n_attrs = 3};
+}
+
 /* ---- GroupQueryAttention ----------------------------------------------------------------- */
 
 /* The LLM decoders' attention (onnxruntime-genai's model builder: Llama, Phi-3, Mistral, Qwen):
@@ -1234,19 +1255,9 @@ ox_status ox_ms_infer_gqa(struct ox_infer_ctx *ctx, const struct ox_node *n,
  * heads hd] into y at positions pos [B, S]. */
 static ox_status gqa_rotate(struct ox_kernel_ctx *ctx, const struct ox_node *n, const struct gqa *g,
                             const float *x, float *y, int64_t heads, const ox_tensor *pos) {
-    struct ox_attr ra[3] = {{.name = "interleaved", .type = OX_ATTR_INT, .i = g->interleaved},
-                            {.name = "num_heads", .type = OX_ATTR_INT, .i = heads},
-                            {.name = "rotary_embedding_dim", .type = OX_ATTR_INT, .i = g->R}};
-    struct ox_node rn = {.name = n->name,
-                         .domain = "",
-                         .op_type = "RotaryEmbedding",
-                         .opset = 23,
-                         .n_inputs = 4,
-                         .inputs = n->inputs, /* only counted */
-                         .n_outputs = 1,
-                         .outputs = n->outputs,
-                         .attrs = ra,
-                         .n_attrs = 3};
+    struct ox_attr ra[3];
+    struct ox_node rn;
+    rope_row_node(n, g->interleaved, heads, g->R, &rn, ra);
     ox_tensor xt = {.dtype = OX_FLOAT, .rank = 3, .dims = {g->B, g->S, heads * g->hd}}, yt = xt;
     xt.data = (void *)x, yt.data = y;
     const ox_tensor *rin[4] = {&xt, g->cos, g->sin, pos};
@@ -1350,6 +1361,116 @@ ox_status ox_ms_cpu_gqa(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                      .work = ox_scratch_at(ctx->scratch, o.work)};
     if (a.y) ox_parallel_for(ctx->pool, B * N, attn_heads, &a);
     return OX_OK;
+}
+
+/* ---- RotaryEmbedding (com.microsoft) --------------------------------------------------- */
+
+/* input [B, S, hidden] or [B, N, S, hd]; position_ids int64 [B, S], or one value: the position
+ * of token 0 (token s at that + s); cos_cache / sin_cache [max position, R / 2]; interleaved,
+ * num_heads (for a 3-D input: needed with rotary_embedding_dim, else hidden / (2 x cos_cache's
+ * columns) heads of 2 x that), rotary_embedding_dim (R, default the head size). The default
+ * domain's RotaryEmbedding row computes it, the offset form's positions first written out in
+ * scratch. scale only rescales caches that ONNX Runtime would extend past max position, which
+ * it refuses (as does this, through the row's position check); is_packed_batching is refused. */
+struct msrope {
+    const ox_tensor *x, *pos, *cos, *sin;
+    int64_t B, S, heads, R;
+    bool offset; /* position_ids is one value */
+};
+
+static ox_status msrope_read(const struct ox_node *n, const ox_tensor *const *in,
+                             struct msrope *r) {
+    memset(r, 0, sizeof *r);
+    r->x = ox_in(n, in, 0), r->pos = ox_in(n, in, 1), r->cos = ox_in(n, in, 2);
+    r->sin = ox_in(n, in, 3);
+    if (ox_attr_int(n, "is_packed_batching", 0))
+        return ox_node_err(n, OX_E_UNSUPPORTED, "is_packed_batching is not supported");
+    if (!r->x || !r->pos || !r->cos || !r->sin)
+        return ox_node_err(n, OX_E_INVALID,
+                           "inputs input, position_ids, cos_cache and sin_cache are required");
+    const ox_tensor *x = r->x, *c = r->cos;
+    if ((x->rank != 3 && x->rank != 4) || c->rank != 2 || c->dims[1] <= 0)
+        return ox_node_err(n, OX_E_SHAPE,
+                           "input must be [B, S, hidden] or [B, N, S, head], cos_cache [max "
+                           "position, rotary dim / 2]");
+    int64_t R0 = ox_attr_int(n, "rotary_embedding_dim", 0), N0 = ox_attr_int(n, "num_heads", 0);
+    if (R0 < 0 || N0 < 0 || (R0 > 0 && N0 == 0))
+        return ox_node_err(n, OX_E_INVALID,
+                           "rotary_embedding_dim %lld and num_heads %lld: num_heads is needed with "
+                           "rotary_embedding_dim",
+                           (long long)R0, (long long)N0);
+    int64_t hd;
+    r->B = x->dims[0];
+    if (x->rank == 4) {
+        r->heads = x->dims[1], r->S = x->dims[2], hd = x->dims[3];
+    } else {
+        r->S = x->dims[1];
+        hd = R0 > 0 ? (x->dims[2] / N0) : 2 * c->dims[1];
+        r->heads = hd > 0 ? x->dims[2] / hd : 0;
+        if (r->heads * hd != x->dims[2] || (N0 > 0 && r->heads != N0))
+            return ox_node_err(n, OX_E_SHAPE,
+                               "hidden size %lld is not %lld heads of %lld (num_heads %lld, "
+                               "cos_cache's columns %lld)",
+                               (long long)x->dims[2], (long long)r->heads, (long long)hd,
+                               (long long)N0, (long long)c->dims[1]);
+    }
+    r->R = R0 > 0 ? R0 : hd;
+    if (r->R != 2 * c->dims[1] || r->R > hd)
+        return ox_node_err(n, OX_E_SHAPE,
+                           "cos_cache has %lld columns: expected half the rotary dim %lld (head "
+                           "size %lld)",
+                           (long long)c->dims[1], (long long)r->R, (long long)hd);
+    const ox_tensor *p = r->pos;
+    r->offset = ox_tensor_numel(p) == 1 && p->rank <= 1;
+    if (p->dtype != OX_INT64 ||
+        (!r->offset && (p->rank != 2 || p->dims[0] != r->B || p->dims[1] != r->S)))
+        return ox_node_err(n, OX_E_SHAPE, "position_ids must be int64 [%lld, %lld] or one value",
+                           (long long)r->B, (long long)r->S);
+    return OX_OK;
+}
+
+/* Shape inference (ictx) or the kernel (kctx) through the default domain's row; scratch: the
+ * positions of the offset form. */
+static ox_status ms_rotary(struct ox_infer_ctx *ictx, struct ox_kernel_ctx *kctx,
+                           const struct ox_node *n, const ox_tensor *const *in,
+                           ox_tensor *const *out) {
+    struct msrope r;
+    ox_status st = msrope_read(n, in, &r);
+    if (st) return st;
+    struct ox_node rn;
+    struct ox_attr ra[3];
+    rope_row_node(n, ox_attr_int(n, "interleaved", 0) != 0, r.heads, r.R, &rn, ra);
+    const struct ox_op *row = ox_op_find("", "RotaryEmbedding", 23);
+    ox_tensor pos = *r.pos;
+    size_t bytes;
+    if (r.offset) {
+        if (!ox_mul_size((size_t)(r.B * r.S), sizeof(int64_t), &bytes))
+            return ox_node_err(n, OX_E_NOMEM, "position_ids too large");
+        pos = (ox_tensor){.dtype = OX_INT64, .rank = 2, .dims = {r.B, r.S}};
+    }
+    const ox_tensor *rin[4] = {r.x, r.cos, r.sin, &pos};
+    if (ictx) {
+        if ((st = row->infer(ictx, &rn, rin, out))) return st;
+        if (r.offset) ictx->scratch_bytes = bytes;
+        return OX_OK;
+    }
+    if (r.offset) { /* token s of every item at position_ids + s */
+        if (kctx->scratch_bytes < bytes)
+            return ox_node_err(n, OX_E_INTERNAL, "scratch smaller than inferred");
+        int64_t *pd = pos.data = kctx->scratch, p0 = *(const int64_t *)r.pos->data;
+        for (int64_t i = 0; i < r.B * r.S; i++) pd[i] = p0 + i % r.S;
+    }
+    return row->cpu(kctx, &rn, rin, out);
+}
+
+ox_status ox_ms_infer_rotary(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                             const ox_tensor *const *in, ox_tensor *const *out) {
+    return ms_rotary(ctx, NULL, n, in, out);
+}
+
+ox_status ox_ms_cpu_rotary(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                           const ox_tensor *const *in, ox_tensor *const *out) {
+    return ms_rotary(NULL, ctx, n, in, out);
 }
 
 /* ---- MatMulNBits -------------------------------------------------------------------------- */
