@@ -40,6 +40,12 @@
  *   whose result only FusedAttention operands (and Shapes) read moves into the operands'
  *   view programs: the MatMul reads the untransposed input (hoist_transpose).
  *   OX_MOVE_TRANSPOSE=0: not done.
+ * - QuantizeLinear(Conv(DequantizeLinear(xq), DequantizeLinear(Wq), B) [-> Relu or Clip]),
+ *   a QDQ model's convolution, becomes a QLinearConv on xq and Wq (ai.onnxexec's twin with a
+ *   y_range where there is an activation) where the CPU runs uint8 x int8 products fast
+ *   (fold_qconv says exactly where): integer sums requantized once, as ONNX Runtime and
+ *   PyTorch compute a quantized model, within one step of the output's scale of the float
+ *   graph. OX_FUSE_QCONV=0: not done.
  * - DequantizeLinear(QuantizeLinear(x, s, z), s, z) with the same constant parameters (a
  *   QDQ model's round trip between float operators, through a Cast of the quantized type to
  *   itself as torch exports it) becomes one ai.onnxexec QuantizeDequantize node.
@@ -142,9 +148,9 @@ static struct ox_node *producer_once(struct opt *o, int v) {
     return p >= 0 && !o->dead[p] ? &o->g->nodes[p] : NULL;
 }
 
-/* A new float initializer named after `base` (made unique). */
-static int new_const(struct ox_graph *g, const char *base, int rank, const int64_t *dims,
-                     ox_tensor **out) {
+/* A new initializer of type dt named after `base` (made unique). */
+static int new_init(struct ox_graph *g, const char *base, ox_dtype dt, int rank,
+                    const int64_t *dims, ox_tensor **out) {
     char name[256];
     int v = -1;
     for (int k = 0; k < 1000 && v < 0; k++) {
@@ -153,12 +159,18 @@ static int new_const(struct ox_graph *g, const char *base, int rank, const int64
     }
     if (v < 0) return -1;
     ox_tensor *t = ox_graph_alloc(g, sizeof *t);
-    if (!t || ox_tensor_alloc(t, OX_FLOAT, rank, dims)) return -1;
+    if (!t || ox_tensor_alloc(t, dt, rank, dims)) return -1;
     t->name = g->values[v].name;
     g->values[v].init = t;
-    g->values[v].dtype = OX_FLOAT;
+    g->values[v].dtype = dt;
     *out = t;
     return v;
+}
+
+/* A new float initializer. */
+static int new_const(struct ox_graph *g, const char *base, int rank, const int64_t *dims,
+                     ox_tensor **out) {
+    return new_init(g, base, OX_FLOAT, rank, dims, out);
 }
 
 /* ---- BatchNormalization into Conv ------------------------------------------------------ */
@@ -501,6 +513,161 @@ static ox_status fold_qdq(struct opt *o, struct ox_node *dq) {
     dq->n_inputs = n_ins;
     o->st->fused_nodes++;
     return count_uses(o);
+}
+
+/* ---- QDQ convolutions as integer ones ---------------------------------------------------- */
+
+/* The live node writing v, or NULL (v may have other readers). */
+static struct ox_node *producer_of(struct opt *o, int v) {
+    int p = v >= 0 ? o->g->values[v].producer : -1;
+    return p >= 0 && !o->dead[p] ? &o->g->nodes[p] : NULL;
+}
+
+/* A DequantizeLinear setting at most `axis`, with constant scale s (float) and zero point
+ * z (8-bit: uint8 or int8 as `want` says, 0 for either); NULL otherwise. */
+static const struct ox_node *dq_of(struct opt *o, int v, ox_dtype want, const ox_tensor **s,
+                                   const ox_tensor **z) {
+    const struct ox_node *dq = producer_of(o, v);
+    if (!is_op(dq, "DequantizeLinear") || dq->n_inputs != 3 || !only_attrs(dq, "axis")) return NULL;
+    *s = const_float(o, dq->inputs[1]);
+    *z = const_of(o, dq->inputs[2]);
+    if (!*s || !*z || (*z)->kind != OX_IO_TENSOR ||
+        ((*z)->dtype != want &&
+         !(want == 0 && ((*z)->dtype == OX_UINT8 || (*z)->dtype == OX_INT8))))
+        return NULL;
+    return dq;
+}
+
+/* Whether v is all zeros by construction: a ConstantOfShape of 0 (its default), or a Cast of
+ * one (torch writes a bias's zero point so). */
+static bool zeros_of(struct opt *o, int v) {
+    const struct ox_node *n = producer_of(o, v);
+    if (is_op(n, "Cast") && n->n_inputs == 1) n = producer_of(o, n->inputs[0]);
+    if (!is_op(n, "ConstantOfShape")) return false;
+    const struct ox_attr *a = ox_node_attr(n, "value");
+    if (!a) return true;
+    size_t bytes;
+    if (a->type != OX_ATTR_TENSOR || a->t->kind != OX_IO_TENSOR || a->t->dtype == OX_STRING ||
+        !ox_tensor_bytes(a->t->dtype, a->t->rank, a->t->dims, &bytes))
+        return false;
+    for (size_t i = 0; i < bytes; i++)
+        if (((const unsigned char *)a->t->data)[i]) return false;
+    return true;
+}
+
+/* QuantizeLinear(Conv(DequantizeLinear(xq), DequantizeLinear(Wq), B) [-> Relu or Clip]), the
+ * convolutions of a QDQ model (torch's export, onnxruntime's quantizer), becomes one
+ * QLinearConv on xq and Wq in the QuantizeLinear's place, as ONNX Runtime runs them: integer
+ * sums requantized once instead of the float convolution of the dequantized values (the
+ * outputs may differ from the float graph's by one step of the output's scale). The bias
+ * becomes int32 at the scale x_scale * w_scale (B / that, rounded); an activation becomes
+ * the range the output is clamped to (Relu: [y_zero_point, max]), in onnxexec's twin of the
+ * op (attribute y_range). Only where kernels/cpu/qconv8.c runs the result (uint8 input, int8
+ * weights whose zero points are 0, 2-D, group 1, scalar x and y parameters, per-tensor or
+ * per-channel weight scales on axis 0, a CPU with AVX-512 VNNI): elsewhere the integer form
+ * is not faster than the float one. OX_FUSE_QCONV=0: not done. */
+static ox_status fold_qconv(struct opt *o, struct ox_node *q) {
+    struct ox_graph *g = o->g;
+    if (!is_op(q, "QuantizeLinear") || q->n_inputs != 3 || q->n_outputs != 1 ||
+        !only_attrs(q, "axis saturate"))
+        return OX_OK;
+    const ox_tensor *sy = const_float(o, q->inputs[1]), *zy = const_of(o, q->inputs[2]);
+    if (!sy || ox_tensor_numel(sy) != 1 || !zy || zy->kind != OX_IO_TENSOR ||
+        ox_tensor_numel(zy) != 1 || (zy->dtype != OX_UINT8 && zy->dtype != OX_INT8))
+        return OX_OK;
+    struct ox_node *conv = producer_once(o, q->inputs[0]), *act = NULL;
+    float lo = -INFINITY, hi = INFINITY;
+    if (conv && conv->n_inputs >= 1 && activation_of(o, conv, conv->inputs[0], &lo, &hi)) {
+        act = conv;
+        conv = producer_once(o, act->inputs[0]);
+    }
+    if (!is_op(conv, "Conv") || conv->n_outputs != 1 || conv->n_inputs < 2 ||
+        !only_attrs(conv, "auto_pad dilations group kernel_shape pads strides") ||
+        ox_attr_int(conv, "group", 1) != 1)
+        return OX_OK;
+    const ox_tensor *sx, *zx, *sw, *zw;
+    const struct ox_node *dx = dq_of(o, conv->inputs[0], OX_UINT8, &sx, &zx);
+    const struct ox_node *dw = dq_of(o, conv->inputs[1], OX_INT8, &sw, &zw);
+    if (!dx || !dw || ox_tensor_numel(sx) != 1 || ox_tensor_numel(zx) != 1) return OX_OK;
+    const ox_tensor *wq = const_of(o, dw->inputs[0]);
+    if (!wq || wq->kind != OX_IO_TENSOR || wq->dtype != OX_INT8 || wq->rank != 4) return OX_OK;
+    int64_t M = wq->dims[0];
+    bool per_m = ox_tensor_numel(sw) != 1;
+    if ((per_m && (sw->rank != 1 || sw->dims[0] != M || ox_attr_int(dw, "axis", 1) != 0)) ||
+        (ox_tensor_numel(zw) != 1 && ox_tensor_numel(zw) != M))
+        return OX_OK;
+    for (int64_t i = 0; i < ox_tensor_numel(zw); i++)
+        if (((const int8_t *)zw->data)[i]) return OX_OK;
+    /* the float bias the convolution adds: a constant, or a DequantizeLinear of one */
+    const float *bf = NULL;
+    const ox_tensor *bq = NULL, *sb = NULL, *zb = NULL;
+    int vb = conv->n_inputs > 2 ? conv->inputs[2] : -1;
+    if (vb >= 0) {
+        const ox_tensor *b = const_float(o, vb);
+        const struct ox_node *db = b ? NULL : producer_of(o, vb);
+        if (b && b->rank == 1 && b->dims[0] == M) {
+            bf = b->data;
+        } else if (is_op(db, "DequantizeLinear") && db->n_inputs >= 2 && only_attrs(db, "axis") &&
+                   (bq = const_of(o, db->inputs[0])) && bq->kind == OX_IO_TENSOR &&
+                   bq->dtype == OX_INT32 && bq->rank == 1 && bq->dims[0] == M &&
+                   (sb = const_float(o, db->inputs[1])) &&
+                   (ox_tensor_numel(sb) == 1 || (sb->rank == 1 && sb->dims[0] == M)) &&
+                   (db->n_inputs < 3 || db->inputs[2] < 0 || zeros_of(o, db->inputs[2]) ||
+                    ((zb = const_of(o, db->inputs[2])) && zb->dtype == OX_INT32 &&
+                     ox_tensor_numel(zb) == ox_tensor_numel(sb)))) {
+        } else {
+            return OX_OK;
+        }
+    }
+    int *ins = ox_graph_alloc(g, sizeof(int) * 9);
+    struct ox_attr *attrs = ox_graph_alloc(g, sizeof *attrs * (size_t)(conv->n_attrs + 1));
+    int64_t *range = ox_graph_alloc(g, sizeof(int64_t) * 2);
+    if (!ins || !attrs || !range) return ox_err(OX_E_NOMEM, "out of memory fusing QLinearConv");
+    int vbq = -1;
+    if (vb >= 0) {
+        ox_tensor *t;
+        char base[200];
+        snprintf(base, sizeof base, "%s_bias_int32", conv->name ? conv->name : "conv");
+        if ((vbq = new_init(g, base, OX_INT32, 1, &M, &t)) < 0)
+            return ox_err(OX_E_NOMEM, "out of memory fusing QLinearConv");
+        float fx = *(const float *)sx->data;
+        for (int64_t m = 0; m < M; m++) {
+            float b = bf ? bf[m] : 0.0f;
+            if (!bf) { /* DequantizeLinear's float arithmetic */
+                int64_t k = ox_tensor_numel(sb) == 1 ? 0 : m;
+                int32_t z = zb ? ((const int32_t *)zb->data)[k] : 0;
+                b = (float)((int64_t)((const int32_t *)bq->data)[m] - z) *
+                    ((const float *)sb->data)[k];
+            }
+            double r = rint((double)b / (double)(fx * ((const float *)sw->data)[per_m ? m : 0]));
+            ((int32_t *)t->data)[m] = r >= 2147483647.0    ? INT32_MAX
+                                      : r <= -2147483648.0 ? INT32_MIN
+                                      : !(r == r)          ? 0
+                                                           : (int32_t)r;
+        }
+    }
+    int n_attrs = conv->n_attrs;
+    memcpy(attrs, conv->attrs, sizeof *attrs * (size_t)n_attrs);
+    if (act) { /* the output's codes of [lo, hi], which QuantizeLinear is monotonic over */
+        bool u8 = zy->dtype == OX_UINT8;
+        double z = u8 ? *(const uint8_t *)zy->data : *(const int8_t *)zy->data;
+        float s = *(const float *)sy->data;
+        double tlo = u8 ? 0 : -128, thi = u8 ? 255 : 127;
+        double a = lo == -INFINITY ? tlo : rint((double)(lo / s)) + z;
+        double b = hi == INFINITY ? thi : rint((double)(hi / s)) + z;
+        range[0] = (int64_t)(a < tlo ? tlo : a > thi ? thi : a);
+        range[1] = (int64_t)(b < tlo ? tlo : b > thi ? thi : b);
+        attrs[n_attrs++] =
+            (struct ox_attr){.name = "y_range", .type = OX_ATTR_INTS, .n = 2, .ints = range};
+    }
+    int src[9] = {dx->inputs[0], dx->inputs[1], dx->inputs[2],
+                  dw->inputs[0], dw->inputs[1], dw->inputs[2],
+                  q->inputs[1],  q->inputs[2],  vbq};
+    memcpy(ins, src, sizeof src);
+    struct ox_node *chain[2] = {conv, act};
+    conv->n_attrs = 0; /* the fused node owns them now */
+    return replace_chain(o, chain, act ? 2 : 1, q, "QLinearConv", act ? 0 : 10, ins,
+                         vbq >= 0 ? 9 : 8, attrs, n_attrs);
 }
 
 /* ---- LayerNormalization from its exported pieces --------------------------------------- */
@@ -1378,6 +1545,11 @@ ox_status ox_graph_optimize(struct ox_graph *g, bool standard_only, struct ox_op
                     .st = st,
                     .move_transposes = !(fm && !strcmp(fm, "0"))};
     ox_status rc = o.dead ? count_uses(&o) : ox_err(OX_E_NOMEM, "out of memory");
+    /* before fold_qdq, which would take the QuantizeLinear -> DequantizeLinear pairs apart */
+    const char *fq = getenv("OX_FUSE_QCONV");
+    bool qconv = !standard_only && ox_qconv8_available() && !(fq && !strcmp(fq, "0"));
+    for (int i = 0; i < g->n_nodes && !rc && qconv; i++)
+        if (!o.dead[i]) rc = fold_qconv(&o, &g->nodes[i]);
     for (int i = 0; i < g->n_nodes && !rc && !standard_only; i++)
         if (!o.dead[i]) rc = fold_qdq(&o, &g->nodes[i]);
     for (int i = 0; i < g->n_nodes && !rc; i++)

@@ -135,6 +135,10 @@ struct ox_gemm_b {
 void ox_gemm_b_pack_matrix(const struct ox_gemm_b *b, int64_t k0, int64_t k1, int64_t j0,
                            int64_t j1, float *dst);
 bool ox_sgemm_is_fast(void);
+/* Whether QLinearConv's uint8 x int8 2-D form of group 1 runs as integer products here
+ * (AVX-512 VNNI: kernels/cpu/qconv8.c), faster than the float convolution it replaces;
+ * graph/optimize.c makes QDQ convolutions integer ones only then. */
+bool ox_qconv8_available(void);
 int64_t ox_sgemm_packed_a_floats(int64_t M, int64_t K);
 void ox_sgemm_pack_a(const float *A, int64_t lda, bool ta, int64_t M, int64_t K, float *dst);
 /* The same, the panels split over the pool. */

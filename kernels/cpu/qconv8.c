@@ -41,9 +41,13 @@ static int64_t row_bytes(const struct ox_qconv8_geom *g) { /* CS: C rounded up t
     return (g->C + 3) / 4 * 4;
 }
 
-bool ox_qconv8_fast(const struct ox_qconv8_geom *g) {
+bool ox_qconv8_available(void) {
     const char *e = getenv("OX_QCONV8");
-    if (!ox_igemm8_fast() || (e && !strcmp(e, "0"))) return false;
+    return ox_igemm8_fast() && !(e && !strcmp(e, "0"));
+}
+
+bool ox_qconv8_fast(const struct ox_qconv8_geom *g) {
+    if (!ox_qconv8_available()) return false;
     const int64_t lim = (int64_t)1 << 30;
     if (g->N <= 0 || g->C <= 0 || g->M <= 0 || g->KH <= 0 || g->KW <= 0 || g->OH <= 0 ||
         g->OW <= 0 || g->H <= 0 || g->W <= 0 || g->N > lim || g->C > lim || g->M > lim ||
@@ -99,6 +103,26 @@ struct qc8_job {
     int64_t cs, taps, nb, groups, per; /* channel blocks in `groups` groups of `per` */
 };
 
+/* n <= 64 pixels of 4 channels s[0..3] as 4-byte groups cs bytes apart from d: the bytes
+ * interleaved in registers, then scattered (dword i of q[k] is pixel 16 (i / 4) + 4 k + i % 4). */
+__attribute__((target("avx512f,avx512bw"))) static void
+qc8_nhwc64(const uint8_t *const *s, int64_t n, uint8_t *d, int64_t cs) {
+    __mmask64 m = n >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1);
+    __m512i a = _mm512_maskz_loadu_epi8(m, s[0]), b = _mm512_maskz_loadu_epi8(m, s[1]);
+    __m512i c = _mm512_maskz_loadu_epi8(m, s[2]), e = _mm512_maskz_loadu_epi8(m, s[3]);
+    __m512i ab0 = _mm512_unpacklo_epi8(a, b), ab1 = _mm512_unpackhi_epi8(a, b);
+    __m512i ce0 = _mm512_unpacklo_epi8(c, e), ce1 = _mm512_unpackhi_epi8(c, e);
+    __m512i q[4] = {_mm512_unpacklo_epi16(ab0, ce0), _mm512_unpackhi_epi16(ab0, ce0),
+                    _mm512_unpacklo_epi16(ab1, ce1), _mm512_unpackhi_epi16(ab1, ce1)};
+    __m512i pix = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 32, 33, 34, 35, 48, 49, 50, 51);
+    for (int k = 0; k < 4; k++) {
+        __m512i p = _mm512_add_epi32(pix, _mm512_set1_epi32(4 * k));
+        __mmask16 live = _mm512_cmplt_epi32_mask(p, _mm512_set1_epi32((int)n));
+        _mm512_mask_i32scatter_epi32(d, live, _mm512_mullo_epi32(p, _mm512_set1_epi32((int)cs)),
+                                     q[k], 1);
+    }
+}
+
 /* Pixels [64u, 64u + 64) of an image, channels last, 4 channels at a time; channels past C
  * repeat the last one (their weights are 0). */
 static void qc8_nhwc(void *arg, int64_t u0, int64_t u1, int tid) {
@@ -112,11 +136,15 @@ static void qc8_nhwc(void *arg, int64_t u0, int64_t u1, int tid) {
         uint8_t *d = j->xn + img * hw * j->cs;
         for (int64_t c4 = 0; c4 < j->cs; c4 += 4) {
             const uint8_t *s[4];
-            for (int i = 0; i < 4; i++) s[i] = xi + (c4 + i < g->C ? c4 + i : g->C - 1) * hw;
-            for (int64_t p = p0; p < p1; p++) {
+            for (int i = 0; i < 4; i++) s[i] = xi + (c4 + i < g->C ? c4 + i : g->C - 1) * hw + p0;
+            if (j->cs < (1 << 24)) { /* byte offsets up to 63 cs in int32 */
+                qc8_nhwc64(s, p1 - p0, d + p0 * j->cs + c4, j->cs);
+                continue;
+            }
+            for (int64_t p = 0; p < p1 - p0; p++) {
                 uint32_t v = (uint32_t)s[0][p] | (uint32_t)s[1][p] << 8 | (uint32_t)s[2][p] << 16 |
                              (uint32_t)s[3][p] << 24;
-                memcpy(d + p * j->cs + c4, &v, 4);
+                memcpy(d + (p0 + p) * j->cs + c4, &v, 4);
             }
         }
     }

@@ -242,8 +242,19 @@ ox_status ox_q_infer_quantize(struct ox_infer_ctx *ctx, const struct ox_node *n,
     }                                                                                              \
     break;
 
+#if defined(__x86_64__) && defined(__GNUC__)
+static void quant_f32_8bit_avx512(const float *x, int64_t cnt, float s, float z, float lo, float hi,
+                                  void *dst);
+#endif
+
 static void quant_f32_run(const float *x, int64_t cnt, float s, float z, float lo, float hi,
                           ox_tensor *y, int64_t off) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if ((y->dtype == OX_UINT8 || y->dtype == OX_INT8) && ox_sgemm_is_fast()) {
+        quant_f32_8bit_avx512(x, cnt, s, z, lo, hi, (char *)y->data + off);
+        return;
+    }
+#endif
     switch (y->dtype) {
     case OX_UINT8:
     case OX_UINT4:
@@ -422,6 +433,20 @@ __attribute__((target("avx512f"))) static inline __m512 quantize16(__m512 x, __m
     __m512 r = _mm512_div_ps(x, s);
     r = _mm512_add_ps(_mm512_roundscale_ps(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
     return _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+}
+
+/* QuantizeLinear to 8 bits, 16 at a time (the values in [lo, hi] are whole: their int32
+ * conversion is exact, and its low byte the code, signed or not). */
+__attribute__((target("avx512f"))) static void quant_f32_8bit_avx512(const float *x, int64_t cnt,
+                                                                     float s, float z, float lo,
+                                                                     float hi, void *dst) {
+    __m512 vs = _mm512_set1_ps(s), vz = _mm512_set1_ps(z);
+    __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+    for (int64_t i = 0; i < cnt; i += 16) {
+        __mmask16 m = tail_mask16(cnt - i);
+        __m512 r = quantize16(_mm512_maskz_loadu_ps(m, x + i), vs, vz, vlo, vhi);
+        _mm512_mask_cvtepi32_storeu_epi8((char *)dst + i, m, _mm512_cvtps_epi32(r));
+    }
 }
 
 /* 16 at a time: the same division, rounding half to even and clamp (max and min give the
@@ -1230,6 +1255,10 @@ ox_status ox_q_infer_qlinear_conv(struct ox_infer_ctx *ctx, const struct ox_node
         return st;
     if (b && (b->dtype != OX_INT32 || b->rank != 1 || b->dims[0] != g.M))
         return ox_node_err(n, OX_E_SHAPE, "bias B must be int32[%lld]", (long long)g.M);
+    const int64_t *yr;
+    int nyr = strcmp(n->domain, OX_DOMAIN_ONNXEXEC) ? -1 : ox_attr_ints(n, "y_range", &yr);
+    if (nyr >= 0 && (nyr != 2 || yr[0] > yr[1]))
+        return ox_node_err(n, OX_E_INVALID, "y_range: expected two values [lo, hi], lo <= hi");
     int64_t dims[OX_MAX_RANK] = {g.N, g.M};
     for (int i = 0; i < g.nsp; i++) dims[i + 2] = g.out[i];
     ox_set_shape(out[0], yz ? yz->dtype : x->dtype, x->rank, dims);
@@ -1322,6 +1351,11 @@ ox_status ox_q_cpu_qlinear_conv(struct ox_kernel_ctx *ctx, const struct ox_node 
         mult[m] = (float)(xsv * ((const float *)ws->data)[wcol ? m : 0]) / ysv;
     struct qc_out o = {&j.g, out[0], b ? b->data : NULL, mult, zp_of(yz, 0), 0, 0};
     qint_range(out[0]->dtype, &o.lo, &o.hi);
+    const int64_t *yr;
+    if (!strcmp(n->domain, OX_DOMAIN_ONNXEXEC) && ox_attr_ints(n, "y_range", &yr) == 2) {
+        o.lo = yr[0] > o.lo ? yr[0] : o.lo;
+        o.hi = yr[1] < o.hi ? yr[1] : o.hi;
+    }
     if (direct && wz_zero(j.wz)) {
         struct qc8_pack pk = {&q, j.w->data};
         struct ox_prep_key key = {j.w->data, {q.M, q.C, q.KH, q.KW}};
