@@ -150,6 +150,30 @@ static void qc8_nhwc(void *arg, int64_t u0, int64_t u1, int tid) {
     }
 }
 
+/* The same for a pointwise convolution of stride > 1 without padding: only the pixels it
+ * reads, output row u of an image at a time (xn then holds an OH x OW image). */
+static void qc8_nhwc_strided(void *arg, int64_t u0, int64_t u1, int tid) {
+    (void)tid;
+    const struct qc8_job *j = arg;
+    const struct ox_qconv8_geom *g = j->g;
+    int64_t hw = g->H * g->W;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t img = u / g->OH, oh = u % g->OH;
+        const uint8_t *xi = j->x + img * g->C * hw + oh * g->SH * g->W;
+        uint8_t *d = j->xn + (img * g->OH + oh) * g->OW * j->cs;
+        for (int64_t c4 = 0; c4 < j->cs; c4 += 4) {
+            const uint8_t *s[4];
+            for (int i = 0; i < 4; i++) s[i] = xi + (c4 + i < g->C ? c4 + i : g->C - 1) * hw;
+            for (int64_t ow = 0; ow < g->OW; ow++) {
+                int64_t iw = ow * g->SW;
+                uint32_t v = (uint32_t)s[0][iw] | (uint32_t)s[1][iw] << 8 |
+                             (uint32_t)s[2][iw] << 16 | (uint32_t)s[3][iw] << 24;
+                memcpy(d + ow * j->cs + c4, &v, 4);
+            }
+        }
+    }
+}
+
 /* 16 sums plus their channels' offsets, requantized to 16 bytes. */
 __attribute__((target("avx512f"))) static inline __m128i qc8_quant16(__m512i s, __m512i off,
                                                                      __m512d m_lo, __m512d m_hi,
@@ -301,7 +325,16 @@ void ox_qconv8_run(struct ox_pool *pool, const struct ox_qconv8_geom *g, const u
     uint8_t *zp = (uint8_t *)scratch + align64((size_t)(g->N * g->H * g->W * j.cs));
     memset(zp, xzp, (size_t)j.cs);
     j.zp = zp;
-    ox_parallel_for(pool, g->N * ((g->H * g->W + 63) / 64), qc8_nhwc, &j);
+    struct ox_qconv8_geom sub = *g;
+    if (g->KH == 1 && g->KW == 1 && g->PT == 0 && g->PL == 0 && (g->SH > 1 || g->SW > 1)) {
+        /* a pointwise convolution of stride > 1 reads every SH-th row and SW-th column: those
+         * pixels, channels last, are an OH x OW image for the same convolution at stride 1 */
+        ox_parallel_for(pool, g->N * g->OH, qc8_nhwc_strided, &j);
+        sub.H = g->OH, sub.W = g->OW, sub.SH = sub.SW = 1;
+        j.g = g = &sub;
+    } else {
+        ox_parallel_for(pool, g->N * ((g->H * g->W + 63) / 64), qc8_nhwc, &j);
+    }
     /* enough units for the threads: the channel blocks split into groups when rows are few */
     int64_t want = 8 * (int64_t)(ox_pool_size(pool) > 0 ? ox_pool_size(pool) : 1);
     int64_t rows = g->N * g->OH, groups = rows >= want ? 1 : (want + rows - 1) / rows;
