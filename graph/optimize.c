@@ -564,8 +564,9 @@ static bool zeros_of(struct opt *o, int v) {
  * the range the output is clamped to (Relu: [y_zero_point, max]), in onnxexec's twin of the
  * op (attribute y_range). Only where kernels/cpu/qconv8.c runs the result (uint8 input, int8
  * weights whose zero points are 0, 2-D, group 1, scalar x and y parameters, per-tensor or
- * per-channel weight scales on axis 0, a CPU with AVX-512 VNNI): elsewhere the integer form
- * is not faster than the float one. OX_FUSE_QCONV=0: not done. */
+ * per-channel weight scales on axis 0, a CPU with AVX-512 VNNI) and where it is faster than
+ * the float convolution (64 products per output or more, 32 output channels or more).
+ * OX_FUSE_QCONV=0: not done. */
 static ox_status fold_qconv(struct opt *o, struct ox_node *q) {
     struct ox_graph *g = o->g;
     if (!is_op(q, "QuantizeLinear") || q->n_inputs != 3 || q->n_outputs != 1 ||
@@ -591,7 +592,11 @@ static ox_status fold_qconv(struct opt *o, struct ox_node *q) {
     if (!dx || !dw || ox_tensor_numel(sx) != 1 || ox_tensor_numel(zx) != 1) return OX_OK;
     const ox_tensor *wq = const_of(o, dw->inputs[0]);
     if (!wq || wq->kind != OX_IO_TENSOR || wq->dtype != OX_INT8 || wq->rank != 4) return OX_OK;
+    /* fewer than 64 products per output or 32 output channels: the float convolution is as
+     * fast (docs/PERFORMANCE.md, stop 35: the integer tile's requantization and pointers
+     * then cost more than its products) */
     int64_t M = wq->dims[0];
+    if (wq->dims[1] * wq->dims[2] * wq->dims[3] < 64 || M < 32) return OX_OK;
     bool per_m = ox_tensor_numel(sw) != 1;
     if ((per_m && (sw->rank != 1 || sw->dims[0] != M || ox_attr_int(dw, "axis", 1) != 0)) ||
         (ox_tensor_numel(zw) != 1 && ox_tensor_numel(zw) != M))

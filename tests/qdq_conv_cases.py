@@ -15,7 +15,7 @@ the range of codes QuantizeLinear gives its bounds; then DequantizeLinear. Check
 - optimized and through --roundtrip (the fused node written as ONNX and read back): exactly
   the oracle, and `onnxexec info` shows the QLinearConv nodes where the fusion applies and
   none where it must not (a weight zero point not 0, group 2, uint8 weights, a Conv output
-  that another node reads);
+  that another node reads, fewer than 64 products per output or 32 output channels);
 - --no-optimize and OX_FUSE_QCONV=0 (the float graph, as the model states it): within one
   step of the output's scale of the oracle, the difference the fusion is allowed;
 - on a CPU without AVX-512 VNNI nothing is fused and every run is held to the one-step bound.
@@ -64,7 +64,7 @@ def q_code(v, s, z, qt):
     return int(np.clip(np.rint(np.float32(v) / np.float32(s)) + int(z), lo, hi))
 
 
-def case(name, C=8, M=12, H=9, k=3, stride=1, pad=1, act=None, bias="dq", per_channel=True,
+def case(name, C=8, M=40, H=9, k=3, stride=1, pad=1, act=None, bias="dq", per_channel=True,
          yt=np.uint8, fused=True, wz=0, group=1, wt=np.int8, conv_read=False, shared_x=False):
     xs, xz = np.float32(rng.uniform(0.01, 0.05)), np.uint8(rng.integers(90, 160))
     ys = np.float32(rng.uniform(0.05, 0.2))
@@ -165,6 +165,8 @@ case("qconv_weight_zero_point", wz=3, fused=False)
 case("qconv_group2", C=8, M=12, group=2, fused=False)
 case("qconv_uint8_weights", wt=np.uint8, fused=False)
 case("qconv_output_read", conv_read=True, fused=False)
+case("qconv_few_products", C=4, M=40, k=3, fused=False)  # 36 products per output
+case("qconv_few_outputs", C=8, M=16, fused=False)
 
 cpu = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
 vnni = " avx512_vnni" in cpu and " avx512bw" in cpu

@@ -268,9 +268,25 @@ static void quant_f32_run(const float *x, int64_t cnt, float s, float z, float l
     }
 }
 
+/* QuantizeLinear and DequantizeLinear of one scale for the whole tensor, in pieces of
+ * QRUN_CHUNK elements over the pool (each piece the same run as the whole would be). */
+#define QRUN_CHUNK 32768
+struct qrun_job {
+    const ox_tensor *x;
+    ox_tensor *y;
+    int64_t n;
+    float s, z, lo, hi; /* z: the zero point (an int32 for DequantizeLinear) */
+};
+
+static void quant_piece(void *arg, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const struct qrun_job *j = arg;
+    int64_t i0 = b * QRUN_CHUNK, i1 = e * QRUN_CHUNK < j->n ? e * QRUN_CHUNK : j->n;
+    quant_f32_run((const float *)j->x->data + i0, i1 - i0, j->s, j->z, j->lo, j->hi, j->y, i0);
+}
+
 ox_status ox_q_cpu_quantize(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                             const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
     const ox_tensor *x = in[0], *s = in[1], *z = ox_in(n, in, 2);
     ox_tensor *y = out[0];
     struct qmap m;
@@ -286,6 +302,17 @@ ox_status ox_q_cpu_quantize(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     bool is_int = qint_range(y->dtype, &lo, &hi);
     bool fast = is_int && x->dtype == OX_FLOAT && prec == OX_FLOAT;
     uint8_t *yb = y->data;
+    if (fast && m.outer * m.ch == 1 && m.si == 0 && m.inner > QRUN_CHUNK) {
+        struct qrun_job j = {.x = x,
+                             .y = y,
+                             .n = m.inner,
+                             .s = (float)ox_get_f64(s, 0),
+                             .z = (float)zp_of(z, 0),
+                             .lo = (float)lo,
+                             .hi = (float)hi};
+        ox_parallel_for(ctx->pool, (m.inner + QRUN_CHUNK - 1) / QRUN_CHUNK, quant_piece, &j);
+        return OX_OK;
+    }
     for (int64_t o = 0; o < m.outer; o++)
         for (int64_t c = 0; c < m.ch; c++) {
             int64_t pb = o * m.so + (c / m.block) * m.sc, xo = (o * m.ch + c) * m.inner;
@@ -360,9 +387,15 @@ static bool dequant_f32_run(const ox_tensor *x, int64_t off, int64_t cnt, float 
     }
 }
 
+static void dequant_piece(void *arg, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const struct qrun_job *j = arg;
+    int64_t i0 = b * QRUN_CHUNK, i1 = e * QRUN_CHUNK < j->n ? e * QRUN_CHUNK : j->n;
+    dequant_f32_run(j->x, i0, i1 - i0, j->s, (int32_t)j->z, (float *)j->y->data + i0);
+}
+
 ox_status ox_q_cpu_dequantize(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                               const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
     const ox_tensor *x = in[0], *s = in[1], *z = ox_in(n, in, 2);
     ox_tensor *y = out[0];
     struct qmap m;
@@ -371,6 +404,15 @@ ox_status ox_q_cpu_dequantize(struct ox_kernel_ctx *ctx, const struct ox_node *n
     /* numpy: float32(x - zero point) times the scale, in float32 unless the scale is double */
     ox_dtype prec = promote(OX_FLOAT, s->dtype);
     bool is_float_in = is_qfloat(x->dtype);
+    if (m.outer * m.ch == 1 && m.si == 0 && y->dtype == OX_FLOAT && s->dtype == OX_FLOAT &&
+        m.inner > QRUN_CHUNK) { /* one scale for all: pieces over the pool */
+        struct qrun_job j = {
+            .x = x, .y = y, .n = m.inner, .s = ((const float *)s->data)[0], .z = zp_of(z, 0)};
+        if (dequant_f32_run(x, 0, 0, j.s, j.z, y->data)) {
+            ox_parallel_for(ctx->pool, (m.inner + QRUN_CHUNK - 1) / QRUN_CHUNK, dequant_piece, &j);
+            return OX_OK;
+        }
+    }
     for (int64_t o = 0; o < m.outer; o++)
         for (int64_t c = 0; c < m.ch; c++) {
             int64_t pb = o * m.so + (c / m.block) * m.sc, xo = (o * m.ch + c) * m.inner;
