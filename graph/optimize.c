@@ -660,6 +660,7 @@ static ox_status fold_qconv(struct opt *o, struct ox_node *q) {
         double tlo = u8 ? 0 : -128, thi = u8 ? 255 : 127;
         double a = lo == -INFINITY ? tlo : rint((double)(lo / s)) + z;
         double b = hi == INFINITY ? thi : rint((double)(hi / s)) + z;
+        if (a > b) a = b; /* Clip with min > max gives max */
         range[0] = (int64_t)(a < tlo ? tlo : a > thi ? thi : a);
         range[1] = (int64_t)(b < tlo ? tlo : b > thi ? thi : b);
         attrs[n_attrs++] =

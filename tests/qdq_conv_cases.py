@@ -104,10 +104,12 @@ def case(name, C=8, M=40, H=9, k=3, stride=1, pad=1, act=None, bias="dq", per_ch
     if act == "relu":
         nodes.append(helper.make_node("Relu", ["c"], ["r"]))
         src, qlo = "r", q_code(0.0, ys, yz, yt)
-    elif act == "clip":
+    elif act in ("clip", "clip_reversed"):  # Clip with min > max gives max
+        lo_v, hi_v = (-1.0, 6.0) if act == "clip" else (0.5, 0.2)
         nodes.append(helper.make_node("Clip", ["c", "clo", "chi"], ["r"]))
-        inits += [("clo", np.float32(-1.0)), ("chi", np.float32(6.0))]
-        src, qlo, qhi = "r", q_code(-1.0, ys, yz, yt), q_code(6.0, ys, yz, yt)
+        inits += [("clo", np.float32(lo_v)), ("chi", np.float32(hi_v))]
+        qlo, qhi = q_code(lo_v, ys, yz, yt), q_code(hi_v, ys, yz, yt)
+        src, qlo = "r", min(qlo, qhi)
     nodes += [helper.make_node("QuantizeLinear", [src, "ys", "yz"], ["yq"]),
               helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
     outputs = [("y", None)]
@@ -157,6 +159,7 @@ cases = {}  # name -> (QLinearConv nodes expected after optimizing, the output's
 case("qconv_relu_dq_bias", act="relu")
 case("qconv_no_act_float_bias", bias="float", per_channel=False)
 case("qconv_clip_no_bias_int8_out", act="clip", bias=None, yt=np.int8)
+case("qconv_clip_reversed", act="clip_reversed", C=16)
 case("qconv_stride2_7x7", C=3, M=40, H=23, k=7, stride=2, pad=3, act="relu")
 case("qconv_pointwise", C=64, M=33, H=6, k=1, pad=0)
 case("qconv_shared_input", shared_x=True)
