@@ -141,11 +141,15 @@ static bool is_fused(const struct ox_node *n, const char *type) {
     return strcmp(n->domain, OX_DOMAIN_ONNXEXEC) == 0 && strcmp(n->op_type, type) == 0;
 }
 
+/* The live node writing v, or NULL (v may have other readers). */
+static struct ox_node *producer_of(struct opt *o, int v) {
+    int p = v >= 0 ? o->g->values[v].producer : -1;
+    return p >= 0 && !o->dead[p] ? &o->g->nodes[p] : NULL;
+}
+
 /* The one node writing v, when v is read once (so that the node may be fused away). */
 static struct ox_node *producer_once(struct opt *o, int v) {
-    if (v < 0 || o->uses[v] != 1) return NULL;
-    int p = o->g->values[v].producer;
-    return p >= 0 && !o->dead[p] ? &o->g->nodes[p] : NULL;
+    return v >= 0 && o->uses[v] == 1 ? producer_of(o, v) : NULL;
 }
 
 /* A new initializer of type dt named after `base` (made unique). */
@@ -481,15 +485,13 @@ static ox_status fold_qdq(struct opt *o, struct ox_node *dq) {
     if (!is_op(dq, "DequantizeLinear") || dq->n_inputs < 2 || dq->n_outputs != 1 ||
         !only_attrs(dq, "axis"))
         return OX_OK;
-    int v = dq->inputs[0], p = v >= 0 ? g->values[v].producer : -1;
-    struct ox_node *q = p >= 0 && !o->dead[p] ? &g->nodes[p] : NULL;
+    struct ox_node *q = producer_of(o, dq->inputs[0]);
     int64_t cast_to = -1;
     if (is_op(q, "Cast") && q->n_inputs == 1 && only_attrs(q, "to")) {
         const struct ox_attr *a = ox_node_attr(q, "to");
         if (!a || a->type != OX_ATTR_INT) return OX_OK;
         cast_to = a->i;
-        p = g->values[q->inputs[0]].producer;
-        q = p >= 0 && !o->dead[p] ? &g->nodes[p] : NULL;
+        q = producer_of(o, q->inputs[0]);
     }
     if (!is_op(q, "QuantizeLinear") || q->n_inputs < 2 || !only_attrs(q, "axis saturate"))
         return OX_OK;
@@ -516,12 +518,6 @@ static ox_status fold_qdq(struct opt *o, struct ox_node *dq) {
 }
 
 /* ---- QDQ convolutions as integer ones ---------------------------------------------------- */
-
-/* The live node writing v, or NULL (v may have other readers). */
-static struct ox_node *producer_of(struct opt *o, int v) {
-    int p = v >= 0 ? o->g->values[v].producer : -1;
-    return p >= 0 && !o->dead[p] ? &o->g->nodes[p] : NULL;
-}
 
 /* A DequantizeLinear setting at most `axis`, with constant scale s (float) and zero point
  * z (8-bit: uint8 or int8 as `want` says, 0 for either); NULL otherwise. */
@@ -553,6 +549,42 @@ static bool zeros_of(struct opt *o, int v) {
     for (size_t i = 0; i < bytes; i++)
         if (((const unsigned char *)a->t->data)[i]) return false;
     return true;
+}
+
+/* The float bias [M] a QDQ convolution adds, constant: a float tensor (f), or a
+ * DequantizeLinear of int32 (q) whose scale s and zero point z (absent, or a ConstantOfShape
+ * of 0: NULL) hold one value or M. */
+struct qbias {
+    const float *f;
+    const ox_tensor *q, *s, *z;
+};
+
+static bool qbias_of(struct opt *o, int v, int64_t M, struct qbias *b) {
+    const ox_tensor *t = const_float(o, v);
+    if (t) {
+        b->f = t->data;
+        return t->rank == 1 && t->dims[0] == M;
+    }
+    const struct ox_node *dq = producer_of(o, v);
+    if (!is_op(dq, "DequantizeLinear") || dq->n_inputs < 2 || !only_attrs(dq, "axis")) return false;
+    b->q = const_of(o, dq->inputs[0]);
+    b->s = const_float(o, dq->inputs[1]);
+    if (!b->q || b->q->kind != OX_IO_TENSOR || b->q->dtype != OX_INT32 || b->q->rank != 1 ||
+        b->q->dims[0] != M || !b->s ||
+        (ox_tensor_numel(b->s) != 1 && !(b->s->rank == 1 && b->s->dims[0] == M)))
+        return false;
+    int vz = dq->n_inputs > 2 ? dq->inputs[2] : -1;
+    if (vz < 0 || zeros_of(o, vz)) return true;
+    b->z = const_of(o, vz);
+    return b->z && b->z->dtype == OX_INT32 && ox_tensor_numel(b->z) == ox_tensor_numel(b->s);
+}
+
+/* Channel m's bias in float (DequantizeLinear's float arithmetic for the int32 form). */
+static float qbias_at(const struct qbias *b, int64_t m) {
+    if (b->f) return b->f[m];
+    int64_t k = ox_tensor_numel(b->s) == 1 ? 0 : m;
+    int32_t z = b->z ? ((const int32_t *)b->z->data)[k] : 0;
+    return (float)((int64_t)((const int32_t *)b->q->data)[m] - z) * ((const float *)b->s->data)[k];
 }
 
 /* QuantizeLinear(Conv(DequantizeLinear(xq), DequantizeLinear(Wq), B) [-> Relu or Clip]), the
@@ -603,27 +635,9 @@ static ox_status fold_qconv(struct opt *o, struct ox_node *q) {
         return OX_OK;
     for (int64_t i = 0; i < ox_tensor_numel(zw); i++)
         if (((const int8_t *)zw->data)[i]) return OX_OK;
-    /* the float bias the convolution adds: a constant, or a DequantizeLinear of one */
-    const float *bf = NULL;
-    const ox_tensor *bq = NULL, *sb = NULL, *zb = NULL;
+    struct qbias bias = {0};
     int vb = conv->n_inputs > 2 ? conv->inputs[2] : -1;
-    if (vb >= 0) {
-        const ox_tensor *b = const_float(o, vb);
-        const struct ox_node *db = b ? NULL : producer_of(o, vb);
-        if (b && b->rank == 1 && b->dims[0] == M) {
-            bf = b->data;
-        } else if (is_op(db, "DequantizeLinear") && db->n_inputs >= 2 && only_attrs(db, "axis") &&
-                   (bq = const_of(o, db->inputs[0])) && bq->kind == OX_IO_TENSOR &&
-                   bq->dtype == OX_INT32 && bq->rank == 1 && bq->dims[0] == M &&
-                   (sb = const_float(o, db->inputs[1])) &&
-                   (ox_tensor_numel(sb) == 1 || (sb->rank == 1 && sb->dims[0] == M)) &&
-                   (db->n_inputs < 3 || db->inputs[2] < 0 || zeros_of(o, db->inputs[2]) ||
-                    ((zb = const_of(o, db->inputs[2])) && zb->dtype == OX_INT32 &&
-                     ox_tensor_numel(zb) == ox_tensor_numel(sb)))) {
-        } else {
-            return OX_OK;
-        }
-    }
+    if (vb >= 0 && !qbias_of(o, vb, M, &bias)) return OX_OK;
     int *ins = ox_graph_alloc(g, sizeof(int) * 9);
     struct ox_attr *attrs = ox_graph_alloc(g, sizeof *attrs * (size_t)(conv->n_attrs + 1));
     int64_t *range = ox_graph_alloc(g, sizeof(int64_t) * 2);
@@ -637,14 +651,8 @@ static ox_status fold_qconv(struct opt *o, struct ox_node *q) {
             return ox_err(OX_E_NOMEM, "out of memory fusing QLinearConv");
         float fx = *(const float *)sx->data;
         for (int64_t m = 0; m < M; m++) {
-            float b = bf ? bf[m] : 0.0f;
-            if (!bf) { /* DequantizeLinear's float arithmetic */
-                int64_t k = ox_tensor_numel(sb) == 1 ? 0 : m;
-                int32_t z = zb ? ((const int32_t *)zb->data)[k] : 0;
-                b = (float)((int64_t)((const int32_t *)bq->data)[m] - z) *
-                    ((const float *)sb->data)[k];
-            }
-            double r = rint((double)b / (double)(fx * ((const float *)sw->data)[per_m ? m : 0]));
+            double r = rint((double)qbias_at(&bias, m) /
+                            (double)(fx * ((const float *)sw->data)[per_m ? m : 0]));
             ((int32_t *)t->data)[m] = r >= 2147483647.0    ? INT32_MAX
                                       : r <= -2147483648.0 ? INT32_MIN
                                       : !(r == r)          ? 0
@@ -1094,9 +1102,8 @@ static int peel_view(struct opt *o, struct attn_match *m, int v, int which) {
     int64_t ops[OX_VIEW_MAX_OPS][2 + 3 * OX_MAX_RANK];
     int lens[OX_VIEW_MAX_OPS], n_ops = 0, total = 0;
     for (int guard = 0; guard < 2 * OX_VIEW_MAX_OPS && n_ops < OX_VIEW_MAX_OPS; guard++) {
-        int p = v >= 0 ? o->g->values[v].producer : -1;
-        if (p < 0 || o->dead[p]) break;
-        const struct ox_node *n = &o->g->nodes[p];
+        const struct ox_node *n = producer_of(o, v);
+        if (!n) break;
         int taken = m->n_shapes, len = view_op(o, m, n, ops[n_ops]);
         if (len == 0 || total + len > ATTN_PROG_MAX) {
             m->n_shapes = taken;

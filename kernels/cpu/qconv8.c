@@ -28,6 +28,7 @@
 #endif
 
 #include "kernels/cpu/igemm.h"
+#include "kernels/cpu/vecmath.h"
 
 #define QC_MR    8   /* output pixels of a tile */
 #define QC_NR    32  /* output channels of a tile */
@@ -123,8 +124,24 @@ qc8_nhwc64(const uint8_t *const *s, int64_t n, uint8_t *d, int64_t cs) {
     }
 }
 
-/* Pixels [64u, 64u + 64) of an image, channels last, 4 channels at a time; channels past C
+/* Channels c4 .. c4 + 3 of an image's planes from xi (hw bytes apart); channels past C
  * repeat the last one (their weights are 0). */
+static void qc8_rows4(const struct qc8_job *j, const uint8_t *xi, int64_t hw, int64_t c4,
+                      const uint8_t **s) {
+    for (int i = 0; i < 4; i++) s[i] = xi + (c4 + i < j->g->C ? c4 + i : j->g->C - 1) * hw;
+}
+
+/* Pixels i * step (i < n) of the four rows s as 4-byte groups cs bytes apart from d. */
+static void qc8_put4(const uint8_t *const *s, int64_t n, int64_t step, uint8_t *d, int64_t cs) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t p = i * step;
+        uint32_t v = (uint32_t)s[0][p] | (uint32_t)s[1][p] << 8 | (uint32_t)s[2][p] << 16 |
+                     (uint32_t)s[3][p] << 24;
+        memcpy(d + i * cs, &v, 4);
+    }
+}
+
+/* Pixels [64u, 64u + 64) of an image, channels last, 4 channels at a time. */
 static void qc8_nhwc(void *arg, int64_t u0, int64_t u1, int tid) {
     (void)tid;
     const struct qc8_job *j = arg;
@@ -132,20 +149,14 @@ static void qc8_nhwc(void *arg, int64_t u0, int64_t u1, int tid) {
     int64_t hw = g->H * g->W, blocks = (hw + 63) / 64;
     for (int64_t u = u0; u < u1; u++) {
         int64_t img = u / blocks, p0 = u % blocks * 64, p1 = p0 + 64 < hw ? p0 + 64 : hw;
-        const uint8_t *xi = j->x + img * g->C * hw;
-        uint8_t *d = j->xn + img * hw * j->cs;
+        uint8_t *d = j->xn + (img * hw + p0) * j->cs;
         for (int64_t c4 = 0; c4 < j->cs; c4 += 4) {
             const uint8_t *s[4];
-            for (int i = 0; i < 4; i++) s[i] = xi + (c4 + i < g->C ? c4 + i : g->C - 1) * hw + p0;
-            if (j->cs < (1 << 24)) { /* byte offsets up to 63 cs in int32 */
-                qc8_nhwc64(s, p1 - p0, d + p0 * j->cs + c4, j->cs);
-                continue;
-            }
-            for (int64_t p = 0; p < p1 - p0; p++) {
-                uint32_t v = (uint32_t)s[0][p] | (uint32_t)s[1][p] << 8 | (uint32_t)s[2][p] << 16 |
-                             (uint32_t)s[3][p] << 24;
-                memcpy(d + (p0 + p) * j->cs + c4, &v, 4);
-            }
+            qc8_rows4(j, j->x + img * g->C * hw + p0, hw, c4, s);
+            if (j->cs < (1 << 24)) /* byte offsets up to 63 cs in int32 */
+                qc8_nhwc64(s, p1 - p0, d + c4, j->cs);
+            else
+                qc8_put4(s, p1 - p0, 1, d + c4, j->cs);
         }
     }
 }
@@ -159,36 +170,21 @@ static void qc8_nhwc_strided(void *arg, int64_t u0, int64_t u1, int tid) {
     int64_t hw = g->H * g->W;
     for (int64_t u = u0; u < u1; u++) {
         int64_t img = u / g->OH, oh = u % g->OH;
-        const uint8_t *xi = j->x + img * g->C * hw + oh * g->SH * g->W;
         uint8_t *d = j->xn + (img * g->OH + oh) * g->OW * j->cs;
         for (int64_t c4 = 0; c4 < j->cs; c4 += 4) {
             const uint8_t *s[4];
-            for (int i = 0; i < 4; i++) s[i] = xi + (c4 + i < g->C ? c4 + i : g->C - 1) * hw;
-            for (int64_t ow = 0; ow < g->OW; ow++) {
-                int64_t iw = ow * g->SW;
-                uint32_t v = (uint32_t)s[0][iw] | (uint32_t)s[1][iw] << 8 |
-                             (uint32_t)s[2][iw] << 16 | (uint32_t)s[3][iw] << 24;
-                memcpy(d + ow * j->cs + c4, &v, 4);
-            }
+            qc8_rows4(j, j->x + img * g->C * hw + oh * g->SH * g->W, hw, c4, s);
+            qc8_put4(s, g->OW, g->SW, d + c4, j->cs);
         }
     }
 }
 
-/* 16 sums plus their channels' offsets, requantized to 16 bytes. */
+/* 16 sums plus their channels' offsets, requantized (vecmath.h) to 16 bytes. */
 __attribute__((target("avx512f"))) static inline __m128i qc8_quant16(__m512i s, __m512i off,
                                                                      __m512d m_lo, __m512d m_hi,
                                                                      __m512d zp, __m512d lo,
                                                                      __m512d hi) {
-    __m512i a = _mm512_add_epi32(s, off);
-    __m512d v0 = _mm512_cvtepi32_pd(_mm512_castsi512_si256(a));
-    __m512d v1 = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(a, 1));
-    v0 = _mm512_add_pd(_mm512_mul_pd(v0, m_lo), zp);
-    v1 = _mm512_add_pd(_mm512_mul_pd(v1, m_hi), zp);
-    v0 = _mm512_roundscale_pd(v0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    v1 = _mm512_roundscale_pd(v1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256i r0 = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(v0, lo), hi));
-    __m256i r1 = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(v1, lo), hi));
-    return _mm512_cvtepi32_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(r0), r1, 1));
+    return _mm512_cvtepi32_epi8(requant16(_mm512_add_epi32(s, off), m_lo, m_hi, zp, lo, hi));
 }
 
 /* tile[r][k]: pixel r, channel k. Channel k's nr pixels go to y + k * plane. */

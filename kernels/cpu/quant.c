@@ -268,9 +268,9 @@ static void quant_f32_run(const float *x, int64_t cnt, float s, float z, float l
     }
 }
 
-/* QuantizeLinear and DequantizeLinear of one scale for the whole tensor, in pieces of
- * QRUN_CHUNK elements over the pool (each piece the same run as the whole would be). */
-#define QRUN_CHUNK 32768
+/* QuantizeLinear, DequantizeLinear and QuantizeDequantize of one scale for the whole tensor,
+ * in pieces of QRUN_CHUNK elements over the pool (each piece the same run as the whole). */
+#define QRUN_CHUNK 16384
 struct qrun_job {
     const ox_tensor *x;
     ox_tensor *y;
@@ -464,8 +464,6 @@ struct qdq_job {
     float s, z, lo, hi;
 };
 
-#define QDQ_CHUNK 16384 /* elements per piece over the pool */
-
 #if defined(__x86_64__) && defined(__GNUC__)
 /* QuantizeLinear's float arithmetic on 16 values: rint(x / s) + z (half to even), clamped to
  * [lo, hi]; max and min give lo for a NaN (their second operand), as the scalar loops'
@@ -510,7 +508,7 @@ __attribute__((target("avx512f"))) static void qdq_avx512(const struct qdq_job *
 static void qdq_piece(void *arg, int64_t b, int64_t e, int tid) {
     (void)tid;
     const struct qdq_job *j = arg;
-    int64_t i0 = b * QDQ_CHUNK, i1 = e * QDQ_CHUNK < j->numel ? e * QDQ_CHUNK : j->numel;
+    int64_t i0 = b * QRUN_CHUNK, i1 = e * QRUN_CHUNK < j->numel ? e * QRUN_CHUNK : j->numel;
 #if defined(__x86_64__) && defined(__GNUC__)
     if (ox_sgemm_is_fast()) {
         qdq_avx512(j, i0, i1);
@@ -548,7 +546,7 @@ ox_status ox_q_cpu_qdq(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                         .z = (float)zp_of(z, 0),
                         .lo = (float)lo,
                         .hi = (float)hi};
-    ox_parallel_for(ctx->pool, (j.numel + QDQ_CHUNK - 1) / QDQ_CHUNK, qdq_piece, &j);
+    ox_parallel_for(ctx->pool, (j.numel + QRUN_CHUNK - 1) / QRUN_CHUNK, qdq_piece, &j);
     return OX_OK;
 }
 
@@ -1066,12 +1064,18 @@ static void conv_block_emit(void *arg, int64_t m, int64_t n0, int64_t nn, const 
     j->emit(j->arg, j->img, mm, n0, nn, t);
 }
 
+/* Whether int8 zero points wz (absent: 0) are known and all 0. */
+static bool wz_zero(const ox_tensor *wz) {
+    if (!wz) return true;
+    if (!wz->data || wz->dtype != OX_INT8) return false;
+    for (int64_t i = 0; i < ox_tensor_numel(wz); i++)
+        if (((const int8_t *)wz->data)[i]) return false;
+    return true;
+}
+
 /* The 8-bit form (ox_igemm8): uint8 input, int8 weights whose zero points are all 0. */
 static bool conv_is8(const struct conv_job *j) {
-    if (!ox_igemm8_fast() || j->x->dtype != OX_UINT8 || j->w->dtype != OX_INT8) return false;
-    for (int64_t i = 0; j->wz && i < ox_tensor_numel(j->wz); i++)
-        if (((const int8_t *)j->wz->data)[i]) return false;
-    return true;
+    return ox_igemm8_fast() && j->x->dtype == OX_UINT8 && j->w->dtype == OX_INT8 && wz_zero(j->wz);
 }
 
 /* Each output channel's sum of weights (the 8-bit form's correction). */
@@ -1243,15 +1247,6 @@ static bool qconv8_shape(const struct cgeom *g, const ox_tensor *x, const ox_ten
     return ox_qconv8_fast(q);
 }
 
-/* Whether int8 zero points wz (absent: 0) are known and all 0. */
-static bool wz_zero(const ox_tensor *wz) {
-    if (!wz) return true;
-    if (!wz->data || wz->dtype != OX_INT8) return false;
-    for (int64_t i = 0; i < ox_tensor_numel(wz); i++)
-        if (((const int8_t *)wz->data)[i]) return false;
-    return true;
-}
-
 /* QLinearConv's scratch: the general form's or qconv8.c's (q, when its shape fits), then
  * M multipliers in double. */
 static ox_status qconv_scratch(const struct ox_node *n, const struct cgeom *g,
@@ -1337,15 +1332,7 @@ __attribute__((target("avx512f"))) static void requant_row_avx512(const int32_t 
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 m = tail_mask16(n - i);
         __m512i a = _mm512_add_epi32(_mm512_maskz_loadu_epi32(m, acc + i), vb);
-        __m256i half[2];
-        for (int h = 0; h < 2; h++) {
-            __m512d v =
-                _mm512_cvtepi32_pd(h ? _mm512_extracti64x4_epi64(a, 1) : _mm512_castsi512_si256(a));
-            v = _mm512_add_pd(_mm512_mul_pd(v, vm), vz);
-            v = _mm512_roundscale_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            half[h] = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(v, vlo), vhi));
-        }
-        __m512i r = _mm512_inserti64x4(_mm512_castsi256_si512(half[0]), half[1], 1);
+        __m512i r = requant16(a, vm, vm, vz, vlo, vhi);
         _mm512_mask_cvtepi32_storeu_epi8((char *)dst + i, m, r);
     }
 }

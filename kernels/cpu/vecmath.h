@@ -41,6 +41,23 @@ __attribute__((target("avx512f"))) static inline __m512i odd_lanes16(void) {
     return _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
 }
 
+/* QLinearConv's requantization of 16 int32 sums (offsets added): rint(s * mult + zp) in
+ * double (m_lo, m_hi: lanes 0-7's and 8-15's multipliers), clamped to [lo, hi] (the bound
+ * for a NaN), as 16 int32 codes. kernels/cpu/quant.c and qconv8.c compute it so, bit for bit
+ * their scalar loops. */
+__attribute__((target("avx512f"))) static inline __m512i
+requant16(__m512i s, __m512d m_lo, __m512d m_hi, __m512d zp, __m512d lo, __m512d hi) {
+    __m512d v0 = _mm512_cvtepi32_pd(_mm512_castsi512_si256(s));
+    __m512d v1 = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s, 1));
+    v0 = _mm512_add_pd(_mm512_mul_pd(v0, m_lo), zp);
+    v1 = _mm512_add_pd(_mm512_mul_pd(v1, m_hi), zp);
+    v0 = _mm512_roundscale_pd(v0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v1 = _mm512_roundscale_pd(v1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256i r0 = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(v0, lo), hi));
+    __m256i r1 = _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(v1, lo), hi));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(r0), r1, 1);
+}
+
 /* x * sigmoid(x) = x / (1 + e^-x), for 16 floats (SiLU, Swish). */
 __attribute__((target("avx512f"))) static inline __m512 silu16(__m512 x) {
     __m512 one = _mm512_set1_ps(1.0f);
