@@ -46,6 +46,10 @@
  *   (fold_qconv says exactly where): integer sums requantized once, as ONNX Runtime and
  *   PyTorch compute a quantized model, within one step of the output's scale of the float
  *   graph. OX_FUSE_QCONV=0: not done.
+ * - QuantizeLinear(Add(DequantizeLinear(a), DequantizeLinear(b)) [-> Relu or Clip]), a QDQ
+ *   model's residual sum, becomes ai.onnxexec QLinearAdd on a and b (com.microsoft's op with
+ *   a y_range for the activation): one pass over bytes, bit for bit the float graph's
+ *   result. OX_FUSE_QADD=0: not done.
  * - DequantizeLinear(QuantizeLinear(x, s, z), s, z) with the same constant parameters (a
  *   QDQ model's round trip between float operators, through a Cast of the quantized type to
  *   itself as torch exports it) becomes one ai.onnxexec QuantizeDequantize node.
@@ -587,6 +591,48 @@ static float qbias_at(const struct qbias *b, int64_t m) {
     return (float)((int64_t)((const int32_t *)b->q->data)[m] - z) * ((const float *)b->s->data)[k];
 }
 
+/* The y_range attribute of a fused op whose output QuantizeLinear(scale sy, zero point zy, 8
+ * bits) follows an activation clamping to [lo, hi]: the codes of lo and hi, between which
+ * QuantizeLinear is monotonic (for a positive scale), in range[2]. */
+static struct ox_attr y_range(const ox_tensor *sy, const ox_tensor *zy, float lo, float hi,
+                              int64_t *range) {
+    bool u8 = zy->dtype == OX_UINT8;
+    double z = u8 ? *(const uint8_t *)zy->data : *(const int8_t *)zy->data;
+    float s = *(const float *)sy->data;
+    double tlo = u8 ? 0 : -128, thi = u8 ? 255 : 127;
+    double a = lo == -INFINITY ? tlo : rint((double)(lo / s)) + z;
+    double b = hi == INFINITY ? thi : rint((double)(hi / s)) + z;
+    if (a > b) a = b; /* Clip with min > max gives max */
+    range[0] = (int64_t)(a < tlo ? tlo : a > thi ? thi : a);
+    range[1] = (int64_t)(b < tlo ? tlo : b > thi ? thi : b);
+    return (struct ox_attr){.name = "y_range", .type = OX_ATTR_INTS, .n = 2, .ints = range};
+}
+
+/* A QuantizeLinear q setting at most `axis` and `saturate`, of one scale (float) and one
+ * zero point (uint8 or int8): its scale and zero point, else false. */
+static bool q8_scalar(struct opt *o, const struct ox_node *q, const ox_tensor **sy,
+                      const ox_tensor **zy) {
+    if (!is_op(q, "QuantizeLinear") || q->n_inputs != 3 || q->n_outputs != 1 ||
+        !only_attrs(q, "axis saturate"))
+        return false;
+    *sy = const_float(o, q->inputs[1]), *zy = const_of(o, q->inputs[2]);
+    return *sy && ox_tensor_numel(*sy) == 1 && *zy && (*zy)->kind == OX_IO_TENSOR &&
+           ox_tensor_numel(*zy) == 1 && ((*zy)->dtype == OX_UINT8 || (*zy)->dtype == OX_INT8);
+}
+
+/* The node writing the value a QuantizeLinear quantizes, past an activation (Relu or Clip of
+ * constant bounds: *act, and its [lo, hi]) where there is one; each read only there. */
+static struct ox_node *q_source(struct opt *o, const struct ox_node *q, struct ox_node **act,
+                                float *lo, float *hi) {
+    struct ox_node *n = producer_once(o, q->inputs[0]);
+    *act = NULL, *lo = -INFINITY, *hi = INFINITY;
+    if (n && n->n_inputs >= 1 && activation_of(o, n, n->inputs[0], lo, hi)) {
+        *act = n;
+        n = producer_once(o, n->inputs[0]);
+    }
+    return n;
+}
+
 /* QuantizeLinear(Conv(DequantizeLinear(xq), DequantizeLinear(Wq), B) [-> Relu or Clip]), the
  * convolutions of a QDQ model (torch's export, onnxruntime's quantizer), becomes one
  * QLinearConv on xq and Wq in the QuantizeLinear's place, as ONNX Runtime runs them: integer
@@ -601,19 +647,11 @@ static float qbias_at(const struct qbias *b, int64_t m) {
  * OX_FUSE_QCONV=0: not done. */
 static ox_status fold_qconv(struct opt *o, struct ox_node *q) {
     struct ox_graph *g = o->g;
-    if (!is_op(q, "QuantizeLinear") || q->n_inputs != 3 || q->n_outputs != 1 ||
-        !only_attrs(q, "axis saturate"))
-        return OX_OK;
-    const ox_tensor *sy = const_float(o, q->inputs[1]), *zy = const_of(o, q->inputs[2]);
-    if (!sy || ox_tensor_numel(sy) != 1 || !zy || zy->kind != OX_IO_TENSOR ||
-        ox_tensor_numel(zy) != 1 || (zy->dtype != OX_UINT8 && zy->dtype != OX_INT8))
-        return OX_OK;
-    struct ox_node *conv = producer_once(o, q->inputs[0]), *act = NULL;
-    float lo = -INFINITY, hi = INFINITY;
-    if (conv && conv->n_inputs >= 1 && activation_of(o, conv, conv->inputs[0], &lo, &hi)) {
-        act = conv;
-        conv = producer_once(o, act->inputs[0]);
-    }
+    const ox_tensor *sy, *zy;
+    if (!q8_scalar(o, q, &sy, &zy)) return OX_OK;
+    struct ox_node *act;
+    float lo, hi;
+    struct ox_node *conv = q_source(o, q, &act, &lo, &hi);
     if (!is_op(conv, "Conv") || conv->n_outputs != 1 || conv->n_inputs < 2 ||
         !only_attrs(conv, "auto_pad dilations group kernel_shape pads strides") ||
         ox_attr_int(conv, "group", 1) != 1)
@@ -661,19 +699,7 @@ static ox_status fold_qconv(struct opt *o, struct ox_node *q) {
     }
     int n_attrs = conv->n_attrs;
     memcpy(attrs, conv->attrs, sizeof *attrs * (size_t)n_attrs);
-    if (act) { /* the output's codes of [lo, hi], which QuantizeLinear is monotonic over */
-        bool u8 = zy->dtype == OX_UINT8;
-        double z = u8 ? *(const uint8_t *)zy->data : *(const int8_t *)zy->data;
-        float s = *(const float *)sy->data;
-        double tlo = u8 ? 0 : -128, thi = u8 ? 255 : 127;
-        double a = lo == -INFINITY ? tlo : rint((double)(lo / s)) + z;
-        double b = hi == INFINITY ? thi : rint((double)(hi / s)) + z;
-        if (a > b) a = b; /* Clip with min > max gives max */
-        range[0] = (int64_t)(a < tlo ? tlo : a > thi ? thi : a);
-        range[1] = (int64_t)(b < tlo ? tlo : b > thi ? thi : b);
-        attrs[n_attrs++] =
-            (struct ox_attr){.name = "y_range", .type = OX_ATTR_INTS, .n = 2, .ints = range};
-    }
+    if (act) attrs[n_attrs++] = y_range(sy, zy, lo, hi, range);
     int src[9] = {dx->inputs[0], dx->inputs[1], dx->inputs[2],
                   dw->inputs[0], dw->inputs[1], dw->inputs[2],
                   q->inputs[1],  q->inputs[2],  vbq};
@@ -682,6 +708,41 @@ static ox_status fold_qconv(struct opt *o, struct ox_node *q) {
     conv->n_attrs = 0; /* the fused node owns them now */
     return replace_chain(o, chain, act ? 2 : 1, q, "QLinearConv", act ? 0 : 10, ins,
                          vbq >= 0 ? 9 : 8, attrs, n_attrs);
+}
+
+/* QuantizeLinear(Add(DequantizeLinear(a), DequantizeLinear(b)) [-> Relu or Clip]), a QDQ
+ * model's residual sum, becomes onnxexec's QLinearAdd on a and b (com.microsoft's inputs,
+ * and a y_range for the activation) in the QuantizeLinear's place: one pass over bytes
+ * instead of four or five over floats. The same result bit for bit: the kernel does the
+ * float arithmetic of the three ops (kernels/cpu/quant.c), and clamping the sum to [lo, hi]
+ * before QuantizeLinear gives the codes of lo and hi as bounds, QuantizeLinear being
+ * monotonic for a positive scale. Only with one scale and zero point each, all three of one
+ * 8-bit type. OX_FUSE_QADD=0: not done. */
+static ox_status fold_qadd(struct opt *o, struct ox_node *q) {
+    const ox_tensor *sy, *zy, *sa, *za, *sb, *zb;
+    if (!q8_scalar(o, q, &sy, &zy) || !(*(const float *)sy->data > 0) ||
+        *(const float *)sy->data == INFINITY)
+        return OX_OK;
+    struct ox_node *act;
+    float lo, hi;
+    struct ox_node *add = q_source(o, q, &act, &lo, &hi);
+    if (!is_op(add, "Add") || add->n_inputs != 2 || add->n_outputs != 1 || add->n_attrs)
+        return OX_OK;
+    const struct ox_node *da = dq_of(o, add->inputs[0], zy->dtype, &sa, &za);
+    const struct ox_node *db = dq_of(o, add->inputs[1], zy->dtype, &sb, &zb);
+    if (!da || !db || ox_tensor_numel(sa) != 1 || ox_tensor_numel(za) != 1 ||
+        ox_tensor_numel(sb) != 1 || ox_tensor_numel(zb) != 1)
+        return OX_OK;
+    int *ins = ox_graph_alloc(o->g, sizeof(int) * 8);
+    struct ox_attr *attrs = ox_graph_alloc(o->g, sizeof *attrs);
+    int64_t *range = ox_graph_alloc(o->g, sizeof(int64_t) * 2);
+    if (!ins || !attrs || !range) return ox_err(OX_E_NOMEM, "out of memory fusing QLinearAdd");
+    int src[8] = {da->inputs[0], da->inputs[1], da->inputs[2], db->inputs[0],
+                  db->inputs[1], db->inputs[2], q->inputs[1],  q->inputs[2]};
+    memcpy(ins, src, sizeof src);
+    if (act) attrs[0] = y_range(sy, zy, lo, hi, range);
+    struct ox_node *chain[2] = {add, act};
+    return replace_chain(o, chain, act ? 2 : 1, q, "QLinearAdd", 0, ins, 8, attrs, act ? 1 : 0);
 }
 
 /* ---- LayerNormalization from its exported pieces --------------------------------------- */
@@ -1563,6 +1624,9 @@ ox_status ox_graph_optimize(struct ox_graph *g, bool standard_only, struct ox_op
     bool qconv = !standard_only && ox_qconv8_available() && !(fq && !strcmp(fq, "0"));
     for (int i = 0; i < g->n_nodes && !rc && qconv; i++)
         if (!o.dead[i]) rc = fold_qconv(&o, &g->nodes[i]);
+    const char *fqa = getenv("OX_FUSE_QADD");
+    for (int i = 0; i < g->n_nodes && !rc && !standard_only && !(fqa && !strcmp(fqa, "0")); i++)
+        if (!o.dead[i]) rc = fold_qadd(&o, &g->nodes[i]);
     for (int i = 0; i < g->n_nodes && !rc && !standard_only; i++)
         if (!o.dead[i]) rc = fold_qdq(&o, &g->nodes[i]);
     for (int i = 0; i < g->n_nodes && !rc; i++)

@@ -20,6 +20,16 @@ def write_case(out, name, model, inputs, outputs):
                 f.write(numpy_helper.from_array(arr, tname).SerializeToString())
 
 
+def op_count(exe, model, types):
+    """How many nodes of the given op types `onnxexec info` lists for model after optimizing
+    (types as info prints them: "QLinearConv", "ai.onnxexec.QLinearConv"); None if it fails."""
+    r = subprocess.run([exe, "info", model], capture_output=True, text=True)
+    if r.returncode:
+        return None
+    return sum(int(f[0]) for f in (line.split() for line in r.stdout.splitlines())
+               if len(f) == 2 and f[1] in types)
+
+
 def zipmap_type(strings):
     """The TypeProto of ZipMap's output: a sequence of maps from int64 or string to float."""
     return helper.make_sequence_type_proto(

@@ -1463,21 +1463,99 @@ ox_status ox_q_infer_qlinear_binary(struct ox_infer_ctx *ctx, const struct ox_no
     int rank;
     int64_t dims[OX_MAX_RANK];
     if ((st = ox_broadcast(n, a, b, &rank, dims))) return st;
+    const int64_t *yr;
+    int nyr = strcmp(n->domain, OX_DOMAIN_ONNXEXEC) ? -1 : ox_attr_ints(n, "y_range", &yr);
+    if (nyr >= 0 && (nyr != 2 || yr[0] > yr[1]))
+        return ox_node_err(n, OX_E_INVALID, "y_range: expected two values [lo, hi], lo <= hi");
     ox_set_shape(out[0], a->dtype, rank, dims);
     return OX_OK;
 }
 
-static ox_status qlinear_binary(const struct ox_node *n, const ox_tensor *const *in, ox_tensor *y,
-                                bool mul) {
+/* QLinearAdd of two inputs of the output's shape, one scale and zero point each: pieces of
+ * QRUN_CHUNK elements over the pool, 16 at a time where AVX-512 is, in the float arithmetic
+ * of the scalar loop below (each input dequantized, the sum quantized: exactly what
+ * DequantizeLinear, Add and QuantizeLinear give one after the other). */
+struct qadd_job {
+    const void *a, *b;
+    void *y;
+    int64_t n;
+    bool s8; /* int8 (else uint8) */
+    float as, bs, cs;
+    int32_t az, bz, cz, lo, hi;
+};
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"))) static inline __m512 qadd_load16(const void *p, bool s8,
+                                                                    __m512i z, __m512 s) {
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m512i w = s8 ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(w, z)), s);
+}
+
+/* Elements [i0, i0 + 16 k) of the job. */
+__attribute__((target("avx512f"))) static void qadd_avx512(const struct qadd_job *j, int64_t i0,
+                                                           int64_t k) {
+    __m512i az = _mm512_set1_epi32(j->az), bz = _mm512_set1_epi32(j->bz);
+    __m512 as = _mm512_set1_ps(j->as), bs = _mm512_set1_ps(j->bs), cs = _mm512_set1_ps(j->cs);
+    __m512 cz = _mm512_set1_ps((float)j->cz), lo = _mm512_set1_ps((float)j->lo);
+    __m512 hi = _mm512_set1_ps((float)j->hi);
+    for (int64_t i = i0; i < i0 + 16 * k; i += 16) {
+        __m512 v = _mm512_add_ps(qadd_load16((const char *)j->a + i, j->s8, az, as),
+                                 qadd_load16((const char *)j->b + i, j->s8, bz, bs));
+        _mm_storeu_si128((__m128i *)((char *)j->y + i),
+                         _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(quantize16(v, cs, cz, lo, hi))));
+    }
+}
+#endif
+
+static void qadd_piece(void *arg, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const struct qadd_job *j = arg;
+    int64_t i = b * QRUN_CHUNK, i1 = e * QRUN_CHUNK < j->n ? e * QRUN_CHUNK : j->n;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (ox_sgemm_is_fast()) {
+        qadd_avx512(j, i, (i1 - i) / 16);
+        i += (i1 - i) / 16 * 16;
+    }
+#endif
+    for (; i < i1; i++) {
+        int32_t qa = j->s8 ? ((const int8_t *)j->a)[i] : ((const uint8_t *)j->a)[i];
+        int32_t qb = j->s8 ? ((const int8_t *)j->b)[i] : ((const uint8_t *)j->b)[i];
+        int32_t q = q_float(j->as * (float)(qa - j->az) + j->bs * (float)(qb - j->bz), j->cs, j->cz,
+                            j->lo, j->hi);
+        if (j->s8)
+            ((int8_t *)j->y)[i] = (int8_t)q;
+        else
+            ((uint8_t *)j->y)[i] = (uint8_t)q;
+    }
+}
+
+/* QLinearAdd and QLinearMul (com.microsoft), and onnxexec's QLinearAdd (graph/optimize.c:
+ * DequantizeLinear, DequantizeLinear, Add [-> Relu or Clip], QuantizeLinear), whose
+ * y_range clamps the output's codes too. */
+static ox_status qlinear_binary(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                const ox_tensor *const *in, ox_tensor *y, bool mul) {
     const ox_tensor *a = in[0], *b = in[3];
     float as = f_scalar(in[1]), bs = f_scalar(in[4]), cs = f_scalar(in[6]);
     int32_t az = zp_of(ox_in(n, in, 2), 0), bz = zp_of(ox_in(n, in, 5), 0);
     int32_t cz = zp_of(ox_in(n, in, 7), 0), lo = q_lo(y->dtype), hi = q_hi(y->dtype);
+    const int64_t *yr;
+    if (!strcmp(n->domain, OX_DOMAIN_ONNXEXEC) && ox_attr_ints(n, "y_range", &yr) == 2) {
+        lo = yr[0] > lo ? (int32_t)yr[0] : lo;
+        hi = yr[1] < hi ? (int32_t)yr[1] : hi;
+    }
+    int64_t total = ox_tensor_numel(y);
+    if (!mul && ox_tensor_numel(a) == total && ox_tensor_numel(b) == total) {
+        struct qadd_job j = {a->data, b->data, y->data, total, y->dtype == OX_INT8, as, bs, cs, az,
+                             bz,      cz,      lo,      hi};
+        ox_parallel_for(ctx->pool, (total + QRUN_CHUNK - 1) / QRUN_CHUNK, qadd_piece, &j);
+        return OX_OK;
+    }
     int rank = y->rank;
     int64_t sa[OX_MAX_RANK], sb[OX_MAX_RANK], idx[OX_MAX_RANK] = {0};
     ox_broadcast_strides(a, rank, y->dims, sa);
     ox_broadcast_strides(b, rank, y->dims, sb);
-    int64_t total = ox_tensor_numel(y), inner = rank ? y->dims[rank - 1] : 1;
+    int64_t inner = rank ? y->dims[rank - 1] : 1;
     int64_t ia = 0, ib = 0, la = rank ? sa[rank - 1] : 0, lb = rank ? sb[rank - 1] : 0;
     for (int64_t o = 0; o < total && inner > 0; o += inner) {
         for (int64_t i = 0; i < inner; i++) {
@@ -1498,14 +1576,12 @@ static ox_status qlinear_binary(const struct ox_node *n, const ox_tensor *const 
 
 ox_status ox_q_cpu_qlinear_add(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                                const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
-    return qlinear_binary(n, in, out[0], false);
+    return qlinear_binary(ctx, n, in, out[0], false);
 }
 
 ox_status ox_q_cpu_qlinear_mul(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                                const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
-    return qlinear_binary(n, in, out[0], true);
+    return qlinear_binary(ctx, n, in, out[0], true);
 }
 
 /* QLinearSigmoid, QLinearLeakyRelu: X, X_scale, X_zero_point, Y_scale, Y_zero_point. */

@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""QDQ residual sums run as one integer pass (graph/optimize.c fold_qadd), against numpy.
+
+    tests/qdq_add_cases.py OUTDIR --onnxexec BIN
+
+A QDQ model adds two quantized tensors as QuantizeLinear(Add(DequantizeLinear(a),
+DequantizeLinear(b)) [-> Relu or Clip]): the residual sums of a quantized ResNet or
+MobileNet. onnxexec runs that as its QLinearAdd (the com.microsoft operator's inputs and a
+y_range for the activation), reading the two byte tensors once. Unlike the convolution's
+fusion this one must give the float graph's result bit for bit, so the oracle here is the
+float graph itself written out in numpy from the operator definitions: DequantizeLinear
+((q - zero point) in float32 times the scale), Add in float32, the activation, QuantizeLinear
+(float32 division, rounding half to even, saturation). Checked, every run exactly:
+
+- optimized and through --roundtrip (the fused node written as ONNX and read back), and
+  `onnxexec info` shows the QLinearAdd nodes where the fusion applies and none where it
+  must not (a per-channel scale, an Add that another node reads, inputs of two types);
+- --no-optimize and OX_FUSE_QADD=0: the float graph, which must agree with the same oracle.
+
+Shapes cover the vector loop's 16-element tail, pieces over the thread pool (more than
+16384 elements), broadcasting (the general loop), uint8 and int8, saturation at both ends,
+and scales that make QuantizeLinear's halfway cases common (rounding half to even).
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from case_dir import op_count, write_case  # noqa: E402
+
+ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ap.add_argument("outdir")
+ap.add_argument("--onnxexec", required=True)
+args = ap.parse_args()
+out = args.outdir
+shutil.rmtree(out, ignore_errors=True)
+rng = np.random.default_rng(31)
+ONNX_TYPE = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}
+RANGE = {np.uint8: (0, 255), np.int8: (-128, 127)}
+
+
+def quantize(v, s, z, qt):
+    """QuantizeLinear in float32 (numpy: float32 division, rint is half to even)."""
+    lo, hi = RANGE[qt]
+    r = np.rint(np.asarray(v, np.float32) / np.float32(s)) + np.float32(z)
+    return np.clip(r, lo, hi).astype(qt)
+
+
+def dequantize(q, s, z):
+    return ((q.astype(np.int32) - int(z)).astype(np.float32) * np.float32(s)).astype(np.float32)
+
+
+def params(qt, s_lo=0.02, s_hi=0.08):
+    s = np.float32(rng.uniform(s_lo, s_hi))
+    z = np.asarray(rng.integers(100, 156) if qt == np.uint8 else rng.integers(-20, 20), qt)
+    return s, z
+
+
+def case(name, shape_a, shape_b=None, act=None, qt=np.uint8, bt=None, fused=True,
+         per_channel=False, add_read=False, same_input=False, scales=None, spread=1.0):
+    bt = bt or qt
+    shape_b = shape_b or shape_a
+    (sa, za), (sb, zb), (sy, zy) = scales if scales else (params(qt), params(bt), params(qt))
+    sa, sb, sy = np.float32(sa), np.float32(sb), np.float32(sy)
+    za, zb, zy = np.asarray(za, qt), np.asarray(zb, bt), np.asarray(zy, qt)
+    # inputs spread over (and past) each type's range, so that both ends saturate
+    a = (rng.uniform(-160, 160, shape_a) * spread * sa).astype(np.float32)
+    b = (rng.uniform(-160, 160, shape_b) * spread * sb).astype(np.float32)
+    inits = [("sa", sa), ("za", za), ("sb", sb), ("zb", zb), ("sy", sy), ("zy", zy)]
+    sa_in = "sa"
+    if per_channel:  # one scale per channel of a: not fused
+        sac = rng.uniform(0.02, 0.08, shape_a[1]).astype(np.float32)
+        inits += [("sac", sac), ("zac", np.full(shape_a[1], za, qt))]
+        sa_in = "sac"
+    nodes = [helper.make_node("QuantizeLinear", ["a", sa_in, "zac" if per_channel else "za"],
+                              ["aq"], **({"axis": 1} if per_channel else {})),
+             helper.make_node("Cast", ["aq"], ["aqc"], to=ONNX_TYPE[qt]),
+             helper.make_node("DequantizeLinear", ["aqc", sa_in, "zac" if per_channel else "za"],
+                              ["ad"], **({"axis": 1} if per_channel else {}))]
+    if same_input:
+        b_name = "ad"
+    else:
+        nodes += [helper.make_node("QuantizeLinear", ["b", "sb", "zb"], ["bq"]),
+                  helper.make_node("Cast", ["bq"], ["bqc"], to=ONNX_TYPE[bt]),
+                  helper.make_node("DequantizeLinear", ["bqc", "sb", "zb"], ["bd"])]
+        b_name = "bd"
+    nodes.append(helper.make_node("Add", ["ad", b_name], ["s"]))
+    # the oracle: the float graph in numpy
+    if per_channel:
+        bshape = (1, -1) + (1,) * (len(shape_a) - 2)
+        aq = np.clip(np.rint(a / sac.reshape(bshape)) + np.float32(za), *RANGE[qt]).astype(qt)
+        fa = ((aq.astype(np.int32) - int(za)).astype(np.float32) * sac.reshape(bshape))
+    else:
+        fa = dequantize(quantize(a, sa, za, qt), sa, za)
+    fb = fa if same_input else dequantize(quantize(b, sb, zb, bt), sb, zb)
+    v = (fa + fb).astype(np.float32)
+    src = "s"
+    if act == "relu":
+        nodes.append(helper.make_node("Relu", ["s"], ["r"]))
+        v, src = np.maximum(v, np.float32(0)), "r"
+    elif act in ("clip", "clip_reversed"):  # Clip with min > max gives max
+        lo_v, hi_v = (-1.0, 2.5) if act == "clip" else (0.5, 0.2)
+        nodes.append(helper.make_node("Clip", ["s", "clo", "chi"], ["r"]))
+        inits += [("clo", np.float32(lo_v)), ("chi", np.float32(hi_v))]
+        v, src = np.minimum(np.maximum(v, np.float32(lo_v)), np.float32(hi_v)), "r"
+    nodes += [helper.make_node("QuantizeLinear", [src, "sy", "zy"], ["yq"]),
+              helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"])]
+    expected = [("y", dequantize(quantize(v, sy, zy, qt), sy, zy))]
+    if add_read:  # the float sum is an output too: the Add must stay
+        expected.append(("s", (fa + fb).astype(np.float32)))
+    inputs = [("a", a)] + ([] if same_input else [("b", b)])
+    g = helper.make_graph(
+        nodes, name, [helper.make_tensor_value_info(n, TensorProto.FLOAT, t.shape)
+                      for n, t in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n, _ in expected],
+        [numpy_helper.from_array(np.asarray(t), n) for n, t in inits])
+    write_case(out, name, helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
+               inputs, expected)
+    cases[name] = 1 if fused else 0
+
+
+cases = {}  # name -> QLinearAdd nodes expected after optimizing
+case("qadd_relu_pieces", (1, 64, 28, 28), act="relu")  # 50176 elements: pieces over the pool
+case("qadd_no_act_tail", (2, 3, 7, 11))  # 462: a 14-element tail
+case("qadd_int8_clip", (1, 16, 9, 9), act="clip", qt=np.int8)
+case("qadd_clip_reversed", (1, 8, 6, 6), act="clip_reversed")
+case("qadd_broadcast", (1, 8, 5, 5), (1, 8, 1, 1), act="relu")
+case("qadd_same_input", (3, 5, 17), same_input=True)
+case("qadd_halfway", (1, 4, 10, 10),  # integers halved: every odd sum is a halfway case
+     scales=((1.0, 128), (1.0, 128), (2.0, 128)), spread=1 / 4)
+case("qadd_saturating", (1, 2, 40, 40), act="relu", spread=3.0)
+# not fused: the float graph stays
+case("qadd_per_channel_scale", (1, 4, 6, 6), per_channel=True, fused=False)
+case("qadd_sum_read", (1, 4, 6, 6), add_read=True, fused=False)
+case("qadd_two_types", (1, 4, 6, 6), bt=np.int8, fused=False)
+
+exe = args.onnxexec
+failed = 0
+exact = ["--rtol", "0", "--atol", "0"]
+for name, want in sorted(cases.items()):
+    d = os.path.join(out, name)
+    for extra, env in [([], {}), (["--roundtrip"], {}), (["--no-optimize"], {}),
+                       ([], {"OX_FUSE_QADD": "0"})]:
+        r = subprocess.run([exe, "test", d, "--threads", "2"] + exact + extra,
+                           capture_output=True, text=True, env=dict(os.environ, **env))
+        label = " ".join(extra + ["%s=%s" % kv for kv in env.items()]) or "optimized"
+        print("%s %s (%s)" % ("PASS" if r.returncode == 0 else "FAIL", name, label))
+        if r.returncode:
+            failed += 1
+            sys.stdout.write(r.stdout + r.stderr)
+    got = op_count(exe, os.path.join(d, "model.onnx"), ("ai.onnxexec.QLinearAdd",))
+    ok = got == want
+    print("%s %s: %s QLinearAdd after optimizing, expected %d" % ("PASS" if ok else "FAIL",
+                                                                 name, got, want))
+    failed += not ok
+sys.exit(1 if failed else 0)
