@@ -42,9 +42,9 @@
  *   OX_MOVE_TRANSPOSE=0: not done.
  * - QuantizeLinear(Conv(DequantizeLinear(xq), DequantizeLinear(Wq), B) [-> Relu or Clip]),
  *   a QDQ model's convolution, becomes a QLinearConv on xq and Wq (ai.onnxexec's twin with a
- *   y_range where there is an activation) where the CPU runs uint8 x int8 products fast
- *   (fold_qconv says exactly where): integer sums requantized once, as ONNX Runtime and
- *   PyTorch compute a quantized model, within one step of the output's scale of the float
+ *   y_range where there is an activation; depthwise ones too) where the CPU runs uint8 x
+ *   int8 products fast (fold_qconv says exactly where): integer sums requantized once, as ONNX
+ * Runtime and PyTorch compute a quantized model, within one step of the output's scale of the float
  *   graph. OX_FUSE_QCONV=0: not done.
  * - QuantizeLinear(Add(DequantizeLinear(a), DequantizeLinear(b)) [-> Relu or Clip]), a QDQ
  *   model's residual sum, becomes ai.onnxexec QLinearAdd on a and b (com.microsoft's op with
@@ -643,8 +643,10 @@ static struct ox_node *q_source(struct opt *o, const struct ox_node *q, struct o
  * op (attribute y_range). Only where kernels/cpu/qconv8.c runs the result (uint8 input, int8
  * weights whose zero points are 0, 2-D, group 1, scalar x and y parameters, per-tensor or
  * per-channel weight scales on axis 0, a CPU with AVX-512 VNNI) and where it is faster than
- * the float convolution (64 products per output or more, 32 output channels or more).
- * OX_FUSE_QCONV=0: not done. */
+ * the float convolution (64 products per output or more, 32 output channels or more), or,
+ * for a depthwise convolution (group = channels, one input channel per output), where
+ * kernels/cpu/qdw8.c runs it (ox_qdw8_supports: stride 1 or 2 across). OX_FUSE_QCONV=0: not
+ * done. */
 static ox_status fold_qconv(struct opt *o, struct ox_node *q) {
     struct ox_graph *g = o->g;
     const ox_tensor *sy, *zy;
@@ -653,9 +655,9 @@ static ox_status fold_qconv(struct opt *o, struct ox_node *q) {
     float lo, hi;
     struct ox_node *conv = q_source(o, q, &act, &lo, &hi);
     if (!is_op(conv, "Conv") || conv->n_outputs != 1 || conv->n_inputs < 2 ||
-        !only_attrs(conv, "auto_pad dilations group kernel_shape pads strides") ||
-        ox_attr_int(conv, "group", 1) != 1)
+        !only_attrs(conv, "auto_pad dilations group kernel_shape pads strides"))
         return OX_OK;
+    int64_t group = ox_attr_int(conv, "group", 1);
     const ox_tensor *sx, *zx, *sw, *zw;
     const struct ox_node *dx = dq_of(o, conv->inputs[0], OX_UINT8, &sx, &zx);
     const struct ox_node *dw = dq_of(o, conv->inputs[1], OX_INT8, &sw, &zw);
@@ -666,7 +668,13 @@ static ox_status fold_qconv(struct opt *o, struct ox_node *q) {
      * fast (docs/PERFORMANCE.md, stop 35: the integer tile's requantization and pointers
      * then cost more than its products) */
     int64_t M = wq->dims[0];
-    if (wq->dims[1] * wq->dims[2] * wq->dims[3] < 64 || M < 32) return OX_OK;
+    /* a depthwise convolution (one input channel per output channel) where qdw8.c runs it */
+    const struct ox_attr *st = ox_node_attr(conv, "strides");
+    int64_t stride_w = st && st->type == OX_ATTR_INTS && st->n == 2 ? st->ints[1] : 1;
+    bool dwise = group > 1 && group == M && wq->dims[1] == 1 &&
+                 ox_qdw8_supports(wq->dims[2], wq->dims[3], stride_w);
+    if (!dwise && (group != 1 || wq->dims[1] * wq->dims[2] * wq->dims[3] < 64 || M < 32))
+        return OX_OK;
     bool per_m = ox_tensor_numel(sw) != 1;
     if ((per_m && (sw->rank != 1 || sw->dims[0] != M || ox_attr_int(dw, "axis", 1) != 0)) ||
         (ox_tensor_numel(zw) != 1 && ox_tensor_numel(zw) != M))

@@ -139,6 +139,9 @@ bool ox_sgemm_is_fast(void);
  * (AVX-512 VNNI: kernels/cpu/qconv8.c), faster than the float convolution it replaces;
  * graph/optimize.c makes QDQ convolutions integer ones only then. */
 bool ox_qconv8_available(void);
+/* Whether a 2-D depthwise QLinearConv of that kernel and horizontal stride runs as
+ * kernels/cpu/qdw8.c's integer sums here (AVX-512BW; stride 1 or 2; 256 taps at most). */
+bool ox_qdw8_supports(int64_t kh, int64_t kw, int64_t stride_w);
 int64_t ox_sgemm_packed_a_floats(int64_t M, int64_t K);
 void ox_sgemm_pack_a(const float *A, int64_t lda, bool ta, int64_t M, int64_t K, float *dst);
 /* The same, the panels split over the pool. */

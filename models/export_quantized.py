@@ -32,7 +32,15 @@ def export_qdq(out, names):
 
     for name in names:
         torch.manual_seed(0)
-        m = getattr(torchvision.models.quantization, name)(weights=None, quantize=False).eval()
+        m = getattr(torchvision.models.quantization, name)(weights=None, quantize=False)
+        # batch-norm statistics of the random weights' own activations (a few batches in
+        # training mode): with the initial ones (mean 0, variance 1) a MobileNet's
+        # activations fade layer by layer and its int8 output is all zeros
+        m.train()
+        with torch.no_grad():
+            for _ in range(4):
+                m(torch.randn(8, 3, 224, 224))
+        m.eval()
         x = torch.randn(1, 3, 224, 224)
         qm = prepare_fx(m, get_default_qconfig_mapping("fbgemm"), (x,))
         with torch.no_grad():

@@ -142,11 +142,12 @@ def qlinear_conv(name, xshape, wshape, xt, wt, yt, per_channel, bias, extreme=(N
     x, w = ints(xt, xshape, extreme[0]), ints(wt, wshape, extreme[1])
     xs, xz = np.float32(0.02), np.asarray(128 if xt == np.uint8 else -3, xt)
     ws = (rng.uniform(0.002, 0.01, M) if per_channel else np.asarray(0.005)).astype(np.float32)
-    wz = np.asarray(0, wt)
+    wz = np.asarray(kw.get("wz", 0), wt)
     ys, yz = np.float32(0.3), np.asarray(120 if yt == np.uint8 else 4, yt)
     b = rng.integers(-20000, 20000, M).astype(np.int32) if bias else None
-    acc = conv_ref(x.astype(np.int64) - int(xz), w.astype(np.int64) - int(wz), a["strides"],
-                   a["pads"], a["dilations"], a["group"])
+    wz_b = wz.reshape([-1] + [1] * (nsp + 1)) if wz.ndim else wz
+    acc = conv_ref(x.astype(np.int64) - int(xz), w.astype(np.int64) - wz_b.astype(np.int64),
+                   a["strides"], a["pads"], a["dilations"], a["group"])
     if b is not None:
         acc = acc + b.reshape([1, M] + [1] * nsp)
     # the multiplier x_scale * w_scale / y_scale in float32, as the ONNX reference rounds it
@@ -181,6 +182,24 @@ qlinear_conv("qlinearconv_pointwise_s2", [1, 64, 20, 18], [33, 64, 1, 1], np.uin
              np.uint8, False, False, strides=[2, 2])
 qlinear_conv("qlinearconv_extremes", [1, 512, 7, 7], [40, 512, 3, 3], np.uint8, np.int8,
              np.uint8, True, True, pads=[1, 1, 1, 1], extreme=("high", "low"))
+
+# kernels/cpu/qdw8.c's form (2-D depthwise, any 8-bit types and zero points): 3x3 of stride
+# 1 with a row tail (21 = 16 + 5 outputs); stride 2 with two images (the even/odd phases);
+# 5x5 int8 by uint8 with weight zero points per channel, int8 output; stride 3 across
+# (the scalar phase fill), dilation 2, a 3x2 kernel and unequal padding; 7x7 at the extremes
+# of both ranges (the largest sums, exact in float below 2^24)
+qlinear_conv("qlinearconv_depthwise", [1, 37, 23, 21], [37, 1, 3, 3], np.uint8, np.int8,
+             np.uint8, True, True, group=37, pads=[1, 1, 1, 1])
+qlinear_conv("qlinearconv_depthwise_s2", [2, 19, 40, 35], [19, 1, 3, 3], np.uint8, np.int8,
+             np.uint8, True, False, group=19, strides=[2, 2], pads=[1, 1, 1, 1])
+qlinear_conv("qlinearconv_depthwise_5x5_zero_points", [1, 12, 19, 33], [12, 1, 5, 5], np.int8,
+             np.uint8, np.int8, True, True, group=12, strides=[2, 2], pads=[2, 2, 2, 2],
+             wz=np.arange(12) * 20 + 3)
+qlinear_conv("qlinearconv_depthwise_odd_geometry", [1, 9, 17, 29], [9, 1, 3, 2], np.uint8,
+             np.int8, np.uint8, False, True, group=9, strides=[1, 3], pads=[2, 0, 1, 3],
+             dil=[2, 2])
+qlinear_conv("qlinearconv_depthwise_extremes", [1, 16, 11, 11], [16, 1, 7, 7], np.uint8,
+             np.int8, np.uint8, True, True, group=16, pads=[3, 3, 3, 3], extreme=("high", "low"))
 
 
 def matmul_integer(name, ashape, bshape, at, bt, za=None, zb=None, b_fed=False):

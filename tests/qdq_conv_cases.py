@@ -15,7 +15,9 @@ the range of codes QuantizeLinear gives its bounds; then DequantizeLinear. Check
 - optimized and through --roundtrip (the fused node written as ONNX and read back): exactly
   the oracle, and `onnxexec info` shows the QLinearConv nodes where the fusion applies and
   none where it must not (a weight zero point not 0, group 2, uint8 weights, a Conv output
-  that another node reads, fewer than 64 products per output or 32 output channels);
+  that another node reads, fewer than 64 products per output or 32 output channels, a
+  depthwise convolution of stride 3 or with two outputs per input channel); depthwise ones
+  (kernels/cpu/qdw8.c: 3x3 with ReLU6, stride 2, 5x5 with int8 output) are fused;
 - --no-optimize and OX_FUSE_QCONV=0 (the float graph, as the model states it): within one
   step of the output's scale of the oracle, the difference the fusion is allowed;
 - on a CPU without AVX-512 VNNI nothing is fused and every run is held to the one-step bound.
@@ -104,8 +106,8 @@ def case(name, C=8, M=40, H=9, k=3, stride=1, pad=1, act=None, bias="dq", per_ch
     if act == "relu":
         nodes.append(helper.make_node("Relu", ["c"], ["r"]))
         src, qlo = "r", q_code(0.0, ys, yz, yt)
-    elif act in ("clip", "clip_reversed"):  # Clip with min > max gives max
-        lo_v, hi_v = (-1.0, 6.0) if act == "clip" else (0.5, 0.2)
+    elif act in ("clip", "clip6", "clip_reversed"):  # Clip with min > max gives max
+        lo_v, hi_v = {"clip": (-1.0, 6.0), "clip6": (0.0, 6.0), "clip_reversed": (0.5, 0.2)}[act]
         nodes.append(helper.make_node("Clip", ["c", "clo", "chi"], ["r"]))
         inits += [("clo", np.float32(lo_v)), ("chi", np.float32(hi_v))]
         qlo, qhi = q_code(lo_v, ys, yz, yt), q_code(hi_v, ys, yz, yt)
@@ -163,7 +165,14 @@ case("qconv_clip_reversed", act="clip_reversed", C=16)
 case("qconv_stride2_7x7", C=3, M=40, H=23, k=7, stride=2, pad=3, act="relu")
 case("qconv_pointwise", C=64, M=33, H=6, k=1, pad=0)
 case("qconv_shared_input", shared_x=True)
+# depthwise (kernels/cpu/qdw8.c): MobileNet's 3x3 with ReLU6, stride 2 without bias, 5x5
+case("qconv_depthwise_relu6", C=24, M=24, group=24, act="clip6")
+case("qconv_depthwise_s2", C=32, M=32, H=15, group=32, stride=2, bias=None)
+case("qconv_depthwise_5x5", C=40, M=40, H=11, k=5, pad=2, group=40, per_channel=False,
+     yt=np.int8)
 # not fused: their float graph stays, checked within one step like every unfused run
+case("qconv_depthwise_stride3", C=16, M=16, group=16, stride=3, fused=False)
+case("qconv_channel_multiplier", C=8, M=16, group=8, fused=False)
 case("qconv_weight_zero_point", wz=3, fused=False)
 case("qconv_group2", C=8, M=12, group=2, fused=False)
 case("qconv_uint8_weights", wt=np.uint8, fused=False)

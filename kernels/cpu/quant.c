@@ -16,6 +16,7 @@
 #include "kernels/op.h"
 #include "kernels/cpu/igemm.h"
 #include "kernels/cpu/qconv8.h"
+#include "kernels/cpu/qdw8.h"
 #include "kernels/cpu/vecmath.h"
 
 #include <float.h>
@@ -485,7 +486,7 @@ __attribute__((target("avx512f"))) static void quant_f32_8bit_avx512(const float
     for (int64_t i = 0; i < cnt; i += 16) {
         __mmask16 m = tail_mask16(cnt - i);
         __m512 r = quantize16(_mm512_maskz_loadu_ps(m, x + i), vs, vz, vlo, vhi);
-        _mm512_mask_cvtepi32_storeu_epi8((char *)dst + i, m, _mm512_cvtps_epi32(r));
+        store_bytes16((char *)dst + i, cnt - i, _mm512_cvtps_epi32(r));
     }
 }
 
@@ -587,7 +588,7 @@ __attribute__((target("avx512f"))) static void dq_quant16(const float *x, int64_
     for (int64_t i = 0; i < cnt; i += 16) {
         __mmask16 m = tail_mask16(cnt - i);
         __m512 r = quantize16(_mm512_maskz_loadu_ps(m, x + i), s, z, lo, hi);
-        _mm512_mask_cvtepi32_storeu_epi8(y + i, m, _mm512_cvtps_epi32(r));
+        store_bytes16(y + i, cnt - i, _mm512_cvtps_epi32(r));
     }
 }
 #endif
@@ -1238,22 +1239,37 @@ ox_status ox_q_cpu_conv_integer(struct ox_kernel_ctx *ctx, const struct ox_node 
 
 /* The geometry of kernels/cpu/qconv8.c's form (2-D, group 1, uint8 input, int8 weights),
  * when it runs here; it also needs the weights' zero points all 0 (wz_zero). */
-static bool qconv8_shape(const struct cgeom *g, const ox_tensor *x, const ox_tensor *w,
-                         struct ox_qconv8_geom *q) {
-    if (g->nsp != 2 || g->group != 1 || x->dtype != OX_UINT8 || w->dtype != OX_INT8) return false;
+static void qconv8_geom(const struct cgeom *g, struct ox_qconv8_geom *q) {
     *q = (struct ox_qconv8_geom){g->N,    g->C,     g->in[0], g->in[1],  g->M,
                                  g->k[0], g->k[1],  g->s[0],  g->s[1],   g->d[0],
                                  g->d[1], g->pb[0], g->pb[1], g->out[0], g->out[1]};
+}
+
+static bool qconv8_shape(const struct cgeom *g, const ox_tensor *x, const ox_tensor *w,
+                         struct ox_qconv8_geom *q) {
+    if (g->nsp != 2 || g->group != 1 || x->dtype != OX_UINT8 || w->dtype != OX_INT8) return false;
+    qconv8_geom(g, q);
     return ox_qconv8_fast(q);
+}
+
+/* Whether kernels/cpu/qdw8.c runs the convolution: 2-D depthwise (one input channel per
+ * output channel, as many outputs as inputs), any 8-bit types and zero points. */
+static bool qdw8_shape(const struct cgeom *g, struct ox_qconv8_geom *q) {
+    if (g->nsp != 2 || g->group != g->C || g->M != g->C) return false;
+    qconv8_geom(g, q);
+    return ox_qdw8_fast(q);
 }
 
 /* QLinearConv's scratch: the general form's or qconv8.c's (q, when its shape fits), then
  * M multipliers in double. */
 static ox_status qconv_scratch(const struct ox_node *n, const struct cgeom *g,
-                               const struct ox_qconv8_geom *q, int n_threads, size_t *total) {
+                               const struct ox_qconv8_geom *q, const struct ox_qconv8_geom *dw,
+                               int n_threads, size_t *total) {
     ox_status st = conv_scratch(n, g, n_threads, total);
     if (st) return st;
     if (q && ox_qconv8_scratch_bytes(q) > *total) *total = ox_qconv8_scratch_bytes(q);
+    if (dw && ox_qdw8_scratch_bytes(dw, n_threads) > *total)
+        *total = ox_qdw8_scratch_bytes(dw, n_threads);
     if (!add_piece(total, g->M, 1, 8)) return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
     return OX_OK;
 }
@@ -1300,11 +1316,13 @@ ox_status ox_q_infer_qlinear_conv(struct ox_infer_ctx *ctx, const struct ox_node
     for (int i = 0; i < g.nsp; i++) dims[i + 2] = g.out[i];
     ox_set_shape(out[0], yz ? yz->dtype : x->dtype, x->rank, dims);
     size_t total;
-    struct ox_qconv8_geom q;
-    bool direct = qconv8_shape(&g, x, w, &q);
-    if ((st = qconv_scratch(n, &g, direct ? &q : NULL, ctx->n_threads, &total))) return st;
+    struct ox_qconv8_geom q, dw;
+    bool direct = qconv8_shape(&g, x, w, &q), depthwise = qdw8_shape(&g, &dw);
+    if ((st = qconv_scratch(n, &g, direct ? &q : NULL, depthwise ? &dw : NULL, ctx->n_threads,
+                            &total)))
+        return st;
     ctx->scratch_bytes = total;
-    if (may_pack(ctx, n, in, 3, 5))
+    if (may_pack(ctx, n, in, 3, 5) && !depthwise)
         ctx->prepared_bytes =
             direct && wz_zero(wz) ? ox_qconv8_packed_bytes(&q) : conv_packed_bytes(&g);
     return OX_OK;
@@ -1333,7 +1351,7 @@ __attribute__((target("avx512f"))) static void requant_row_avx512(const int32_t 
         __mmask16 m = tail_mask16(n - i);
         __m512i a = _mm512_add_epi32(_mm512_maskz_loadu_epi32(m, acc + i), vb);
         __m512i r = requant16(a, vm, vm, vz, vlo, vhi);
-        _mm512_mask_cvtepi32_storeu_epi8((char *)dst + i, m, r);
+        store_bytes16((char *)dst + i, n - i, r);
     }
 }
 #endif
@@ -1368,9 +1386,10 @@ ox_status ox_q_cpu_qlinear_conv(struct ox_kernel_ctx *ctx, const struct ox_node 
     ox_status st = conv_geom(n, j.x, j.w, &j.g);
     if (st) return st;
     size_t base;
-    struct ox_qconv8_geom q;
-    bool direct = qconv8_shape(&j.g, j.x, j.w, &q);
-    if ((st = qconv_scratch(n, &j.g, direct ? &q : NULL, ox_pool_size(ctx->pool), &base)))
+    struct ox_qconv8_geom q, dw;
+    bool direct = qconv8_shape(&j.g, j.x, j.w, &q), depthwise = qdw8_shape(&j.g, &dw);
+    if ((st = qconv_scratch(n, &j.g, direct ? &q : NULL, depthwise ? &dw : NULL,
+                            ox_pool_size(ctx->pool), &base)))
         return st;
     base -= align64((size_t)j.g.M * 8);
     double *mult = ox_scratch_at(ctx->scratch, base);
@@ -1384,6 +1403,18 @@ ox_status ox_q_cpu_qlinear_conv(struct ox_kernel_ctx *ctx, const struct ox_node 
     if (!strcmp(n->domain, OX_DOMAIN_ONNXEXEC) && ox_attr_ints(n, "y_range", &yr) == 2) {
         o.lo = yr[0] > o.lo ? yr[0] : o.lo;
         o.hi = yr[1] < o.hi ? yr[1] : o.hi;
+    }
+    if (depthwise) {
+        struct ox_qdw8_in di = {j.x->data,
+                                j.w->data,
+                                j.wz ? j.wz->data : NULL,
+                                j.x->dtype == OX_INT8,
+                                j.w->dtype == OX_INT8,
+                                j.wz && ox_tensor_numel(j.wz) != 1,
+                                zp_of(j.xz, 0)};
+        struct ox_qconv8_out qo = {o.bias, mult, o.yzp, (double)o.lo, (double)o.hi};
+        ox_qdw8_run(ctx->pool, &dw, &di, &qo, out[0]->data, ctx->scratch);
+        return OX_OK;
     }
     if (direct && wz_zero(j.wz)) {
         struct qc8_pack pk = {&q, j.w->data};
@@ -1502,8 +1533,7 @@ __attribute__((target("avx512f"))) static void qadd_avx512(const struct qadd_job
     for (int64_t i = i0; i < i0 + 16 * k; i += 16) {
         __m512 v = _mm512_add_ps(qadd_load16((const char *)j->a + i, j->s8, az, as),
                                  qadd_load16((const char *)j->b + i, j->s8, bz, bs));
-        _mm_storeu_si128((__m128i *)((char *)j->y + i),
-                         _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(quantize16(v, cs, cz, lo, hi))));
+        store_bytes16((char *)j->y + i, 16, _mm512_cvtps_epi32(quantize16(v, cs, cz, lo, hi)));
     }
 }
 #endif

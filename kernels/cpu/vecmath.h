@@ -32,6 +32,21 @@ static inline __mmask16 tail_mask16(int64_t left) {
     return left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1);
 }
 
+/* The low bytes of 16 int32 lanes to dst, n of them (n >= 16: all 16). Packed in a register
+ * and stored plainly: AMD's cores run the packing store (vpmovdb to memory, masked or not)
+ * as microcode, several times slower (a QuantizeLinear of 1.2M values: 0.21 -> 0.10 ms). */
+__attribute__((target("avx512f"))) static inline void store_bytes16(void *dst, int64_t n,
+                                                                    __m512i v) {
+    __m128i b = _mm512_cvtepi32_epi8(v);
+    if (n >= 16) {
+        _mm_storeu_si128((__m128i *)dst, b);
+    } else {
+        unsigned char t[16];
+        _mm_storeu_si128((__m128i *)t, b);
+        for (int64_t i = 0; i < n; i++) ((unsigned char *)dst)[i] = t[i];
+    }
+}
+
 /* Indices of the even and the odd lanes of two vectors (_mm512_permutex2var_ps): a stride-2
  * row's taps from 32 consecutive floats. */
 __attribute__((target("avx512f"))) static inline __m512i even_lanes16(void) {
