@@ -49,7 +49,8 @@
  * - QuantizeLinear(Add(DequantizeLinear(a), DequantizeLinear(b)) [-> Relu or Clip]), a QDQ
  *   model's residual sum, becomes ai.onnxexec QLinearAdd on a and b (com.microsoft's op with
  *   a y_range for the activation): one pass over bytes, bit for bit the float graph's
- *   result. OX_FUSE_QADD=0: not done.
+ *   result. QuantizeLinear(MaxPool(DequantizeLinear(x))) with the same parameters becomes
+ *   MaxPool(x) on the bytes, exact too. OX_FUSE_QADD=0: neither is done.
  * - DequantizeLinear(QuantizeLinear(x, s, z), s, z) with the same constant parameters (a
  *   QDQ model's round trip between float operators, through a Cast of the quantized type to
  *   itself as torch exports it) becomes one ai.onnxexec QuantizeDequantize node.
@@ -751,6 +752,37 @@ static ox_status fold_qadd(struct opt *o, struct ox_node *q) {
     if (act) attrs[0] = y_range(sy, zy, lo, hi, range);
     struct ox_node *chain[2] = {add, act};
     return replace_chain(o, chain, act ? 2 : 1, q, "QLinearAdd", 0, ins, 8, attrs, act ? 1 : 0);
+}
+
+/* QuantizeLinear(MaxPool(DequantizeLinear(x, s, z)), s, z) with the same one scale (positive)
+ * and zero point on both sides, a QDQ model's MaxPool, becomes MaxPool(x) on the bytes (a
+ * standard op for 8-bit types since opset 12; kernels/cpu/conv.c's byte form): the same
+ * result bit for bit, DequantizeLinear being non-decreasing (the max of the dequantized
+ * values is the dequantized max) and QuantizeLinear recovering each code from its
+ * dequantized value exactly (the division's error is far below half a step). Only a MaxPool
+ * without the Indices output. OX_FUSE_QADD=0 turns it off with fold_qadd. */
+static ox_status fold_qmaxpool(struct opt *o, struct ox_node *q) {
+    const ox_tensor *sy, *zy, *sx, *zx;
+    if (ox_graph_opset(o->g, "") < 12 || !q8_scalar(o, q, &sy, &zy) ||
+        !(*(const float *)sy->data > 0) || *(const float *)sy->data == INFINITY)
+        return OX_OK;
+    struct ox_node *mp = producer_once(o, q->inputs[0]);
+    if (!is_op(mp, "MaxPool") || mp->n_inputs != 1 || mp->n_outputs != 1 ||
+        !only_attrs(mp, "auto_pad ceil_mode dilations kernel_shape pads storage_order strides"))
+        return OX_OK;
+    const struct ox_node *dx = dq_of(o, mp->inputs[0], zy->dtype, &sx, &zx);
+    if (!dx || !same_const(o, dx->inputs[1], q->inputs[1]) ||
+        !same_const(o, dx->inputs[2], q->inputs[2]))
+        return OX_OK;
+    int *ins = ox_graph_alloc(o->g, sizeof(int));
+    struct ox_attr *attrs = ox_graph_alloc(o->g, sizeof *attrs * (size_t)(mp->n_attrs + 1));
+    if (!ins || !attrs) return ox_err(OX_E_NOMEM, "out of memory fusing MaxPool");
+    ins[0] = dx->inputs[0];
+    int n_attrs = mp->n_attrs;
+    memcpy(attrs, mp->attrs, sizeof *attrs * (size_t)n_attrs);
+    mp->n_attrs = 0; /* the new node owns them now */
+    struct ox_node *chain[1] = {mp};
+    return replace_chain(o, chain, 1, q, "MaxPool", 12, ins, 1, attrs, n_attrs);
 }
 
 /* ---- LayerNormalization from its exported pieces --------------------------------------- */
@@ -1634,7 +1666,8 @@ ox_status ox_graph_optimize(struct ox_graph *g, bool standard_only, struct ox_op
         if (!o.dead[i]) rc = fold_qconv(&o, &g->nodes[i]);
     const char *fqa = getenv("OX_FUSE_QADD");
     for (int i = 0; i < g->n_nodes && !rc && !standard_only && !(fqa && !strcmp(fqa, "0")); i++)
-        if (!o.dead[i]) rc = fold_qadd(&o, &g->nodes[i]);
+        if (!o.dead[i] && !(rc = fold_qadd(&o, &g->nodes[i])) && !o.dead[i])
+            rc = fold_qmaxpool(&o, &g->nodes[i]);
     for (int i = 0; i < g->n_nodes && !rc && !standard_only; i++)
         if (!o.dead[i]) rc = fold_qdq(&o, &g->nodes[i]);
     for (int i = 0; i < g->n_nodes && !rc; i++)

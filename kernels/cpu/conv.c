@@ -232,6 +232,8 @@ static bool conv_stem(const struct geom *g, int64_t C, int64_t M, int64_t group)
 #endif
 }
 static int64_t maxpool_tiled_floats(const struct geom *g);
+static bool maxpool8_fits(const struct geom *g);
+static int64_t maxpool8_row_bytes(const struct geom *g);
 static int64_t taps_inside(int64_t start, int64_t k, int64_t d, int64_t n, int64_t *lo);
 
 /* A 2-D float convolution is computed in place over a zero-padded copy of one (image,
@@ -680,6 +682,7 @@ static void conv_cols_piece(void *arg, int64_t b, int64_t e, int tid) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include "kernels/cpu/igemm.h"
 #include "kernels/cpu/vecmath.h"
 #define HAVE_DEPTHWISE_AVX512 1
 
@@ -2222,6 +2225,9 @@ static ox_status infer_pool(struct ox_infer_ctx *ctx, const struct ox_node *n,
     for (int i = 0; i < g.nsp; i++) dims[i + 2] = g.out[i];
     ox_set_shape(out[0], x->dtype, x->rank, dims);
     if (n->n_outputs > 1 && out[1]) ox_set_shape(out[1], OX_INT64, x->rank, dims);
+    if (kind == POOL_MAX && (x->dtype == OX_UINT8 || x->dtype == OX_INT8) && maxpool8_fits(&g))
+        ctx->scratch_bytes =
+            (size_t)maxpool8_row_bytes(&g) * (size_t)(ctx->n_threads > 1 ? ctx->n_threads : 1);
     if (kind == POOL_MAX && x->dtype == OX_FLOAT) { /* none, a tile, or 2 rows */
         int64_t slot = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -2650,12 +2656,102 @@ OX_HOT static void maxpool2d_idx_rows(void *arg, int64_t c0, int64_t c1, int tid
     }
 }
 
+/* ---- 8-bit max pooling ------------------------------------------------------------------ */
+
+/* 2-D MaxPool of uint8 or int8 (the form graph/optimize.c gives a QDQ model's MaxPool): an
+ * output row is the max over the window's input rows (into a row buffer with the padding
+ * at the type's lowest value), then over each window's columns: 64 outputs at a time, a
+ * vector max per tap (stride 2: the even bytes of 128, by narrowing words to bytes). int8
+ * is compared as uint8 with the sign bit flipped. Only where every window holds an input
+ * element and dilation is 1; the generic walk takes the rest. */
+static bool maxpool8_fits(const struct geom *g) {
+    if (g->nsp != 2 || g->in_size == 0 || g->out_size == 0) return false;
+    for (int i = 0; i < 2; i++)
+        if (g->d[i] != 1 || g->pb[i] >= g->k[i] ||
+            (g->out[i] - 1) * g->s[i] - g->pb[i] >= g->in[i] || g->s[i] > 64 || g->k[i] > 1024 ||
+            g->in[i] > ((int64_t)1 << 30))
+            return false;
+    return true;
+}
+
+/* The row buffer: the padded columns every output of a row reads, 64 outputs at a time. */
+static int64_t maxpool8_row_bytes(const struct geom *g) {
+    return ((g->out[1] + 63) / 64 * 64 * g->s[1] + g->k[1] + 128 + 63) / 64 * 64;
+}
+
+struct maxpool8_job {
+    const uint8_t *x;
+    uint8_t *y;
+    const struct geom *g;
+    uint8_t *scratch;
+    bool sgn;
+};
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f,avx512bw"))) static void maxpool8_planes(void *arg, int64_t c0,
+                                                                        int64_t c1, int tid) {
+    const struct maxpool8_job *j = arg;
+    const struct geom *g = j->g;
+    const int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1], KH = g->k[0];
+    const int64_t KW = g->k[1], SH = g->s[0], SW = g->s[1], PT = g->pb[0], PL = g->pb[1];
+    const int64_t nb = maxpool8_row_bytes(g);
+    uint8_t *buf = j->scratch + (size_t)tid * (size_t)nb;
+    const __m512i flip = _mm512_set1_epi8(j->sgn ? (char)0x80 : 0);
+    for (int64_t c = c0; c < c1; c++) {
+        const uint8_t *xc = j->x + c * H * W;
+        uint8_t *yc = j->y + c * OH * OW;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            int64_t r0 = oh * SH - PT, r1 = r0 + KH < H ? r0 + KH : H;
+            if (r0 < 0) r0 = 0;
+            memset(buf, 0, (size_t)nb); /* the padding: the lowest value */
+            for (int64_t w0 = 0; w0 < W; w0 += 64) {
+                __mmask64 m = W - w0 >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (W - w0)) - 1);
+                __m512i v = _mm512_setzero_si512();
+                for (int64_t r = r0; r < r1; r++)
+                    v = _mm512_max_epu8(
+                        v, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, xc + r * W + w0), flip));
+                _mm512_mask_storeu_epi8(buf + PL + w0, m, v);
+            }
+            for (int64_t o0 = 0; o0 < OW; o0 += 64) {
+                __m512i v = _mm512_setzero_si512();
+                for (int64_t k = 0; k < KW; k++) {
+                    const uint8_t *p = buf + o0 * SW + k;
+                    if (SW == 1) {
+                        v = _mm512_max_epu8(v, _mm512_loadu_si512(p));
+                    } else if (SW == 2) { /* bytes 0, 2, .. 126: the low bytes of 64 words */
+                        __m256i lo = _mm512_cvtepi16_epi8(_mm512_loadu_si512(p));
+                        __m256i hi = _mm512_cvtepi16_epi8(_mm512_loadu_si512(p + 64));
+                        v = _mm512_max_epu8(v,
+                                            _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+                    } else {
+                        uint8_t t[64];
+                        for (int i = 0; i < 64; i++) t[i] = o0 + i < OW ? p[i * SW] : 0;
+                        v = _mm512_max_epu8(v, _mm512_loadu_si512(t));
+                    }
+                }
+                __mmask64 m = OW - o0 >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (OW - o0)) - 1);
+                _mm512_mask_storeu_epi8(yc + oh * OW + o0, m, _mm512_xor_si512(v, flip));
+            }
+        }
+    }
+}
+#endif
+
 static ox_status cpu_pool(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                           const ox_tensor *const *in, ox_tensor *const *out, int kind) {
     struct geom g;
     ox_status st = pool_setup(n, in[0], &g);
     if (st) return st;
     ox_tensor *idx = n->n_outputs > 1 ? out[1] : NULL;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if ((in[0]->dtype == OX_UINT8 || in[0]->dtype == OX_INT8) && !idx && kind == POOL_MAX &&
+        maxpool8_fits(&g) && ox_igemm16_fast()) {
+        struct maxpool8_job j = {in[0]->data, out[0]->data, &g, ctx->scratch,
+                                 in[0]->dtype == OX_INT8};
+        ox_parallel_for(ctx->pool, in[0]->dims[0] * in[0]->dims[1], maxpool8_planes, &j);
+        return OX_OK;
+    }
+#endif
     if (in[0]->dtype == OX_FLOAT && !idx && kind == POOL_MAX) {
         struct maxpool_job j = {in[0]->data, out[0]->data, &g, ctx->scratch, in[0]->dims[1]};
 #ifdef HAVE_DEPTHWISE_AVX512

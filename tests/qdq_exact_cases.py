@@ -1,25 +1,34 @@
 #!/usr/bin/python3
-"""QDQ residual sums run as one integer pass (graph/optimize.c fold_qadd), against numpy.
+"""QDQ rewrites that must keep the float graph's result bit for bit, against numpy.
 
-    tests/qdq_add_cases.py OUTDIR --onnxexec BIN
+    tests/qdq_exact_cases.py OUTDIR --onnxexec BIN
 
-A QDQ model adds two quantized tensors as QuantizeLinear(Add(DequantizeLinear(a),
-DequantizeLinear(b)) [-> Relu or Clip]): the residual sums of a quantized ResNet or
-MobileNet. onnxexec runs that as its QLinearAdd (the com.microsoft operator's inputs and a
-y_range for the activation), reading the two byte tensors once. Unlike the convolution's
-fusion this one must give the float graph's result bit for bit, so the oracle here is the
-float graph itself written out in numpy from the operator definitions: DequantizeLinear
-((q - zero point) in float32 times the scale), Add in float32, the activation, QuantizeLinear
-(float32 division, rounding half to even, saturation). Checked, every run exactly:
+graph/optimize.c runs two QDQ patterns on the bytes instead of dequantizing them:
 
-- optimized and through --roundtrip (the fused node written as ONNX and read back), and
+- fold_qadd: QuantizeLinear(Add(DequantizeLinear(a), DequantizeLinear(b)) [-> Relu or Clip]),
+  the residual sums of a quantized ResNet or MobileNet, becomes onnxexec's QLinearAdd (the
+  com.microsoft operator's inputs and a y_range for the activation), reading the two byte
+  tensors once;
+- fold_qmaxpool: QuantizeLinear(MaxPool(DequantizeLinear(x))) with the same scale and zero
+  point becomes MaxPool(x) on the bytes (kernels/cpu/conv.c's 8-bit form).
+
+Unlike the convolution's fusion these must give the float graph's result exactly, so the
+oracle is the float graph itself written out in numpy from the operator definitions:
+DequantizeLinear ((q - zero point) in float32 times the scale), Add in float32, the
+activation, MaxPool over the window's elements inside the input, QuantizeLinear (float32
+division, rounding half to even, saturation). Checked, every run exactly:
+
+- optimized and through --roundtrip (the rewritten node written as ONNX and read back), and
   `onnxexec info` shows the QLinearAdd nodes where the fusion applies and none where it
-  must not (a per-channel scale, an Add that another node reads, inputs of two types);
+  must not (a per-channel scale, an Add that another node reads, inputs of two types), and
+  the dequantizations left (only the output's where a MaxPool runs on bytes; a MaxPool
+  between other parameters, or with its Indices output, keeps its input's too);
 - --no-optimize and OX_FUSE_QADD=0: the float graph, which must agree with the same oracle.
 
-Shapes cover the vector loop's 16-element tail, pieces over the thread pool (more than
-16384 elements), broadcasting (the general loop), uint8 and int8, saturation at both ends,
-and scales that make QuantizeLinear's halfway cases common (rounding half to even).
+Shapes cover the vector loops' tails, pieces over the thread pool (more than 16384
+elements), broadcasting (the general loop), uint8 and int8, saturation at both ends, scales
+that make QuantizeLinear's halfway cases common (rounding half to even), and max pools of
+stride 1, 2 (ResNet's 3x3) and 3, with padding, rows over 64 bytes and ceil_mode.
 """
 import argparse
 import os
@@ -139,10 +148,63 @@ case("qadd_per_channel_scale", (1, 4, 6, 6), per_channel=True, fused=False)
 case("qadd_sum_read", (1, 4, 6, 6), add_read=True, fused=False)
 case("qadd_two_types", (1, 4, 6, 6), bt=np.int8, fused=False)
 
+
+
+def pool_case(name, shape, k, stride, pads, qt=np.uint8, ceil=0, fused=True, other_scale=False,
+              indices=False):
+    (sx, zx) = params(qt)
+    sy, zy = (sx * np.float32(1.5), zx) if other_scale else (sx, zx)
+    x = (rng.uniform(-160, 160, shape) * sx).astype(np.float32)
+    xq = quantize(x, sx, zx, qt)
+    fx = dequantize(xq, sx, zx)
+    H, W = shape[2:]
+    pt, pl, pb, pr = pads
+    dims = []
+    for n_in, p0, p1 in ((H, pt, pb), (W, pl, pr)):
+        span = n_in + p0 + p1 - k
+        dims.append((-(-span // stride) if ceil else span // stride) + 1)
+    OH, OW = dims
+    pooled = np.full(shape[:2] + [OH, OW], -np.inf, np.float32)
+    for oh in range(OH):
+        for ow in range(OW):
+            r0, c0 = oh * stride - pt, ow * stride - pl
+            win = fx[:, :, max(r0, 0):min(r0 + k, H), max(c0, 0):min(c0 + k, W)]
+            pooled[:, :, oh, ow] = win.max(axis=(2, 3))
+    attrs = {"kernel_shape": [k, k], "strides": [stride, stride], "pads": [pt, pl, pb, pr]}
+    if ceil:
+        attrs["ceil_mode"] = 1
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("Cast", ["xq"], ["xqc"], to=ONNX_TYPE[qt]),
+             helper.make_node("DequantizeLinear", ["xqc", "sx", "zx"], ["xd"]),
+             helper.make_node("MaxPool", ["xd"], ["p", "pi"] if indices else ["p"], **attrs),
+             helper.make_node("QuantizeLinear", ["p", "sy", "zy"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"])]
+    inits = [("sx", sx), ("zx", zx), ("sy", sy), ("zy", zy)]
+    expected = [("y", dequantize(quantize(pooled, sy, zy, qt), sy, zy))]
+    g = helper.make_graph(
+        nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(t), n) for n, t in inits])
+    write_case(out, name, helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
+               [("x", x)], expected)
+    dq_cases[name] = 1 if fused else 2  # the output's dequantization, and the input's
+
+
+dq_cases = {}  # name -> DequantizeLinear nodes expected after optimizing
+pool_case("qmaxpool_resnet", [1, 16, 37, 41], 3, 2, [1, 1, 1, 1])  # ResNet's stem pool
+pool_case("qmaxpool_int8_k2", [2, 3, 9, 13], 2, 2, [0, 0, 0, 0], qt=np.int8)
+pool_case("qmaxpool_s1_wide", [1, 4, 7, 70], 3, 1, [1, 2, 1, 0])  # rows over 64 bytes
+pool_case("qmaxpool_s3", [1, 5, 11, 17], 3, 3, [1, 1, 0, 2], qt=np.int8)
+pool_case("qmaxpool_ceil", [1, 3, 10, 10], 3, 2, [0, 0, 0, 0], ceil=1)
+# not rewritten: the float MaxPool stays between its DequantizeLinear and QuantizeLinear
+pool_case("qmaxpool_other_scale", [1, 4, 8, 8], 3, 2, [1, 1, 1, 1], fused=False,
+          other_scale=True)
+pool_case("qmaxpool_indices", [1, 4, 8, 8], 3, 2, [1, 1, 1, 1], fused=False, indices=True)
+
 exe = args.onnxexec
 failed = 0
 exact = ["--rtol", "0", "--atol", "0"]
-for name, want in sorted(cases.items()):
+for name in sorted(list(cases) + list(dq_cases)):
     d = os.path.join(out, name)
     for extra, env in [([], {}), (["--roundtrip"], {}), (["--no-optimize"], {}),
                        ([], {"OX_FUSE_QADD": "0"})]:
@@ -153,9 +215,12 @@ for name, want in sorted(cases.items()):
         if r.returncode:
             failed += 1
             sys.stdout.write(r.stdout + r.stderr)
-    got = op_count(exe, os.path.join(d, "model.onnx"), ("ai.onnxexec.QLinearAdd",))
+    # a MaxPool left in float keeps two dequantizations (as QuantizeDequantize nodes)
+    what, want = (("ai.onnxexec.QLinearAdd",), cases[name]) if name in cases else (
+        ("DequantizeLinear", "ai.onnxexec.QuantizeDequantize"), dq_cases[name])
+    got = op_count(exe, os.path.join(d, "model.onnx"), what)
     ok = got == want
-    print("%s %s: %s QLinearAdd after optimizing, expected %d" % ("PASS" if ok else "FAIL",
-                                                                 name, got, want))
+    print("%s %s: %s %s after optimizing, expected %d" % ("PASS" if ok else "FAIL", name, got,
+                                                         " or ".join(what), want))
     failed += not ok
 sys.exit(1 if failed else 0)
