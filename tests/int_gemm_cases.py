@@ -182,6 +182,13 @@ qlinear_conv("qlinearconv_pointwise_s2", [1, 64, 20, 18], [33, 64, 1, 1], np.uin
              np.uint8, False, False, strides=[2, 2])
 qlinear_conv("qlinearconv_extremes", [1, 512, 7, 7], [40, 512, 3, 3], np.uint8, np.int8,
              np.uint8, True, True, pads=[1, 1, 1, 1], extreme=("high", "low"))
+# few channels and a wide kernel, folded into channels (qconv8.c fold_cols; the stem above
+# too): 5 channels, a 3x4 kernel of column dilation 2, unequal strides and padding; one
+# channel (a grayscale stem) 5x5
+qlinear_conv("qlinearconv_folded_dilated", [1, 5, 19, 23], [40, 5, 3, 4], np.uint8, np.int8,
+             np.uint8, True, True, strides=[2, 1], pads=[1, 2, 0, 3], dil=[1, 2])
+qlinear_conv("qlinearconv_folded_gray", [2, 1, 28, 28], [32, 1, 5, 5], np.uint8, np.int8,
+             np.int8, False, True, pads=[2, 2, 2, 2])
 
 # kernels/cpu/qdw8.c's form (2-D depthwise, any 8-bit types and zero points): 3x3 of stride
 # 1 with a row tail (21 = 16 + 5 outputs); stride 2 with two images (the even/odd phases);

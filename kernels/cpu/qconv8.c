@@ -42,6 +42,42 @@ static int64_t row_bytes(const struct ox_qconv8_geom *g) { /* CS: C rounded up t
     return (g->C + 3) / 4 * 4;
 }
 
+/* A layer of few input channels and a wide kernel (ResNet's stem: 3 channels, 7x7, stride
+ * 2) runs as the convolution of KH x 1 over C x KW channels: pixel (h, ow) of the folded
+ * input holds, for each kernel column kx, the C channels of input column ow SW - PL + kx DW
+ * (the zero point outside). 7 taps of 24 bytes instead of 49 of 4 (three quarters of them
+ * channels, the rest the fourth byte's padding), and a pointer table of 56 entries a tile
+ * instead of 392: the stem ran at half the speed of the 3x3 layers. */
+#define QC_FOLD_BYTES 16384 /* the padded row of 8-byte pixels, on the stack */
+
+/* Pixels of the padded row: every tap of every output column, and the 64 bytes a permute
+ * loads from the last one's first tap. */
+static int64_t fold_pixels(const struct ox_qconv8_geom *g) {
+    return (g->OW - 1) * g->SW + 8;
+}
+
+static bool fold_cols(const struct ox_qconv8_geom *g) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    static int vbmi = -1;
+    if (vbmi < 0) vbmi = __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
+    /* a folded pixel's taps within the 64 bytes from its first (8 bytes a pixel) */
+    return vbmi && g->KW > 1 && g->C < 8 && (g->KW - 1) * g->DW <= 7 && g->OW <= QC_FOLD_BYTES &&
+           fold_pixels(g) * 8 <= QC_FOLD_BYTES;
+#else
+    (void)g;
+    return false;
+#endif
+}
+
+/* The geometry the tiles run: g itself, or g folded as above. */
+static struct ox_qconv8_geom run_geom(const struct ox_qconv8_geom *g) {
+    struct ox_qconv8_geom e = *g;
+    if (fold_cols(g)) {
+        e.C = g->C * g->KW, e.W = g->OW, e.KW = 1, e.SW = 1, e.DW = 1, e.PL = 0;
+    }
+    return e;
+}
+
 bool ox_qconv8_available(void) {
     const char *e = getenv("OX_QCONV8");
     return ox_igemm8_fast() && !(e && !strcmp(e, "0"));
@@ -62,12 +98,15 @@ bool ox_qconv8_fast(const struct ox_qconv8_geom *g) {
 }
 
 size_t ox_qconv8_packed_bytes(const struct ox_qconv8_geom *g) {
-    int64_t nb = (g->M + QC_NR - 1) / QC_NR;
-    return (size_t)nb * (size_t)(g->KH * g->KW * row_bytes(g)) * QC_NR + align64((size_t)g->M * 4);
+    struct ox_qconv8_geom e = run_geom(g);
+    int64_t nb = (e.M + QC_NR - 1) / QC_NR;
+    return (size_t)nb * (size_t)(e.KH * e.KW * row_bytes(&e)) * QC_NR + align64((size_t)e.M * 4);
 }
 
 void ox_qconv8_pack(const struct ox_qconv8_geom *g, const int8_t *w, void *dst) {
-    int64_t cs = row_bytes(g), taps = g->KH * g->KW, nb = (g->M + QC_NR - 1) / QC_NR;
+    struct ox_qconv8_geom e = run_geom(g);
+    bool fold = fold_cols(g);
+    int64_t cs = row_bytes(&e), taps = e.KH * e.KW, nb = (e.M + QC_NR - 1) / QC_NR;
     int8_t *d = dst;
     for (int64_t b = 0; b < nb; b++)
         for (int64_t t = 0; t < taps; t++)
@@ -75,18 +114,22 @@ void ox_qconv8_pack(const struct ox_qconv8_geom *g, const int8_t *w, void *dst) 
                 for (int64_t j = 0; j < QC_NR; j++)
                     for (int64_t i = 0; i < 4; i++) {
                         int64_t m = b * QC_NR + j, c = c4 + i;
-                        *d++ = m < g->M && c < g->C ? w[(m * g->C + c) * taps + t] : 0;
+                        /* folded: channel kx C + ch of tap ky is w[m][ch][ky][kx] */
+                        int64_t k = fold ? ((m * g->C + c % g->C) * g->KH + t) * g->KW + c / g->C
+                                         : (m * g->C + c) * taps + t;
+                        *d++ = m < e.M && c < e.C ? w[k] : 0;
                     }
     int32_t *sum = (int32_t *)((char *)dst + (size_t)nb * (size_t)(taps * cs) * QC_NR);
     for (int64_t m = 0; m < g->M; m++) {
         int32_t s = 0;
-        for (int64_t k = 0; k < g->C * taps; k++) s += w[m * g->C * taps + k];
+        for (int64_t k = 0; k < g->C * g->KH * g->KW; k++) s += w[m * g->C * g->KH * g->KW + k];
         sum[m] = s;
     }
 }
 
 size_t ox_qconv8_scratch_bytes(const struct ox_qconv8_geom *g) {
-    return align64((size_t)(g->N * g->H * g->W * row_bytes(g))) + align64((size_t)row_bytes(g));
+    struct ox_qconv8_geom e = run_geom(g);
+    return align64((size_t)(e.N * e.H * e.W * row_bytes(&e))) + align64((size_t)row_bytes(&e));
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -101,6 +144,7 @@ struct qc8_job {
     const struct ox_qconv8_out *o;
     int32_t xzp;
     uint8_t *y;
+    const struct ox_qconv8_geom *g0;   /* the layer's own geometry (g: the one the tiles run) */
     int64_t cs, taps, nb, groups, per; /* channel blocks in `groups` groups of `per` */
 };
 
@@ -193,6 +237,38 @@ static void qc8_nhwc_strided(void *arg, int64_t u0, int64_t u1, int tid) {
             const uint8_t *s[4];
             qc8_rows(j, j->x + img * g->C * hw + oh * g->SH * g->W, hw, c4, 4, s);
             qc8_put4(s, g->OW, g->SW, d + c4, j->cs);
+        }
+    }
+}
+
+/* The folded input of a layer for which fold_cols holds: input row u of an image (u = image
+ * x H + row). The row goes first into 8-byte pixels (channels last, the zero point for the
+ * padding on either side), then each output column's KW groups of C bytes are one byte
+ * permute (VBMI) of the 64 bytes from its first tap's pixel on. */
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) static void
+qc8_fold_rows(void *arg, int64_t u0, int64_t u1, int tid) {
+    (void)tid;
+    const struct qc8_job *j = arg;
+    const struct ox_qconv8_geom *g = j->g0;
+    const int64_t hw = g->H * g->W, C = g->C, np = fold_pixels(g);
+    uint8_t px[QC_FOLD_BYTES + 64];
+    uint8_t idx[64];
+    for (int k = 0; k < 64; k++) /* byte kx C + c of a folded pixel: pixel kx DW's byte c */
+        idx[k] = k < g->KW * C ? (uint8_t)((k / C) * g->DW * 8 + k % C) : 0;
+    __m512i perm = _mm512_loadu_si512(idx);
+    __mmask64 keep = ((__mmask64)1 << (g->KW * C)) - 1;
+    __mmask64 row = j->cs >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << j->cs) - 1;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t img = u / g->H, ih = u % g->H;
+        const uint8_t *xr = j->x + img * C * hw + ih * g->W;
+        memset(px, j->xzp, (size_t)(np * 8 + 64));
+        for (int64_t w = 0; w < g->W && w + g->PL < np; w++)
+            for (int64_t c = 0; c < C; c++) px[(w + g->PL) * 8 + c] = xr[c * hw + w];
+        uint8_t *d = j->xn + u * g->OW * j->cs;
+        for (int64_t ow = 0; ow < g->OW; ow++) {
+            __m512i v = _mm512_loadu_si512(px + ow * g->SW * 8);
+            _mm512_mask_storeu_epi8(d + ow * j->cs, row,
+                                    _mm512_maskz_permutexvar_epi8(keep, perm, v));
         }
     }
 }
@@ -332,20 +408,24 @@ void ox_qconv8_run(struct ox_pool *pool, const struct ox_qconv8_geom *g, const u
                    uint8_t xzp, const void *packed, const struct ox_qconv8_out *o, void *y,
                    void *scratch) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    struct qc8_job j = {.g = g, .x = x, .xn = scratch, .wp = packed, .o = o, .xzp = xzp, .y = y};
-    j.cs = row_bytes(g), j.taps = g->KH * g->KW, j.nb = (g->M + QC_NR - 1) / QC_NR;
+    struct ox_qconv8_geom sub = run_geom(g);
+    struct qc8_job j = {
+        .g = &sub, .g0 = g, .x = x, .xn = scratch, .wp = packed, .o = o, .xzp = xzp, .y = y};
+    j.cs = row_bytes(&sub), j.taps = sub.KH * sub.KW, j.nb = (sub.M + QC_NR - 1) / QC_NR;
     j.sum =
         (const int32_t *)((const char *)packed + (size_t)j.nb * (size_t)(j.taps * j.cs) * QC_NR);
-    uint8_t *zp = (uint8_t *)scratch + align64((size_t)(g->N * g->H * g->W * j.cs));
+    uint8_t *zp = (uint8_t *)scratch + align64((size_t)(sub.N * sub.H * sub.W * j.cs));
     memset(zp, xzp, (size_t)j.cs);
     j.zp = zp;
-    struct ox_qconv8_geom sub = *g;
-    if (g->KH == 1 && g->KW == 1 && g->PT == 0 && g->PL == 0 && (g->SH > 1 || g->SW > 1)) {
+    if (fold_cols(g)) {
+        ox_parallel_for(pool, g->N * g->H, qc8_fold_rows, &j);
+        g = &sub;
+    } else if (g->KH == 1 && g->KW == 1 && g->PT == 0 && g->PL == 0 && (g->SH > 1 || g->SW > 1)) {
         /* a pointwise convolution of stride > 1 reads every SH-th row and SW-th column: those
          * pixels, channels last, are an OH x OW image for the same convolution at stride 1 */
         ox_parallel_for(pool, g->N * g->OH, qc8_nhwc_strided, &j);
         sub.H = g->OH, sub.W = g->OW, sub.SH = sub.SW = 1;
-        j.g = g = &sub;
+        g = &sub;
     } else {
         ox_parallel_for(pool, g->N * ((g->H * g->W + 63) / 64), qc8_nhwc, &j);
     }
