@@ -644,7 +644,8 @@ static struct ox_node *q_source(struct opt *o, const struct ox_node *q, struct o
  * op (attribute y_range). Only where kernels/cpu/qconv8.c runs the result (uint8 input, int8
  * weights whose zero points are 0, 2-D, group 1, scalar x and y parameters, per-tensor or
  * per-channel weight scales on axis 0, a CPU with AVX-512 VNNI) and where it is faster than
- * the float convolution (64 products per output or more, 32 output channels or more), or,
+ * the float convolution with its QDQ passes (4 products per output or more, 8 output
+ * channels or more), or,
  * for a depthwise convolution (group = channels, one input channel per output), where
  * kernels/cpu/qdw8.c runs it (ox_qdw8_supports: stride 1 or 2 across). OX_FUSE_QCONV=0: not
  * done. */
@@ -665,16 +666,18 @@ static ox_status fold_qconv(struct opt *o, struct ox_node *q) {
     if (!dx || !dw || ox_tensor_numel(sx) != 1 || ox_tensor_numel(zx) != 1) return OX_OK;
     const ox_tensor *wq = const_of(o, dw->inputs[0]);
     if (!wq || wq->kind != OX_IO_TENSOR || wq->dtype != OX_INT8 || wq->rank != 4) return OX_OK;
-    /* fewer than 64 products per output or 32 output channels: the float convolution is as
-     * fast (docs/PERFORMANCE.md, stop 35: the integer tile's requantization and pointers
-     * then cost more than its products) */
+    /* fewer than 4 products per output or 8 output channels: most of a tile (32 channels
+     * of 4-byte groups) wasted. Above that the integer form wins in a model even where the
+     * float convolution alone is as fast, the float one needing its DequantizeLinear and
+     * QuantizeLinear passes too (docs/PERFORMANCE.md, stop 36: QDQ MobileNetV2 5.36 -> 4.96 ms
+     * on 1 thread against stop 35's rule of 64 and 32, taken from single layers) */
     int64_t M = wq->dims[0];
     /* a depthwise convolution (one input channel per output channel) where qdw8.c runs it */
     const struct ox_attr *st = ox_node_attr(conv, "strides");
     int64_t stride_w = st && st->type == OX_ATTR_INTS && st->n == 2 ? st->ints[1] : 1;
     bool dwise = group > 1 && group == M && wq->dims[1] == 1 &&
                  ox_qdw8_supports(wq->dims[2], wq->dims[3], stride_w);
-    if (!dwise && (group != 1 || wq->dims[1] * wq->dims[2] * wq->dims[3] < 64 || M < 32))
+    if (!dwise && (group != 1 || wq->dims[1] * wq->dims[2] * wq->dims[3] < 4 || M < 8))
         return OX_OK;
     bool per_m = ox_tensor_numel(sw) != 1;
     if ((per_m && (sw->rank != 1 || sw->dims[0] != M || ox_attr_int(dw, "axis", 1) != 0)) ||

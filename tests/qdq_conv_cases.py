@@ -15,7 +15,7 @@ the range of codes QuantizeLinear gives its bounds; then DequantizeLinear. Check
 - optimized and through --roundtrip (the fused node written as ONNX and read back): exactly
   the oracle, and `onnxexec info` shows the QLinearConv nodes where the fusion applies and
   none where it must not (a weight zero point not 0, group 2, uint8 weights, a Conv output
-  that another node reads, fewer than 64 products per output or 32 output channels, a
+  that another node reads, fewer than 4 products per output or 8 output channels, a
   depthwise convolution of stride 3 or with two outputs per input channel); depthwise ones
   (kernels/cpu/qdw8.c: 3x3 with ReLU6, stride 2, 5x5 with int8 output) are fused;
 - --no-optimize and OX_FUSE_QCONV=0 (the float graph, as the model states it): within one
@@ -165,6 +165,10 @@ case("qconv_clip_reversed", act="clip_reversed", C=16)
 case("qconv_stride2_7x7", C=3, M=40, H=23, k=7, stride=2, pad=3, act="relu")
 case("qconv_pointwise", C=64, M=33, H=6, k=1, pad=0)
 case("qconv_shared_input", shared_x=True)
+# small layers, fused since stop 36: 36 products per output (MobileNet's 3-channel stem has
+# 27), 16 outputs (its 16- and 24-channel projections)
+case("qconv_small_k", C=4, M=40, k=3)
+case("qconv_small_m", C=8, M=16, act="relu")
 # depthwise (kernels/cpu/qdw8.c): MobileNet's 3x3 with ReLU6, stride 2 without bias, 5x5
 case("qconv_depthwise_relu6", C=24, M=24, group=24, act="clip6")
 case("qconv_depthwise_s2", C=32, M=32, H=15, group=32, stride=2, bias=None)
@@ -177,8 +181,8 @@ case("qconv_weight_zero_point", wz=3, fused=False)
 case("qconv_group2", C=8, M=12, group=2, fused=False)
 case("qconv_uint8_weights", wt=np.uint8, fused=False)
 case("qconv_output_read", conv_read=True, fused=False)
-case("qconv_few_products", C=4, M=40, k=3, fused=False)  # 36 products per output
-case("qconv_few_outputs", C=8, M=16, fused=False)
+case("qconv_few_products", C=2, M=40, k=1, pad=0, fused=False)  # 2 products per output
+case("qconv_few_outputs", C=8, M=4, fused=False)
 
 cpu = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
 vnni = " avx512_vnni" in cpu and " avx512bw" in cpu
