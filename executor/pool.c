@@ -7,13 +7,18 @@
  *     ox_pool_free(pool);
  *
  * Workers poll for 5 ms after a job before they sleep.
- * A job is split into contiguous pieces, a few per thread, that the threads take in turn
- * (the calling thread, thread 0, too): a thread that runs slower, on a busy or slower
- * core, takes fewer of them. The caller returns when every piece is done. Workers spin briefly
- * between jobs (the next node's job usually follows within microseconds) and then sleep on a
- * condition variable. A job started from inside a piece, or while another thread holds the pool (a
- * session run from several threads at once), runs serially on the calling thread: the
- * result is the same, only slower.
+ * A job is split into contiguous pieces, one per thread unless the kernel asks for more
+ * (ox_parallel_for_pieces), that the threads take in turn (the calling thread, thread 0,
+ * too): a thread that comes late (asleep, or on a busy core) finds its piece taken by one
+ * that is done. One piece each keeps what consecutive kernels split the same way (rows of
+ * one image, say) on the same thread, in its core's cache; four each, taken in any order,
+ * had each thread read much of what the other had just written (QDQ ResNet-50, 2 threads:
+ * 12.4-12.8 -> 10.1-10.8 ms; float models within noise, a little better; stop 36's
+ * measurements in docs/PERFORMANCE.md). The caller returns when every piece is done. Workers spin
+ * briefly between jobs (the next node's job usually follows within microseconds) and then sleep on
+ * a condition variable. A job started from inside a piece, or while another thread holds the pool
+ * (a session run from several threads at once), runs serially on the calling thread: the result is
+ * the same, only slower.
  *
  * Affinity: left to itself, the scheduler of a small VM (this project's 2-CPU machines) can
  * keep the caller and a spinning worker on one CPU for a whole process, the other CPU idle:
@@ -48,7 +53,7 @@
     5000000L                   /* a worker polls this long (5 ms) for the next job, then sleeps:   \
                                         waking a sleeping thread costs far more, in a VM above all */
 #define WAIT_SPINS        2000 /* the caller's polling for the last pieces before it yields */
-#define PIECES_PER_THREAD 4
+#define PIECES_PER_THREAD 1    /* ox_parallel_for's pieces: see the top of the file */
 
 struct ox_pool {
     int n_threads; /* including the caller */

@@ -191,10 +191,10 @@ qlinear_conv("qlinearconv_folded_gray", [2, 1, 28, 28], [32, 1, 5, 5], np.uint8,
              np.int8, False, True, pads=[2, 2, 2, 2])
 
 # kernels/cpu/qdw8.c's form (2-D depthwise, any 8-bit types and zero points): 3x3 of stride
-# 1 with a row tail (21 = 16 + 5 outputs); stride 2 with two images (the even/odd phases);
+# 1 with a row tail (21 = 16 + 5 outputs); stride 2 with two images (32 bytes as words);
 # 5x5 int8 by uint8 with weight zero points per channel, int8 output; stride 3 across
-# (the scalar phase fill), dilation 2, a 3x2 kernel and unequal padding; 7x7 at the extremes
-# of both ranges (the largest sums, exact in float below 2^24)
+# (which qdw8.c leaves to the general form), dilation 2, a 3x2 kernel and unequal padding;
+# 7x7 at the extremes of both ranges (the largest sums, exact in float below 2^24)
 qlinear_conv("qlinearconv_depthwise", [1, 37, 23, 21], [37, 1, 3, 3], np.uint8, np.int8,
              np.uint8, True, True, group=37, pads=[1, 1, 1, 1])
 qlinear_conv("qlinearconv_depthwise_s2", [2, 19, 40, 35], [19, 1, 3, 3], np.uint8, np.int8,
