@@ -40,7 +40,7 @@ struct qdw_shape {
 static struct qdw_shape qdw_shape(const struct ox_qconv8_geom *g) {
     struct qdw_shape p;
     p.hp = (g->OH - 1) * g->SH + (g->KH - 1) * g->DH + 1;
-    p.l = ((g->OW + 15) / 16 * 16 * g->SW + (g->KW - 1) * g->DW + 32 + 63) / 64 * 64;
+    p.l = ((g->OW + 15) / 16 * 16 * g->SW + (g->KW - 1) * g->DW + 64 + 63) / 64 * 64;
     return p;
 }
 
@@ -132,6 +132,41 @@ __attribute__((target("avx512f"))) static inline __m512 qdw_taps(const uint8_t *
     return _mm512_cvtepi32_ps(v);
 }
 
+/* Whether the CPU has the byte permute and four-byte dot products of qdw_sums_vnni. */
+static bool qdw_vnni(void) {
+    static int ok = -1;
+    if (ok < 0)
+        ok = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
+    return ok == 1;
+}
+
+/* The integer sums of QDW_V vectors of 16 outputs (src[i]: the padded copy at the vector's
+ * first tap of kernel row 0) for kernel widths up to 8 and dilation 1 across: for each kernel
+ * row, one byte permute (VBMI) puts each output's 4 consecutive taps in its lane (lane l:
+ * bytes l S + 4 q .. l S + 4 q + 3 of the 64 loaded) and one vpdpbusd adds their products
+ * with 4 weights (minus their zero point, fitting int8; 0 past the kernel); q = 0, and 1
+ * for kernels wider than 4. Three kernel rows of 3 taps: 3 loads, 3 permutes, 3 products
+ * per 16 outputs, where the float form takes 9 widenings, conversions and multiply-adds. */
+__attribute__((target("avx512f,avx512bw,avx512vnni,avx512vbmi"))) static void
+qdw_sums_vnni(const uint8_t *const *src, int64_t rows, int64_t row_step, int groups,
+              const int32_t *wd, const __m512i *idx, __m512i *acc) {
+    /* the sums in registers (a local array, the loops over it unrolled), stored once */
+    __m512i a[QDW_V];
+#pragma GCC unroll 8
+    for (int i = 0; i < QDW_V; i++) a[i] = _mm512_setzero_si512();
+    for (int64_t r = 0; r < rows; r++)
+        for (int q = 0; q < groups; q++) {
+            __m512i w = _mm512_set1_epi32(wd[r * 2 + q]), ix = idx[q];
+#pragma GCC unroll 8
+            for (int i = 0; i < QDW_V; i++) {
+                __m512i v = _mm512_loadu_si512(src[i] + r * row_step);
+                a[i] = _mm512_dpbusd_epi32(a[i], _mm512_permutexvar_epi8(ix, v), w);
+            }
+        }
+#pragma GCC unroll 8
+    for (int i = 0; i < QDW_V; i++) acc[i] = a[i];
+}
+
 /* Channel planes u = image x C + channel. */
 __attribute__((target("avx512f,avx512bw,avx512vl"))) static void qdw_planes(void *arg, int64_t u0,
                                                                             int64_t u1, int tid) {
@@ -147,6 +182,16 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void qdw_planes(void
     int64_t off[QDW_MAX_T]; /* each tap's byte offset in the padded copy, for output (0, 0) */
     for (int64_t ky = 0; ky < g->KH; ky++)
         for (int64_t kx = 0; kx < g->KW; kx++) off[ky * g->KW + kx] = ky * g->DH * L + kx * g->DW;
+    /* the dot-product form: kernels up to 8 wide, dilation 1 across */
+    const bool dot = qdw_vnni() && g->KW <= 8 && g->DW == 1;
+    const int groups = (int)((g->KW + 3) / 4);
+    __m512i idx[2];
+    int32_t wd[2 * QDW_MAX_T];
+    for (int q = 0; q < 2; q++) {
+        uint8_t b[64];
+        for (int k = 0; k < 64; k++) b[k] = (uint8_t)((k / 4) * S + 4 * q + k % 4);
+        idx[q] = _mm512_loadu_si512(b);
+    }
     for (int64_t u = u0; u < u1; u++) {
         int64_t c = u % g->C;
         qdw_pad_copy(j, (const uint8_t *)j->in->x + u * g->H * g->W, pad, (uint8_t)xz);
@@ -155,13 +200,26 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void qdw_planes(void
             int64_t k = j->in->wz_per_c ? c : 0;
             wz = j->in->w_signed ? ((const int8_t *)j->in->wz)[k] : ((const uint8_t *)j->in->wz)[k];
         }
+        bool fits = true; /* every weight minus its zero point an int8 */
         for (int64_t t = 0; t < taps; t++) {
             int64_t k = c * taps + t;
             int32_t w =
                 j->in->w_signed ? ((const int8_t *)j->in->w)[k] : ((const uint8_t *)j->in->w)[k];
             wf[t] = (float)(w - wz);
             wsum += w - wz;
+            fits = fits && w - wz >= -128 && w - wz <= 127;
         }
+        if (dot && fits)
+            for (int64_t ky = 0; ky < g->KH; ky++)
+                for (int q = 0; q < 2; q++) {
+                    uint32_t d = 0;
+                    for (int b = 0; b < 4; b++) {
+                        int64_t kx = 4 * q + b;
+                        int32_t w = kx < g->KW ? (int32_t)wf[ky * g->KW + kx] : 0;
+                        d |= (uint32_t)(uint8_t)(int8_t)w << (8 * b);
+                    }
+                    wd[ky * 2 + q] = (int32_t)d;
+                }
         __m512i offset = _mm512_set1_epi32((o->bias ? o->bias[c] : 0) - xz * wsum);
         __m512d m = _mm512_set1_pd(o->mult[c]), zp = _mm512_set1_pd(o->zp);
         __m512d lo = _mm512_set1_pd(o->lo), hi = _mm512_set1_pd(o->hi);
@@ -177,17 +235,22 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void qdw_planes(void
                 dst[i] = oh * g->OW + ow;
                 left[i] = g->OW - ow;
             }
-            __m512 acc[QDW_V];
-            for (int i = 0; i < QDW_V; i++) acc[i] = _mm512_setzero_ps();
-            for (int64_t t = 0; t < taps; t++) {
-                __m512 w = _mm512_set1_ps(wf[t]);
-                for (int i = 0; i < QDW_V; i++)
-                    acc[i] = _mm512_fmadd_ps(w, qdw_taps(src[i] + off[t], s2, low), acc[i]);
+            __m512i sums[QDW_V];
+            if (dot && fits) {
+                qdw_sums_vnni(src, g->KH, g->DH * L, groups, wd, idx, sums);
+            } else {
+                __m512 acc[QDW_V];
+                for (int i = 0; i < QDW_V; i++) acc[i] = _mm512_setzero_ps();
+                for (int64_t t = 0; t < taps; t++) {
+                    __m512 w = _mm512_set1_ps(wf[t]);
+                    for (int i = 0; i < QDW_V; i++)
+                        acc[i] = _mm512_fmadd_ps(w, qdw_taps(src[i] + off[t], s2, low), acc[i]);
+                }
+                for (int i = 0; i < QDW_V; i++) sums[i] = _mm512_cvtps_epi32(acc[i]);
             }
             for (int i = 0; i < n; i++)
                 store_bytes16(yc + dst[i], left[i],
-                              requant16(_mm512_add_epi32(_mm512_cvtps_epi32(acc[i]), offset), m, m,
-                                        zp, lo, hi));
+                              requant16(_mm512_add_epi32(sums[i], offset), m, m, zp, lo, hi));
         }
     }
 }
