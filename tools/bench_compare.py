@@ -15,7 +15,9 @@ threads = ours), each timing `--runs` runs after the first and `--warmup` untime
 sides alike), in rounds so that load on the
 machine hits both alike.
 
-Per configuration (model x threads) it reports: median latency of both and the ratio
+Per configuration (model x threads) it reports: each runtime's relative L2 to the case's
+expected output (test_data_set_0/output_0.pb: what the exporting framework computed); median
+latency of both and the ratio
 onnxexec/ORT; GFLOP of the model's Conv/Gemm/MatMul (2 x MACs, counted from the ONNX graph
 with shape inference at the test input's shapes) and GFLOP/s achieved by both; load time
 (onnxexec: model load + session creation; ORT: InferenceSession.create) and the first run
@@ -85,6 +87,12 @@ const ort = require('onnxruntime-node');
     const a = process.hrtime.bigint();
     await s.run(feeds);
     times.push(Number(process.hrtime.bigint() - a) / 1e6);
+  }
+  const outPath = process.argv[7];  // the first output, raw float32, for the agreement table
+  if (outPath) {
+    const o = (await s.run(feeds))[s.outputNames[0]];
+    if (o.type === 'float32')
+      fs.writeFileSync(outPath, Buffer.from(o.data.buffer, o.data.byteOffset, o.data.byteLength));
   }
   let version = '?';
   try { version = require('onnxruntime-node/package.json').version; } catch (e) {}
@@ -389,6 +397,48 @@ def fmt(x, f="%.3f"):
     return "n/a" if x is None else f % x
 
 
+def rel_l2(got, case):
+    """||got - expected|| / ||expected|| in float64 against the case's first output, or None
+    (no float output, another size, an all-zero expectation)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    p = os.path.join(case, "test_data_set_0", "output_0.pb")
+    if got is None or not os.path.exists(p):
+        return None
+    t = onnx.TensorProto()
+    with open(p, "rb") as f:
+        t.ParseFromString(f.read())
+    ref = numpy_helper.to_array(t).astype(np.float64).ravel()
+    got = np.asarray(got, np.float64).ravel()
+    if got.size != ref.size or not np.linalg.norm(ref):
+        return None
+    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+
+
+def outputs_agreement(args, js, case, model, meta, inputs, th):
+    """Each runtime's first output on the case's inputs, against the case's expected output
+    (what the exporter's framework computed): onnxexec run -o, ORT's raw float32."""
+    import numpy as np
+    import onnx
+    scratch = os.path.dirname(meta)
+    tag = "%s_t%d" % (case_name(case), th)
+    ox, ort_out = None, None
+    d = os.path.join(scratch, tag + "_ox")
+    r = subprocess.run([args.onnxexec, "run", model, "--threads", str(th), "-o", d] + inputs,
+                       capture_output=True, text=True, timeout=args.timeout)
+    name = onnx.load(model, load_external_data=False).graph.output[0].name
+    f = os.path.join(d, name.replace("/", "%2F") + ".npy")
+    if r.returncode == 0 and os.path.exists(f):
+        ox = np.load(f)
+    raw = os.path.join(scratch, tag + "_ort.bin")
+    r = subprocess.run(["node", js, model, meta, str(th), "1", "0", raw], capture_output=True,
+                       text=True, timeout=args.timeout)
+    if r.returncode == 0 and os.path.exists(raw):
+        ort_out = np.fromfile(raw, np.float32)
+    return rel_l2(ox, case), rel_l2(ort_out, case)
+
+
 def bench_config(args, js, case, model, meta, inputs, th, gflop):
     ox_t, ort_t, ox_load, ort_load, ox_first, ort_first = [], [], [], [], [], []
     ox_mem, ox_rss, ort_rss, ort_base, ort_ver = None, 0, 0, 0, "?"
@@ -431,6 +481,7 @@ def bench_config(args, js, case, model, meta, inputs, th, gflop):
          "split_lanes": ox_mem.get("split_lanes", 0) if ox_mem else None,
          "ox_error": ox_err, "ort_error": ort_err}
     r["ratio"] = r["ox_ms"] / r["ort_ms"] if r["ox_ms"] and r["ort_ms"] else None
+    r["ox_rel_l2"], r["ort_rel_l2"] = outputs_agreement(args, js, case, model, meta, inputs, th)
     r["ort_rss_net_kb"] = (r["ort_rss_kb"] - r["ort_base_rss_kb"]) if r["ort_rss_kb"] else None
     return r
 
@@ -440,6 +491,8 @@ def tables(rows):
            "| onnxexec GFLOP/s | ORT GFLOP/s | onnxexec load (ms) | ORT load (ms) "
            "| onnxexec first run (ms) | ORT first run (ms) |",
            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    agree = ["| model | threads | onnxexec relative L2 | ORT relative L2 |",
+             "| --- | ---: | ---: | ---: |"]
     mem = ["| model | threads | onnxexec peak RSS (MiB) | ORT peak RSS (MiB) "
            "| ORT peak RSS net of node (MiB) | arena (MiB) | no-reuse sum (MiB) "
            "| lower bound (MiB) | arena / lower bound | onnxexec batch |",
@@ -455,6 +508,9 @@ def tables(rows):
             fmt(r["ratio"], "%.2f"), rate(r["ox_ms"]), rate(r["ort_ms"]),
             fmt(r["ox_load_ms"], "%.1f"), fmt(r["ort_load_ms"], "%.1f"),
             fmt(r["ox_first_ms"], "%.1f"), fmt(r["ort_first_ms"], "%.1f")))
+        agree.append("| %s | %d | %s | %s |" % (r["model"], r["threads"],
+                                                 fmt(r.get("ox_rel_l2"), "%.3e"),
+                                                 fmt(r.get("ort_rel_l2"), "%.3e")))
         lb = r["lower_bound_bytes"]
         split = ("%d items one at a time on %d lane%s" % (
             r["split_items"], r["split_lanes"], "" if r["split_lanes"] == 1 else "s")
@@ -477,7 +533,7 @@ def tables(rows):
         if r["ort_error"]:
             notes.append("- %s, %d threads: ORT failed: %s" % (r["model"], r["threads"],
                                                               r["ort_error"]))
-    return lat, mem, notes
+    return lat, mem, agree, notes
 
 
 def summary(rows):
@@ -603,9 +659,12 @@ def main():
                 "  [onnxexec: %s]" % r["ox_error"] if r["ox_error"] else "",
                 "  [ORT: %s]" % r["ort_error"] if r["ort_error"] else ""))
             sys.stdout.flush()
-    lat, mem, notes = tables(rows)
+    lat, mem, agree, notes = tables(rows)
     summ = summary(rows)
     text = ["## Latency and load", ""] + lat + ["", "## Memory", ""] + mem + [""]
+    text += ["## Agreement with the case's expected output", "",
+             "Relative L2 of each runtime's first output to the case's output_0.pb (what the "
+             "exporting framework computed; n/a without one):", ""] + agree + [""]
     if notes:
         text += ["## Failures", ""] + notes + [""]
     text += ["## Against the bar (issue 4)", ""] + summ
