@@ -43,9 +43,9 @@
  * - QuantizeLinear(Conv(DequantizeLinear(xq), DequantizeLinear(Wq), B) [-> Relu or Clip]),
  *   a QDQ model's convolution, becomes a QLinearConv on xq and Wq (ai.onnxexec's twin with a
  *   y_range where there is an activation; depthwise ones too) where the CPU runs uint8 x
- *   int8 products fast (fold_qconv says exactly where): integer sums requantized once, as ONNX
- * Runtime and PyTorch compute a quantized model, within one step of the output's scale of the float
- *   graph. OX_FUSE_QCONV=0: not done.
+ *   int8 products fast (fold_qconv says exactly where): integer sums requantized once, as
+ *   ONNX Runtime and PyTorch compute a quantized model, within one step of the output's
+ *   scale of the float graph. OX_FUSE_QCONV=0: not done.
  * - QuantizeLinear(Add(DequantizeLinear(a), DequantizeLinear(b)) [-> Relu or Clip]), a QDQ
  *   model's residual sum, becomes ai.onnxexec QLinearAdd on a and b (com.microsoft's op with
  *   a y_range for the activation): one pass over bytes, bit for bit the float graph's
@@ -645,10 +645,9 @@ static struct ox_node *q_source(struct opt *o, const struct ox_node *q, struct o
  * weights whose zero points are 0, 2-D, group 1, scalar x and y parameters, per-tensor or
  * per-channel weight scales on axis 0, a CPU with AVX-512 VNNI) and where it is faster than
  * the float convolution with its QDQ passes (4 products per output or more, 8 output
- * channels or more), or,
- * for a depthwise convolution (group = channels, one input channel per output), where
- * kernels/cpu/qdw8.c runs it (ox_qdw8_supports: stride 1 or 2 across). OX_FUSE_QCONV=0: not
- * done. */
+ * channels or more), or, for a depthwise convolution (group = channels, one input channel
+ * per output), where kernels/cpu/qdw8.c runs it (ox_qdw8_supports: stride 1 or 2 across).
+ * OX_FUSE_QCONV=0: not done. */
 static ox_status fold_qconv(struct opt *o, struct ox_node *q) {
     struct ox_graph *g = o->g;
     const ox_tensor *sy, *zy;

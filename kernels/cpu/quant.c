@@ -40,6 +40,20 @@ static bool qint_range(ox_dtype dt, int64_t *lo, int64_t *hi) {
     }
 }
 
+/* onnxexec's twins of QLinearConv and QLinearAdd (graph/optimize.c) clamp their output's
+ * codes to the attribute y_range [lo, hi]: two values, lo <= hi, inside the type's range. */
+static ox_status check_y_range(const struct ox_node *n, ox_dtype yt) {
+    const int64_t *yr;
+    int64_t tlo, thi;
+    int nyr = strcmp(n->domain, OX_DOMAIN_ONNXEXEC) ? -1 : ox_attr_ints(n, "y_range", &yr);
+    if (nyr < 0 || !qint_range(yt, &tlo, &thi)) return OX_OK;
+    if (nyr != 2 || yr[0] > yr[1] || yr[0] < tlo || yr[1] > thi)
+        return ox_node_err(n, OX_E_INVALID,
+                           "y_range: expected two values [lo, hi], %lld <= lo <= hi <= %lld",
+                           (long long)tlo, (long long)thi);
+    return OX_OK;
+}
+
 static bool is_q8(ox_dtype dt) {
     return dt == OX_UINT8 || dt == OX_INT8;
 }
@@ -1308,10 +1322,7 @@ ox_status ox_q_infer_qlinear_conv(struct ox_infer_ctx *ctx, const struct ox_node
         return st;
     if (b && (b->dtype != OX_INT32 || b->rank != 1 || b->dims[0] != g.M))
         return ox_node_err(n, OX_E_SHAPE, "bias B must be int32[%lld]", (long long)g.M);
-    const int64_t *yr;
-    int nyr = strcmp(n->domain, OX_DOMAIN_ONNXEXEC) ? -1 : ox_attr_ints(n, "y_range", &yr);
-    if (nyr >= 0 && (nyr != 2 || yr[0] > yr[1]))
-        return ox_node_err(n, OX_E_INVALID, "y_range: expected two values [lo, hi], lo <= hi");
+    if ((st = check_y_range(n, yz ? yz->dtype : x->dtype))) return st;
     int64_t dims[OX_MAX_RANK] = {g.N, g.M};
     for (int i = 0; i < g.nsp; i++) dims[i + 2] = g.out[i];
     ox_set_shape(out[0], yz ? yz->dtype : x->dtype, x->rank, dims);
@@ -1493,11 +1504,7 @@ ox_status ox_q_infer_qlinear_binary(struct ox_infer_ctx *ctx, const struct ox_no
         return st;
     int rank;
     int64_t dims[OX_MAX_RANK];
-    if ((st = ox_broadcast(n, a, b, &rank, dims))) return st;
-    const int64_t *yr;
-    int nyr = strcmp(n->domain, OX_DOMAIN_ONNXEXEC) ? -1 : ox_attr_ints(n, "y_range", &yr);
-    if (nyr >= 0 && (nyr != 2 || yr[0] > yr[1]))
-        return ox_node_err(n, OX_E_INVALID, "y_range: expected two values [lo, hi], lo <= hi");
+    if ((st = ox_broadcast(n, a, b, &rank, dims)) || (st = check_y_range(n, a->dtype))) return st;
     ox_set_shape(out[0], a->dtype, rank, dims);
     return OX_OK;
 }
