@@ -309,8 +309,8 @@ write_case(out, "dynquant_matmul", helper.make_model(g, opset_imports=[helper.ma
            [("x", x)], [("y", y)])
 
 failed = 0
-# OX_IGEMM8=0: uint8 by int8 on the int16 path too; OX_IGEMM_VNNI=0: vpmaddwd + vpaddd where
-# the CPU has AVX-512 VNNI's vpdpwssd
+# OX_IGEMM8=0: uint8 by int8 on the int16 path too (and qdw8.c's depthwise sums in float);
+# OX_IGEMM_VNNI=0: vpmaddwd + vpaddd where the CPU has AVX-512 VNNI's vpdpwssd
 # OX_QCONV8=0: QLinearConv's uint8 by int8 2-D form through im2col and the GEMM too
 for env in ({}, {"OX_QCONV8": "0"}, {"OX_IGEMM8": "0"}, {"OX_IGEMM8": "0", "OX_IGEMM_VNNI": "0"},
             {"OX_SGEMM_PACKED": "0"}):

@@ -270,6 +270,16 @@ bool ox_igemm8_fast(void) {
 #endif
 }
 
+bool ox_igemm8_vbmi(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    static int ok = -1;
+    if (ok < 0) ok = ox_igemm8_fast() && __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
+    return ok == 1;
+#else
+    return false;
+#endif
+}
+
 void ox_igemm16(struct ox_pool *pool, const struct ox_igemm16_op *op, void *scratch) {
 #if defined(__x86_64__) && defined(__GNUC__)
     int T = ox_pool_size(pool);

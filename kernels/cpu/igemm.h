@@ -57,6 +57,9 @@ void ox_igemm16_pack_b(const int16_t *b, int64_t ldb, int64_t K, int64_t N, void
  * (b - zb) = sum a b - zb sum_k a - za sum_k b + K za zb). Where the CPU has AVX-512 VNNI and
  * OX_IGEMM8 is not 0. Packing as above, for these operands. */
 bool ox_igemm8_fast(void);
+/* ox_igemm8_fast and AVX-512 VBMI's byte permute (vpermb) too: qconv8.c's folded kernel
+ * columns and qdw8.c's depthwise dot products gather their bytes with it. */
+bool ox_igemm8_vbmi(void);
 size_t ox_igemm8_a_bytes(int64_t M, int64_t K);
 void ox_igemm8_pack_a(const void *a, int64_t lda, int64_t M, int64_t K, void *dst);
 size_t ox_igemm8_b_bytes(int64_t K, int64_t N);

@@ -58,11 +58,9 @@ static int64_t fold_pixels(const struct ox_qconv8_geom *g) {
 
 static bool fold_cols(const struct ox_qconv8_geom *g) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    static int vbmi = -1;
-    if (vbmi < 0) vbmi = __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
     /* a folded pixel's taps within the 64 bytes from its first (8 bytes a pixel) */
-    return vbmi && g->KW > 1 && g->C < 8 && (g->KW - 1) * g->DW <= 7 && g->OW <= QC_FOLD_BYTES &&
-           fold_pixels(g) * 8 <= QC_FOLD_BYTES;
+    return ox_igemm8_vbmi() && g->KW > 1 && g->C < 8 && (g->KW - 1) * g->DW <= 7 &&
+           g->OW <= QC_FOLD_BYTES && fold_pixels(g) * 8 <= QC_FOLD_BYTES;
 #else
     (void)g;
     return false;

@@ -132,14 +132,6 @@ __attribute__((target("avx512f"))) static inline __m512 qdw_taps(const uint8_t *
     return _mm512_cvtepi32_ps(v);
 }
 
-/* Whether the CPU has the byte permute and four-byte dot products of qdw_sums_vnni. */
-static bool qdw_vnni(void) {
-    static int ok = -1;
-    if (ok < 0)
-        ok = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
-    return ok == 1;
-}
-
 /* The integer sums of QDW_V vectors of 16 outputs (src[i]: the padded copy at the vector's
  * first tap of kernel row 0) for kernel widths up to 8 and dilation 1 across: for each kernel
  * row, one byte permute (VBMI) puts each output's 4 consecutive taps in its lane (lane l:
@@ -183,7 +175,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void qdw_planes(void
     for (int64_t ky = 0; ky < g->KH; ky++)
         for (int64_t kx = 0; kx < g->KW; kx++) off[ky * g->KW + kx] = ky * g->DH * L + kx * g->DW;
     /* the dot-product form: kernels up to 8 wide, dilation 1 across */
-    const bool dot = qdw_vnni() && g->KW <= 8 && g->DW == 1;
+    const bool dot = ox_igemm8_vbmi() && g->KW <= 8 && g->DW == 1;
     const int groups = (int)((g->KW + 3) / 4);
     __m512i idx[2];
     int32_t wd[2 * QDW_MAX_T];
