@@ -1,12 +1,25 @@
 """Write one ONNX backend-test case: OUT/NAME/model.onnx and test_data_set_0/{input,output}_k.pb
 (the layout `onnxexec test` reads). Shared by the generated-case scripts, as is the check of
 a model that must fail (expect_error)."""
+import argparse
 import os
+import shutil
 import subprocess
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+
+def case_args(doc):
+    """The command line of a case script that writes its cases to OUTDIR (emptied first) and
+    checks them with `onnxexec test`: OUTDIR --onnxexec BIN. Returns the parsed arguments."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("outdir")
+    ap.add_argument("--onnxexec", required=True)
+    args = ap.parse_args()
+    shutil.rmtree(args.outdir, ignore_errors=True)
+    return args
 
 
 def write_case(out, name, model, inputs, outputs):

@@ -16,10 +16,8 @@ inputs) alone and before a MatMulInteger, as onnxruntime's dynamic quantization 
 must agree exactly: on the AVX-512 paths (uint8 by int8 four k at a time with vpdpbusd, int16
 pairs with vpdpwssd, and with vpmaddwd), and with OX_SGEMM_PACKED=0 (the scalar loops).
 """
-import argparse
 import itertools
 import os
-import shutil
 import subprocess
 import sys
 
@@ -27,14 +25,10 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from case_dir import write_case  # noqa: E402
+from case_dir import case_args, write_case  # noqa: E402
 
-ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-ap.add_argument("outdir")
-ap.add_argument("--onnxexec", required=True)
-args = ap.parse_args()
+args = case_args(__doc__)
 out = args.outdir
-shutil.rmtree(out, ignore_errors=True)
 rng = np.random.default_rng(11)
 OT = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8, np.int32: TensorProto.INT32}
 RANGE = {np.uint8: (0, 255), np.int8: (-128, 127)}

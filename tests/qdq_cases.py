@@ -16,9 +16,7 @@ fusion happened where it should (`onnxexec info`). Each case runs optimized and 
 --no-optimize, and optimized through --roundtrip (the fused node written as ONNX and read
 back).
 """
-import argparse
 import os
-import shutil
 import subprocess
 import sys
 
@@ -26,14 +24,10 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from case_dir import write_case  # noqa: E402
+from case_dir import case_args, write_case  # noqa: E402
 
-ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-ap.add_argument("outdir")
-ap.add_argument("--onnxexec", required=True)
-args = ap.parse_args()
+args = case_args(__doc__)
 out = args.outdir
-shutil.rmtree(out, ignore_errors=True)
 rng = np.random.default_rng(7)
 
 RANGE = {np.uint8: (0, 255), np.int8: (-128, 127), np.uint16: (0, 65535),

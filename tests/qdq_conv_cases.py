@@ -22,9 +22,7 @@ the range of codes QuantizeLinear gives its bounds; then DequantizeLinear. Check
   step of the output's scale of the oracle, the difference the fusion is allowed;
 - on a CPU without AVX-512 VNNI nothing is fused and every run is held to the one-step bound.
 """
-import argparse
 import os
-import shutil
 import subprocess
 import sys
 
@@ -32,14 +30,10 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from case_dir import op_count, write_case  # noqa: E402
+from case_dir import case_args, op_count, write_case  # noqa: E402
 
-ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-ap.add_argument("outdir")
-ap.add_argument("--onnxexec", required=True)
-args = ap.parse_args()
+args = case_args(__doc__)
 out = args.outdir
-shutil.rmtree(out, ignore_errors=True)
 rng = np.random.default_rng(23)
 ONNX_TYPE = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8,
              np.int32: TensorProto.INT32, np.float32: TensorProto.FLOAT}

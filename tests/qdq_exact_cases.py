@@ -30,9 +30,7 @@ elements), broadcasting (the general loop), uint8 and int8, saturation at both e
 that make QuantizeLinear's halfway cases common (rounding half to even), and max pools of
 stride 1, 2 (ResNet's 3x3) and 3, with padding, rows over 64 bytes and ceil_mode.
 """
-import argparse
 import os
-import shutil
 import subprocess
 import sys
 
@@ -41,14 +39,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from case_dir import expect_error, op_count, write_case  # noqa: E402
+from case_dir import case_args, expect_error, op_count, write_case  # noqa: E402
 
-ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-ap.add_argument("outdir")
-ap.add_argument("--onnxexec", required=True)
-args = ap.parse_args()
+args = case_args(__doc__)
 out = args.outdir
-shutil.rmtree(out, ignore_errors=True)
 rng = np.random.default_rng(31)
 ONNX_TYPE = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}
 RANGE = {np.uint8: (0, 255), np.int8: (-128, 127)}
