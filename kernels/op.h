@@ -98,6 +98,12 @@ void ox_sgemm(struct ox_pool *pool, bool ta, bool tb, int64_t M, int64_t N, int6
               const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
               int64_t ldc);
 
+/* n rounded up to a multiple of 64: the alignment of scratch (and prepared memory), by
+ * which kernels lay out their pieces of it. */
+static inline size_t ox_align64(size_t n) {
+    return (n + 63) & ~(size_t)63;
+}
+
 /* base + off bytes, but base itself when off is 0: a kernel whose scratch is empty gets a
  * NULL base, and NULL + 0 is undefined behaviour in C. */
 static inline void *ox_scratch_at(void *base, size_t off) {

@@ -596,10 +596,6 @@ bool ox_fused_silu(const struct ox_node *n) {
     return strcmp(ox_attr_str(n, "activation", ""), "Silu") == 0;
 }
 
-static size_t round64(size_t b) {
-    return (b + 63) / 64 * 64;
-}
-
 ox_status ox_fused_infer(struct ox_infer_ctx *ctx, const struct ox_node *n, const ox_tensor *z,
                          ox_tensor *out) {
     const char *act = ox_attr_str(n, "activation", "");
@@ -619,7 +615,7 @@ ox_status ox_fused_infer(struct ox_infer_ctx *ctx, const struct ox_node *n, cons
         size_t b;
         if (!ox_tensor_bytes(out->dtype, out->rank, out->dims, &b))
             return ox_node_err(n, OX_E_NOMEM, "output size overflows");
-        ctx->scratch_bytes += round64(b);
+        ctx->scratch_bytes += ox_align64(b);
         ox_set_shape(out, out->dtype, rank, dims);
     }
     return OX_OK;
@@ -641,8 +637,8 @@ bool ox_fused_split(struct ox_kernel_ctx *ctx, const struct ox_node *n, const ox
     size_t b = 0;
     (void)ox_tensor_bytes(tmp->dtype, tmp->rank, tmp->dims, &b);
     tmp->data = ctx->scratch;
-    base_ctx->scratch = (char *)ctx->scratch + round64(b);
-    base_ctx->scratch_bytes -= round64(b);
+    base_ctx->scratch = (char *)ctx->scratch + ox_align64(b);
+    base_ctx->scratch_bytes -= ox_align64(b);
     return true;
 }
 

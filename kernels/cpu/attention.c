@@ -1037,7 +1037,7 @@ static bool flex_scratch(const struct flex *f, size_t *bytes, size_t *conv_off) 
         !add_prod(&e, f->B, f->Hkv, f->S, f->Ev) || !add_prod(&e, f->B, f->Hq, f->L, f->S) ||
         !add_prod(&e, f->L, f->Ev, 1, 1) || !ox_mul_size(e, es, bytes))
         return false;
-    *conv_off = (*bytes + 63) / 64 * 64;
+    *conv_off = ox_align64(*bytes);
     if (ox_dtype_size(f->sp) == es) return true;
     return add_prod(&c, f->B, f->Hq, f->L, f->S) && ox_mul_size(c, ox_dtype_size(f->sp), &c) &&
            ox_add_size(*conv_off, c, bytes);

@@ -34,10 +34,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static size_t align64(size_t b) {
-    return (b + 63) & ~(size_t)63;
-}
-
 /* ---- the Gelu forms --------------------------------------------------------------------- */
 
 static const struct ox_node *gelu_node(const struct ox_node *n, bool tanh_form, struct ox_node *g,
@@ -380,7 +376,7 @@ static ox_status fused_matmul(struct ox_infer_ctx *ictx, struct ox_kernel_ctx *k
             ox_status st = ox_op_find("", "Transpose", 13)->cpu(kctx, &tn, &t, &mo);
             if (st) return st;
         }
-        off += align64(bytes);
+        off += ox_align64(bytes);
         mm_in[k] = &moved[k];
     }
     struct ox_node mm = {.name = n->name,
@@ -771,7 +767,7 @@ static void attn_heads(void *arg, int64_t i0, int64_t i1, int tid) {
 }
 
 static size_t attn_qkv_bytes(const struct attn *a) {
-    return align64((size_t)(a->B * a->S * a->Dt) * sizeof(float));
+    return ox_align64((size_t)(a->B * a->S * a->Dt) * sizeof(float));
 }
 
 /* Q, K and V, [B, S, Dt], are input x weights through the MatMul row (its packed weights
@@ -810,7 +806,7 @@ static ox_status attn_project(struct ox_infer_ctx *ictx, struct ox_kernel_ctx *k
 static bool attn_scratch_off(const struct attn *a, int threads, size_t *off) {
     size_t per;
     return ox_mul_size((size_t)attn_work_floats(a), sizeof(float) * (size_t)threads, &per) &&
-           ox_add_size(attn_qkv_bytes(a), align64(per), off);
+           ox_add_size(attn_qkv_bytes(a), ox_align64(per), off);
 }
 
 ox_status ox_ms_infer_attention(struct ox_infer_ctx *ctx, const struct ox_node *n,
@@ -973,7 +969,7 @@ static ox_status mha_read(const struct ox_node *n, const ox_tensor *const *in,
 static bool mha_scratch(const struct attn *a, int threads, size_t *bias_bytes, size_t *total) {
     size_t per, qkv = 0;
     if (a->bias)
-        qkv = align64((size_t)(a->B * (a->S * a->dq + a->L * (a->dq + a->dv))) * sizeof(float));
+        qkv = ox_align64((size_t)(a->B * (a->S * a->dq + a->L * (a->dq + a->dv))) * sizeof(float));
     *bias_bytes = qkv;
     return ox_mul_size((size_t)attn_work_floats(a), sizeof(float) * (size_t)threads, &per) &&
            ox_add_size(qkv, per, total);
@@ -1221,7 +1217,7 @@ static bool gqa_take(size_t *off, size_t *at, bool want, int64_t n, size_t elem)
     *at = *off;
     if (!want) return true;
     return ox_mul_size((size_t)n, elem, &bytes) && bytes < SIZE_MAX - 64 &&
-           ox_add_size(*off, align64(bytes), off);
+           ox_add_size(*off, ox_align64(bytes), off);
 }
 
 static bool gqa_scratch(const struct gqa *g, int threads, struct gqa_scratch *o) {

@@ -16,10 +16,6 @@
 #include <immintrin.h>
 #endif
 
-static size_t align64(size_t n) {
-    return (n + 63) & ~(size_t)63;
-}
-
 #define IG_MR 8
 #define IG_NR IG_BLOCK_COLS
 
@@ -46,10 +42,10 @@ bool ox_igemm16_fast(void) {
 bool ox_igemm16_scratch(int64_t M, int64_t K, int n_threads, size_t *total) {
     if (!ox_igemm16_fast()) return true;
     if (M < 0 || K < 0 || M > INT32_MAX || K > INT32_MAX) return false;
-    size_t per = align64((size_t)((K + 1) / 2) * IG_NR * 4) + align64(IG_MR * IG_NR * 4), all;
+    size_t per = ox_align64((size_t)((K + 1) / 2) * IG_NR * 4) + ox_align64(IG_MR * IG_NR * 4), all;
     return ox_mul_size(per, (size_t)(n_threads > 0 ? n_threads : 1), &all) &&
            ox_add_size(*total, all, total) &&
-           ox_add_size(*total, align64(ox_igemm16_a_bytes(M, K)), total);
+           ox_add_size(*total, ox_align64(ox_igemm16_a_bytes(M, K)), total);
 }
 
 size_t ox_igemm16_a_bytes(int64_t M, int64_t K) {
@@ -202,7 +198,7 @@ static void ig_units(void *arg, int64_t u0, int64_t u1, int tid) {
     const struct ig_job *j = arg;
     const struct ox_igemm16_op *op = j->op;
     int16_t *buf = (int16_t *)(j->scratch + (size_t)tid * j->per_thread);
-    int32_t *c = (int32_t *)((char *)buf + align64((size_t)j->kp * IG_NR * 4));
+    int32_t *c = (int32_t *)((char *)buf + ox_align64((size_t)j->kp * IG_NR * 4));
     int64_t panels = (op->M + IG_MR - 1) / IG_MR, per = (panels + j->mgroups - 1) / j->mgroups;
     int64_t packed = -1;
     ig_kernel_fn kernel = op->mode8 == OX_IG8_A_S8_B_U8   ? ig_kernel_bu8
@@ -284,7 +280,7 @@ void ox_igemm16(struct ox_pool *pool, const struct ox_igemm16_op *op, void *scra
 #if defined(__x86_64__) && defined(__GNUC__)
     int T = ox_pool_size(pool);
     struct ig_job j = {.op = op, .kp = op->mode8 ? (op->K + 3) / 4 : (op->K + 1) / 2};
-    j.per_thread = align64((size_t)j.kp * IG_NR * 4) + align64(IG_MR * IG_NR * 4);
+    j.per_thread = ox_align64((size_t)j.kp * IG_NR * 4) + ox_align64(IG_MR * IG_NR * 4);
     j.scratch = scratch;
     j.ap = op->a_packed;
     if (!j.ap) {

@@ -598,10 +598,6 @@ struct fattr {
     double init;
 };
 
-static size_t forest_align(size_t b) {
-    return (b + 63) & ~(size_t)63;
-}
-
 /* Offsets of the parts of a compiled forest and its size: n_nodes nodes (and as many root
  * slots and sort positions), n_w weights, n_members set members (TreeEnsemble). */
 struct forest_layout {
@@ -610,12 +606,12 @@ struct forest_layout {
 
 static struct forest_layout forest_layout(int64_t n_nodes, int64_t n_w, int64_t n_members) {
     struct forest_layout l;
-    l.nodes = forest_align(sizeof(struct forest));
-    l.roots = l.nodes + forest_align((size_t)n_nodes * sizeof(struct fnode));
-    l.ws = l.roots + forest_align((size_t)n_nodes * sizeof(int32_t));
-    l.order = l.ws + forest_align((size_t)n_w * sizeof(struct fweight));
-    l.members = l.order + forest_align((size_t)n_nodes * sizeof(int64_t));
-    l.bytes = l.members + forest_align((size_t)n_members * sizeof(double));
+    l.nodes = ox_align64(sizeof(struct forest));
+    l.roots = l.nodes + ox_align64((size_t)n_nodes * sizeof(struct fnode));
+    l.ws = l.roots + ox_align64((size_t)n_nodes * sizeof(int32_t));
+    l.order = l.ws + ox_align64((size_t)n_w * sizeof(struct fweight));
+    l.members = l.order + ox_align64((size_t)n_nodes * sizeof(int64_t));
+    l.bytes = l.members + ox_align64((size_t)n_members * sizeof(double));
     return l;
 }
 
@@ -895,7 +891,7 @@ static void forest_build(void *dst, void *arg) {
 #define FOREST_LANES 8
 
 static size_t forest_row_bytes(int64_t n_out) {
-    return forest_align((size_t)FOREST_BLOCK * (size_t)n_out * (sizeof(double) + 1));
+    return ox_align64((size_t)FOREST_BLOCK * (size_t)n_out * (sizeof(double) + 1));
 }
 
 static ox_status forest_infer(struct ox_infer_ctx *ctx, const struct ox_node *n,

@@ -406,7 +406,7 @@ static ox_status mmi_shape(const struct ox_node *n, const ox_tensor *const *in, 
 /* Prepared memory of a constant 2-D B: packed for ox_igemm16, or for ox_igemm8 and then its
  * column sums (mmi_pack_b). */
 static size_t mmi_packed_bytes(int64_t K, int64_t N) {
-    return ox_igemm16_b_bytes(K, N) + ((size_t)N * 4 + 63) / 64 * 64;
+    return ox_igemm16_b_bytes(K, N) + ox_align64((size_t)N * 4);
 }
 
 ox_status ox_nn_infer_matmulinteger(struct ox_infer_ctx *ctx, const struct ox_node *n,
@@ -457,7 +457,7 @@ static bool mmi_is8(const ox_tensor *a, const ox_tensor *b, const ox_tensor *zb)
 }
 
 static size_t mmi_packed8_bytes(int64_t K, int64_t N) {
-    return (ox_igemm8_b_bytes(K, N) + 63) / 64 * 64;
+    return ox_align64(ox_igemm8_b_bytes(K, N));
 }
 
 static void mmi_pack_b(void *dst, void *arg) {
@@ -539,8 +539,8 @@ ox_status ox_nn_cpu_matmulinteger(struct ox_kernel_ctx *ctx, const struct ox_nod
     }
     bool is8 = bp && mmi_is8(a, b, zb); /* only with B packed once */
     int16_t *a16 = ctx->scratch,
-            *b16 = (int16_t *)((char *)ctx->scratch + (M * K * 2 + 63) / 64 * 64);
-    char *ig = (char *)b16 + (K * N * 2 + 63) / 64 * 64;
+            *b16 = (int16_t *)((char *)ctx->scratch + ox_align64((size_t)(M * K * 2)));
+    char *ig = (char *)b16 + ox_align64((size_t)(K * N * 2));
     for (int64_t it = 0; it < m.s.batch; it++) {
         int64_t ao, bo;
         ox_matmul_offsets(&m.s, it, &ao, &bo);

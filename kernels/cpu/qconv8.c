@@ -34,10 +34,6 @@
 #define QC_NR    32  /* output channels of a tile */
 #define QC_MAX_T 256 /* kernel taps (the tile's pointer table lives on the stack) */
 
-static size_t align64(size_t n) {
-    return (n + 63) & ~(size_t)63;
-}
-
 static int64_t row_bytes(const struct ox_qconv8_geom *g) { /* CS: C rounded up to 4 */
     return (g->C + 3) / 4 * 4;
 }
@@ -98,7 +94,7 @@ bool ox_qconv8_fast(const struct ox_qconv8_geom *g) {
 size_t ox_qconv8_packed_bytes(const struct ox_qconv8_geom *g) {
     struct ox_qconv8_geom e = run_geom(g);
     int64_t nb = (e.M + QC_NR - 1) / QC_NR;
-    return (size_t)nb * (size_t)(e.KH * e.KW * row_bytes(&e)) * QC_NR + align64((size_t)e.M * 4);
+    return (size_t)nb * (size_t)(e.KH * e.KW * row_bytes(&e)) * QC_NR + ox_align64((size_t)e.M * 4);
 }
 
 void ox_qconv8_pack(const struct ox_qconv8_geom *g, const int8_t *w, void *dst) {
@@ -127,7 +123,8 @@ void ox_qconv8_pack(const struct ox_qconv8_geom *g, const int8_t *w, void *dst) 
 
 size_t ox_qconv8_scratch_bytes(const struct ox_qconv8_geom *g) {
     struct ox_qconv8_geom e = run_geom(g);
-    return align64((size_t)(e.N * e.H * e.W * row_bytes(&e))) + align64((size_t)row_bytes(&e));
+    return ox_align64((size_t)(e.N * e.H * e.W * row_bytes(&e))) +
+           ox_align64((size_t)row_bytes(&e));
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -412,7 +409,7 @@ void ox_qconv8_run(struct ox_pool *pool, const struct ox_qconv8_geom *g, const u
     j.cs = row_bytes(&sub), j.taps = sub.KH * sub.KW, j.nb = (sub.M + QC_NR - 1) / QC_NR;
     j.sum =
         (const int32_t *)((const char *)packed + (size_t)j.nb * (size_t)(j.taps * j.cs) * QC_NR);
-    uint8_t *zp = (uint8_t *)scratch + align64((size_t)(sub.N * sub.H * sub.W * j.cs));
+    uint8_t *zp = (uint8_t *)scratch + ox_align64((size_t)(sub.N * sub.H * sub.W * j.cs));
     memset(zp, xzp, (size_t)j.cs);
     j.zp = zp;
     if (fold_cols(g)) {

@@ -27,10 +27,6 @@
 #define QDW_MAX_T 256 /* taps: 256 x 255 x 255 < 2^24, the sums exact in float */
 #define QDW_V     8   /* vectors of 16 outputs summed side by side */
 
-static size_t align64(size_t n) {
-    return (n + 63) & ~(size_t)63;
-}
-
 /* The padded copy: hp rows of l bytes (the last vector's furthest tap reads 16 bytes, or
  * 32 at stride 2, from within its row). */
 struct qdw_shape {
@@ -46,7 +42,7 @@ static struct qdw_shape qdw_shape(const struct ox_qconv8_geom *g) {
 
 static size_t qdw_slot_bytes(const struct ox_qconv8_geom *g) {
     struct qdw_shape p = qdw_shape(g);
-    return align64((size_t)(p.hp * p.l));
+    return ox_align64((size_t)(p.hp * p.l));
 }
 
 bool ox_qdw8_supports(int64_t kh, int64_t kw, int64_t stride_w) {

@@ -132,9 +132,6 @@ static int32_t zp_of(const ox_tensor *t, int64_t i) {
 }
 
 /* Carve 64-byte aligned pieces out of scratch. */
-static size_t align64(size_t n) {
-    return (n + 63) & ~(size_t)63;
-}
 
 /* Add a piece of rows*cols elements of esz bytes; false on overflow. */
 static bool add_piece(size_t *total, int64_t rows, int64_t cols, size_t esz) {
@@ -142,7 +139,7 @@ static bool add_piece(size_t *total, int64_t rows, int64_t cols, size_t esz) {
     if (rows < 0 || cols < 0 || !ox_mul_size((size_t)rows, (size_t)cols, &b) ||
         !ox_mul_size(b, esz, &b) || b > SIZE_MAX - 64)
         return false;
-    return ox_add_size(*total, align64(b), total);
+    return ox_add_size(*total, ox_align64(b), total);
 }
 
 /* a*b into *out; false on overflow (sizes are non-negative). */
@@ -152,7 +149,7 @@ static bool mul_i64(int64_t a, int64_t b, int64_t *out) {
 
 static void *take(char **p, int64_t count, size_t esz) {
     void *r = *p;
-    *p += align64((size_t)count * esz);
+    *p += ox_align64((size_t)count * esz);
     return r;
 }
 
@@ -1115,11 +1112,12 @@ static void conv_widen_w(const struct conv_job *j, int16_t *w16) {
  * ox_igemm8 followed by the row sums (the int16 packing's size covers the first once rounded
  * up to 64 bytes; then M sums). */
 static size_t conv_packed_bytes(const struct cgeom *g) {
-    return (size_t)g->group * ox_igemm16_a_bytes(g->mg, g->kdim) + 64 + align64((size_t)g->M * 4);
+    return (size_t)g->group * ox_igemm16_a_bytes(g->mg, g->kdim) + 64 +
+           ox_align64((size_t)g->M * 4);
 }
 
 static size_t conv_packed8_bytes(const struct cgeom *g) {
-    return align64((size_t)g->group * ox_igemm8_a_bytes(g->mg, g->kdim));
+    return ox_align64((size_t)g->group * ox_igemm8_a_bytes(g->mg, g->kdim));
 }
 
 static void conv_pack_w(void *dst, void *arg) {
@@ -1402,7 +1400,7 @@ ox_status ox_q_cpu_qlinear_conv(struct ox_kernel_ctx *ctx, const struct ox_node 
     if ((st = qconv_scratch(n, &j.g, direct ? &q : NULL, depthwise ? &dw : NULL,
                             ox_pool_size(ctx->pool), &base)))
         return st;
-    base -= align64((size_t)j.g.M * 8);
+    base -= ox_align64((size_t)j.g.M * 8);
     double *mult = ox_scratch_at(ctx->scratch, base);
     bool wcol = ox_tensor_numel(ws) != 1;
     float xsv = ((const float *)xs->data)[0], ysv = ((const float *)ys->data)[0];

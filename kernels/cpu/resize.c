@@ -403,11 +403,11 @@ static bool rsz_layout(const struct rsz_params *p, ox_dtype dt, int n_threads,
             !ox_mul_size(per, 4, &per))
             return false;
         l->wf_h = off;
-        if (!ox_add_size(off, (nh * 4 + 63) & ~(size_t)63, &off)) return false;
+        if (!ox_add_size(off, ox_align64(nh * 4), &off)) return false;
         l->wf_w = off;
-        if (!ox_add_size(off, (nw * 4 + 63) & ~(size_t)63, &off)) return false;
+        if (!ox_add_size(off, ox_align64(nw * 4), &off)) return false;
         l->rows = off;
-        l->rows_per_thread = (per + 63) & ~(size_t)63;
+        l->rows_per_thread = ox_align64(per);
         if (!ox_mul_size(l->rows_per_thread, (size_t)(n_threads > 1 ? n_threads : 1), &t) ||
             !ox_add_size(off, t, &off))
             return false;
