@@ -107,6 +107,24 @@ static ox_cuda_module_open_fn cuda_module(char *why, size_t len) {
     return module_open;
 }
 
+ox_status ox_device_parse(const char *spec, int *index) {
+    *index = -1;
+    if (!spec || !*spec || strcmp(spec, "cpu") == 0) return OX_OK;
+    if (strncmp(spec, "cuda", 4) == 0 && (spec[4] == '\0' || spec[4] == ':')) {
+        long i = 0;
+        if (spec[4] == ':') {
+            char *end;
+            i = strtol(spec + 5, &end, 10);
+            if (end == spec + 5 || *end || i < 0 || i > 1024)
+                return ox_err(OX_E_INVALID, "device '%s': expected cuda:N, N the GPU's number",
+                              spec);
+        }
+        *index = (int)i;
+        return OX_OK;
+    }
+    return ox_err(OX_E_INVALID, "unknown device '%s' (expected cpu, cuda or cuda:N)", spec);
+}
+
 ox_status ox_device_open(const char *spec, int precision, struct ox_device **out) {
     *out = NULL;
     if (precision < OX_PRECISION_FP32 || precision > OX_PRECISION_BF16)
@@ -119,26 +137,18 @@ ox_status ox_device_open(const char *spec, int precision, struct ox_device **out
                           "computes in float32");
         return OX_OK;
     }
-    if (strncmp(spec, "cuda", 4) == 0 && (spec[4] == '\0' || spec[4] == ':')) {
-        long index = 0;
-        if (spec[4] == ':') {
-            char *end;
-            index = strtol(spec + 5, &end, 10);
-            if (end == spec + 5 || *end || index < 0 || index > 1024)
-                return ox_err(OX_E_INVALID, "device '%s': expected cuda:N, N the GPU's number",
-                              spec);
-        }
-        char why[1024];
-        ox_cuda_module_open_fn open = cuda_module(why, sizeof why);
-        if (!open)
-            return ox_err(OX_E_DEVICE,
-                          "device '%s': this onnxexec was built without CUDA, or its CUDA "
-                          "module %s cannot be loaded (%s); build with -DOX_CUDA=ON where nvcc, "
-                          "cuBLAS and cuDNN are installed, or set OX_CUDA_MODULE to its path",
-                          spec, OX_CUDA_MODULE_FILE, why[0] ? why : "not found");
-        return open(&host, (int)index, precision, out);
-    }
-    return ox_err(OX_E_INVALID, "unknown device '%s' (expected cpu, cuda or cuda:N)", spec);
+    int index;
+    ox_status st = ox_device_parse(spec, &index);
+    if (st) return st;
+    char why[1024];
+    ox_cuda_module_open_fn open = cuda_module(why, sizeof why);
+    if (!open)
+        return ox_err(OX_E_DEVICE,
+                      "device '%s': this onnxexec was built without CUDA, or its CUDA "
+                      "module %s cannot be loaded (%s); build with -DOX_CUDA=ON where nvcc, "
+                      "cuBLAS and cuDNN are installed, or set OX_CUDA_MODULE to its path",
+                      spec, OX_CUDA_MODULE_FILE, why[0] ? why : "not found");
+    return open(&host, index, precision, out);
 }
 
 void ox_device_close(struct ox_device *d) {

@@ -79,6 +79,9 @@ struct ox_device {
 /* Open a device by name: "cpu" gives *out = NULL (plans run on the CPU as always), "cuda" or
  * "cuda:N" the N-th GPU. OX_E_DEVICE says why when there is none or the build has no CUDA. */
 ox_status ox_device_open(const char *spec, int precision, struct ox_device **out);
+/* Check a device name without opening it: *index -1 for the CPU (NULL, "" or "cpu"), N for
+ * "cuda" (0) or "cuda:N"; OX_E_INVALID for anything else. Needs no GPU. */
+ox_status ox_device_parse(const char *spec, int *index);
 void ox_device_close(struct ox_device *d);
 
 /* The device copies of a session's weights (initializers), shared by all its plans (one per

@@ -26,6 +26,7 @@
 struct ox_model {
     struct ox_graph *graph;
     bool optimized;   /* the graph optimizations ran (ox_model_gradient refuses it then) */
+    bool for_gpu;     /* ox_model_options.device named a GPU: optimized for one */
     ox_limits limits; /* as loaded (filled): sessions plan within limits.plan_bytes */
 };
 
@@ -90,11 +91,24 @@ static ox_status run_ctx(ox_session *s, bool create, struct ox_run_ctx **out) {
     return OX_OK;
 }
 
+static unsigned optimize_flags(const ox_model *m, bool standard_ops_only) {
+    return (standard_ops_only ? OX_OPT_STANDARD_ONLY : 0) | (m->for_gpu ? OX_OPT_GPU : 0);
+}
+
+/* The model's limits and target device from its options (NULL: the defaults). */
+static ox_status model_start(ox_model *m, const ox_model_options *opt) {
+    ox_status st = ox_limits_fill(opt ? &opt->limits : NULL, &m->limits);
+    int index = -1;
+    if (!st) st = ox_device_parse(opt ? opt->device : NULL, &index);
+    m->for_gpu = index >= 0;
+    return st;
+}
+
 static ox_status model_finish(ox_model *m, const ox_model_options *opt, ox_model **out) {
     /* Gradient nodes (ai.onnx.preview.training) become the nodes that compute them */
     ox_status st = ox_autograd_expand_gradient_ops(m->graph);
     if (!st && (!opt || !opt->no_optimize)) {
-        st = ox_graph_optimize(m->graph, opt && opt->standard_ops_only, NULL);
+        st = ox_graph_optimize(m->graph, optimize_flags(m, opt && opt->standard_ops_only), NULL);
         m->optimized = true;
     }
     if (st) {
@@ -122,7 +136,7 @@ ox_status ox_model_load_with(const char *path, const ox_model_options *opt, ox_m
     *out = NULL;
     ox_model *m = calloc(1, sizeof *m);
     if (!m) return ox_err(OX_E_NOMEM, "out of memory");
-    ox_status st = ox_limits_fill(opt ? &opt->limits : NULL, &m->limits);
+    ox_status st = model_start(m, opt);
     if (st) {
         free(m);
         return ox_err_prefix(st, "%s: ", path);
@@ -156,7 +170,7 @@ ox_status ox_model_load_buffer_with(const void *buf, size_t len, const char *dir
     *out = NULL;
     ox_model *m = calloc(1, sizeof *m);
     if (!m) return ox_err(OX_E_NOMEM, "out of memory");
-    ox_status st = ox_limits_fill(opt ? &opt->limits : NULL, &m->limits);
+    ox_status st = model_start(m, opt);
     if (!st) st = ox_onnx_import_buffer_with(buf, len, dir, &m->limits, &m->graph);
     if (st) {
         free(m);
@@ -238,7 +252,7 @@ ox_status ox_model_save(const ox_model *m, const char *path, const ox_save_optio
 
 ox_status ox_model_optimize(ox_model *m, bool standard_ops_only) {
     m->optimized = true;
-    return ox_graph_optimize(m->graph, standard_ops_only, NULL);
+    return ox_graph_optimize(m->graph, optimize_flags(m, standard_ops_only), NULL);
 }
 
 /* Value ids of the names (each must exist), or of a default set. */

@@ -1,7 +1,7 @@
 /* Graph optimizations, run on a model's main graph when it is loaded (unless turned off):
  *
  *     struct ox_opt_stats st;
- *     ox_graph_optimize(g, false, &st);   // g keeps computing the same outputs
+ *     ox_graph_optimize(g, 0, &st);   // g keeps computing the same outputs
  *
  * - BatchNormalization (inference) after a Conv (or a Gemm with beta 1) whose weights are
  *   constant is folded into its weights and bias (computed in double, rounded once).
@@ -57,9 +57,13 @@
  * - Nodes whose outputs nothing reads (and that have no side effects: every op here) are
  *   removed; so are initializers that nothing reads any more.
  *
- * With standard_only (what `onnxexec convert --optimize` writes, for other runtimes too) the
- * result uses only the default domain at the model's own opset: no fused ai.onnxexec ops,
- * and LayerNormalization and Gelu only where that opset has them (17 and 20).
+ * With OX_OPT_STANDARD_ONLY (what `onnxexec convert --optimize` writes, for other runtimes
+ * too) the result uses only the default domain at the model's own opset: no fused
+ * ai.onnxexec ops, and LayerNormalization and Gelu only where that opset has them (17 and
+ * 20). With OX_OPT_GPU (a model loaded for a GPU) the QDQ rewrites into QLinearConv,
+ * QLinearAdd and MaxPool on bytes are left out: they have CPU kernels only, and a device
+ * plan would run them as CPU steps with copies where the float graph's Conv, Add and
+ * MaxPool run on the device.
  *
  * The pass never looks inside subgraphs, and leaves alone any value that a subgraph reads
  * by name or that is a graph output (except the last value of a fused chain, which the
@@ -1651,7 +1655,8 @@ static void remove_dead(struct opt *o) {
     }
 }
 
-ox_status ox_graph_optimize(struct ox_graph *g, bool standard_only, struct ox_opt_stats *st) {
+ox_status ox_graph_optimize(struct ox_graph *g, unsigned flags, struct ox_opt_stats *st) {
+    bool standard_only = flags & OX_OPT_STANDARD_ONLY, cpu = !(flags & OX_OPT_GPU);
     struct ox_opt_stats dummy;
     if (!st) st = &dummy;
     memset(st, 0, sizeof *st);
@@ -1663,11 +1668,12 @@ ox_status ox_graph_optimize(struct ox_graph *g, bool standard_only, struct ox_op
     ox_status rc = o.dead ? count_uses(&o) : ox_err(OX_E_NOMEM, "out of memory");
     /* before fold_qdq, which would take the QuantizeLinear -> DequantizeLinear pairs apart */
     const char *fq = getenv("OX_FUSE_QCONV");
-    bool qconv = !standard_only && ox_qconv8_available() && !(fq && !strcmp(fq, "0"));
+    bool qconv = !standard_only && cpu && ox_qconv8_available() && !(fq && !strcmp(fq, "0"));
     for (int i = 0; i < g->n_nodes && !rc && qconv; i++)
         if (!o.dead[i]) rc = fold_qconv(&o, &g->nodes[i]);
     const char *fqa = getenv("OX_FUSE_QADD");
-    for (int i = 0; i < g->n_nodes && !rc && !standard_only && !(fqa && !strcmp(fqa, "0")); i++)
+    bool qadd = !standard_only && cpu && !(fqa && !strcmp(fqa, "0"));
+    for (int i = 0; i < g->n_nodes && !rc && qadd; i++)
         if (!o.dead[i] && !(rc = fold_qadd(&o, &g->nodes[i])) && !o.dead[i])
             rc = fold_qmaxpool(&o, &g->nodes[i]);
     for (int i = 0; i < g->n_nodes && !rc && !standard_only; i++)

@@ -14,9 +14,18 @@ struct ox_opt_stats {
     int removed_constants;    /* initializers nothing read any more */
 };
 
-/* Optimize g's main graph in place; st (may be NULL) receives what was done. With
- * standard_only, only rewrites into default-domain ops of the model's opset. On failure
- * (out of memory) the graph may be half-rewritten and must be freed. */
-ox_status ox_graph_optimize(struct ox_graph *g, bool standard_only, struct ox_opt_stats *st);
+/* What the optimized graph is for (ox_graph_optimize's flags, or-ed). */
+enum {
+    /* only rewrites into default-domain ops of the model's opset (other runtimes read it) */
+    OX_OPT_STANDARD_ONLY = 1,
+    /* a GPU runs it: no rewrites into ops that only the CPU has kernels for (a QDQ graph's
+     * convolutions, sums and max pools on 8-bit codes), which would leave the device for
+     * them */
+    OX_OPT_GPU = 2,
+};
+
+/* Optimize g's main graph in place for the OX_OPT_* flags; st (may be NULL) receives what was
+ * done. On failure (out of memory) the graph may be half-rewritten and must be freed. */
+ox_status ox_graph_optimize(struct ox_graph *g, unsigned flags, struct ox_opt_stats *st);
 
 #endif

@@ -266,6 +266,16 @@ typedef struct ox_model_options {
     /* Limits on what the model may ask for (zero fields: the defaults). The model keeps
      * them: its sessions plan within limits.plan_bytes. */
     ox_limits limits;
+    /* The device its sessions will run on, named as in ox_session_options.device (NULL or
+     * "cpu", "cuda", "cuda:N"); a name of no device fails the load with OX_E_INVALID, and no
+     * GPU is needed to load. For a GPU the optimizer leaves out its rewrites into operators
+     * that only the CPU has kernels for (a QDQ model's convolutions, residual sums and max
+     * pools on 8-bit codes: QLinearConv, QLinearAdd, MaxPool of uint8), so that those nodes
+     * stay float operators that run on the device. Sessions on any device may still use the
+     * model: on a GPU, one loaded for the CPU runs such nodes as CPU steps (ox_session_device
+     * counts them); the integer forms' results are within one step of the output's scale of
+     * the float ones. */
+    const char *device;
 } ox_model_options;
 
 /* Load a model from a file: ONNX, or a TorchScript archive written by torch.jit.save
@@ -302,8 +312,8 @@ ox_status ox_model_save(const ox_model *m, const char *path, const ox_save_optio
  * message names the node that has no way across; the model is then unchanged). */
 ox_status ox_model_convert_opset(ox_model *m, int opset);
 /* Run the graph optimizations on a model loaded with no_optimize (ox_model_options says
- * which; standard_ops_only keeps to default-domain ops of the model's opset). Before any
- * session of the model exists. */
+ * which; standard_ops_only keeps to default-domain ops of the model's opset; for the device
+ * its options named). Before any session of the model exists. */
 ox_status ox_model_optimize(ox_model *m, bool standard_ops_only);
 /* Serialize the model into *buf (malloc'd: free it with free()). OX_E_NOMEM when it is over
  * protobuf's 2 GiB limit. */

@@ -62,9 +62,6 @@ class _Limits(ctypes.Structure):
         ("subgraph_depth", ctypes.c_int),
         ("string_length", ctypes.c_uint64),
         ("plan_bytes", ctypes.c_uint64),
-        ("batch_split", ctypes.c_int),
-        ("device", ctypes.c_char_p),
-        ("precision", ctypes.c_int),
     ]
 
 
@@ -75,6 +72,7 @@ class _ModelOptions(ctypes.Structure):
         ("input_shapes", ctypes.POINTER(_Tensor)),
         ("n_input_shapes", ctypes.c_int),
         ("limits", _Limits),
+        ("device", ctypes.c_char_p),
     ]
 
 
@@ -207,11 +205,15 @@ class _Owned:
 
 
 class Model(_Owned):
-    """A loaded model. `optimize=False` keeps the graph as the file has it."""
+    """A loaded model. `optimize=False` keeps the graph as the file has it; `device` ("cpu",
+    "cuda" or "cuda:N") is where its sessions run by default, and the graph is optimized for
+    it (for a GPU, a QDQ model's convolutions, sums and max pools stay float operators that
+    the GPU runs; no GPU is needed to load)."""
 
-    def __init__(self, path, optimize=True):
+    def __init__(self, path, optimize=True, device="cpu"):
         self._h = _P()
-        opt = _ModelOptions(no_optimize=not optimize)
+        self.device = device
+        opt = _ModelOptions(no_optimize=not optimize, device=os.fsencode(device))
         _check(_model_load_with(os.fsencode(path), ctypes.byref(opt), ctypes.byref(self._h)))
         self.path = path
         self._sessions = weakref.WeakSet()  # closed before the model is freed
@@ -220,10 +222,11 @@ class Model(_Owned):
         self.inputs = [_describe(_model_input, self._h, i) for i in range(n_in)]
         self.outputs = [_describe(_model_output, self._h, i) for i in range(n_out)]
 
-    def session(self, threads=0, device="cpu", precision="fp32"):
+    def session(self, threads=0, device=None, precision="fp32"):
         """A session that runs this model (threads: 0 for the number of cores; device "cpu",
-        "cuda" or "cuda:N"; precision on a GPU "fp32", "tf32", "fp16" or "bf16")."""
-        return Session(self, threads, device, precision)
+        "cuda" or "cuda:N", None for the model's; precision on a GPU "fp32", "tf32", "fp16"
+        or "bf16")."""
+        return Session(self, threads, self.device if device is None else device, precision)
 
     def run(self, inputs, threads=0):
         """One run in a session of its own."""

@@ -4,8 +4,11 @@
 info: the parameters (elements, bytes, initializers) are the file's initializers as onnx
 reads them; FLOPs are 2 x the multiply-adds of Conv, ConvTranspose, Gemm and MatMul
 computed here from onnx's shape inference at the same input shapes, for the shipped
-Fashion-MNIST CNN (batch 3, and with --no-optimize) and for a model made here with a grouped
-Conv, a ConvTranspose, a Gemm with transA and a batched MatMul; the memory numbers are
+Fashion-MNIST CNN (batch 3, and with --no-optimize), for a model made here with a grouped
+Conv, a ConvTranspose, a Gemm with transA and a batched MatMul, for one with their integer
+and quantized forms (QLinearConv, ConvInteger, MatMulInteger, QLinearMatMul), and for a QDQ
+model as optimized for the CPU (its Conv and Add on bytes where the CPU has AVX-512 VNNI)
+and, with --device cuda (no GPU needed), for a GPU (they stay float ops), the same count; the memory numbers are
 those `bench --json` reports, in order (lower bound <= arena <= no reuse). graph: the DOT
 has one box per node of the file (--no-optimize), and every edge's label is the dtype and
 shape onnx infers for the value the edge carries; with Graphviz's dot installed, the SVG
@@ -77,17 +80,19 @@ def flops_oracle(path, batch_dims):
     m, s, _ = inferred_shapes(path, batch_dims)
     total = 0
     for n in m.graph.node:
-        if n.op_type not in ("Conv", "ConvTranspose", "Gemm", "MatMul"):
+        if n.op_type not in ("Conv", "ConvTranspose", "Gemm", "MatMul", "QLinearConv",
+                             "ConvInteger", "QLinearMatMul", "MatMulInteger"):
             continue
         at = {a.name: helper.get_attribute_value(a) for a in n.attribute}
-        a, b, y = s[n.input[0]], s[n.input[1]], s[n.output[0]]
-        if n.op_type == "Conv":
+        a, y = s[n.input[0]], s[n.output[0]]
+        b = s[n.input[3 if n.op_type == "QLinearConv" else 1]]
+        if n.op_type in ("Conv", "QLinearConv", "ConvInteger"):
             total += 2 * int(np.prod(y)) * int(np.prod(b[1:]))
         elif n.op_type == "ConvTranspose":
             total += 2 * int(np.prod(a)) * int(np.prod(b[1:]))
         elif n.op_type == "Gemm":
             total += 2 * int(np.prod(y)) * (a[0] if at.get("transA", 0) else a[1])
-        elif n.op_type == "MatMul":
+        else:  # MatMul and its integer forms
             total += 2 * int(np.prod(y)) * a[-1]
     return total
 
@@ -129,11 +134,89 @@ ops_path = os.path.join(tmp, "ops.onnx")
 onnx.save(ops, ops_path)
 onnx.checker.check_model(ops)
 
+# ---- the integer and quantized forms: native ones, and a QDQ model the optimizer rewrites --
+C = lambda name, a: numpy_helper.from_array(np.asarray(a), name)  # noqa: E731
+q_nodes = [
+    helper.make_node("QLinearConv", ["xq", "sx", "zx", "wq", "sw", "zw", "sy", "zy"], ["c1"],
+                     pads=[1, 1, 1, 1]),
+    helper.make_node("ConvInteger", ["xq", "wq2", "zx"], ["c2"], strides=[2, 2]),
+    helper.make_node("MatMulInteger", ["aq", "bq", "zx"], ["m1"]),
+    helper.make_node("QLinearMatMul", ["aq", "sx", "zx", "bq", "sx", "zx", "sy", "zy"], ["m2"]),
+]
+qops = helper.make_model(helper.make_graph(
+    q_nodes, "qflops",
+    [helper.make_tensor_value_info("xq", TensorProto.UINT8, [1, 8, 6, 6]),
+     helper.make_tensor_value_info("aq", TensorProto.UINT8, [3, 5, 7])],
+    [helper.make_tensor_value_info("c1", TensorProto.UINT8, [1, 16, 6, 6]),
+     helper.make_tensor_value_info("c2", TensorProto.INT32, [1, 4, 3, 3]),
+     helper.make_tensor_value_info("m1", TensorProto.INT32, [3, 5, 9]),
+     helper.make_tensor_value_info("m2", TensorProto.UINT8, [3, 5, 9])],
+    [C("sx", np.float32(0.1)), C("zx", np.uint8(120)), C("sw", np.float32(0.05)),
+     C("zw", np.int8(0)), C("sy", np.float32(0.2)), C("zy", np.uint8(128)),
+     C("wq", rng.integers(-100, 100, (16, 8, 3, 3)).astype(np.int8)),
+     C("wq2", rng.integers(0, 255, (4, 8, 2, 2)).astype(np.uint8)),
+     C("bq", rng.integers(0, 255, (7, 9)).astype(np.uint8))]),
+    opset_imports=[helper.make_opsetid("", 13)])
+onnx.checker.check_model(qops)
+qops_path = os.path.join(tmp, "qops.onnx")
+onnx.save(qops, qops_path)
+
+# A QDQ model as torch exports it: its Conv (16 x 8 x 3 x 3), residual Add and MaxPool
+# between DequantizeLinear and QuantizeLinear nodes; optimized for the CPU they run on bytes
+# (where it has AVX-512 VNNI), for a GPU they stay float ops (--device cuda, no GPU needed).
+def qdq(v, s, z, out):
+    return [helper.make_node("QuantizeLinear", [v, s, z], [out + "_q"]),
+            helper.make_node("DequantizeLinear", [out + "_q", s, z], [out])]
+
+
+qdq_nodes = (qdq("x", "s1", "z1", "xd") +
+             [helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"]),
+              helper.make_node("Conv", ["xd", "wd", "bias"], ["cv"], pads=[1, 1, 1, 1])] +
+             qdq("cv", "s2", "z1", "cvd") + qdq("r", "s2", "z1", "rd") +
+             [helper.make_node("Add", ["cvd", "rd"], ["sum"])] + qdq("sum", "s3", "z1", "sd") +
+             [helper.make_node("MaxPool", ["sd"], ["mp"], kernel_shape=[2, 2], strides=[2, 2])] +
+             qdq("mp", "s3", "z1", "y"))
+qdq_model = helper.make_model(helper.make_graph(
+    qdq_nodes, "qdq",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 10, 10]),
+     helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, 16, 10, 10])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 5, 5])],
+    [C("s1", np.float32(0.03)), C("s2", np.float32(0.05)), C("s3", np.float32(0.08)),
+     C("z1", np.uint8(128)), C("sw", np.float32(0.01)), C("zw", np.int8(0)),
+     C("wq", rng.integers(-120, 120, (16, 8, 3, 3)).astype(np.int8)),
+     C("bias", rng.standard_normal(16).astype(np.float32))]),
+    opset_imports=[helper.make_opsetid("", 13)])
+onnx.checker.check_model(qdq_model)
+qdq_path = os.path.join(tmp, "qdq.onnx")
+onnx.save(qdq_model, qdq_path)
+cpuinfo = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+vnni = " avx512_vnni" in cpuinfo and " avx512bw" in cpuinfo
+want = flops_oracle(qdq_path, {})
+bytes_ops = {"QLinearConv", "QLinearAdd"}
+for extra, on_bytes in (([], vnni), (["--device", "cuda"], False), (["--device", "cuda:3"], False),
+                        (["--no-optimize"], False)):
+    j = json.loads(run("info", qdq_path, "--json", *extra).stdout)
+    ops = {o["op_type"]: o["count"] for o in j["ops"]}
+    name = "qdq model info %s" % " ".join(extra)
+    check(j["flops"] == want, "%s: FLOPs %s, onnx shapes say %d" % (name, j["flops"], want))
+    if on_bytes:
+        check(ops.get("QLinearConv") == 1 and ops.get("QLinearAdd") == 1 and
+              "Conv" not in ops and "Add" not in ops and "MaxPool" in ops,
+              "%s: Conv and Add on bytes (QLinearConv, QLinearAdd): %s" % (name, ops))
+    else:
+        check(not bytes_ops & set(ops) and ops.get("Add") == 1 and ops.get("MaxPool") == 1 and
+              ops.get("Conv", 0) + ops.get("FusedConv", 0) == 1,
+              "%s: Conv, Add and MaxPool stay float ops: %s" % (name, ops))
+for bad, says in (("tpu", "unknown device 'tpu'"), ("cuda:x", "expected cuda:N")):
+    r = run("info", qdq_path, "--device", bad, code=1)
+    check(says in r.stderr, "info --device %s refused: %s" % (bad, r.stderr.strip()))
+
 # ---- info ----------------------------------------------------------------------------------
 for path, extra, batch in ((cnn, ["--batch", "3"], {"image": [3, 1, 28, 28]}),
                            (cnn, ["--batch", "3", "--no-optimize"], {"image": [3, 1, 28, 28]}),
                            (ops_path, ["--shape", "B=2", "--no-optimize"], {"x": [2, 4, 10, 10]}),
-                           (ops_path, ["--shape", "x=2,4,10,10"], {"x": [2, 4, 10, 10]})):
+                           (ops_path, ["--shape", "x=2,4,10,10"], {"x": [2, 4, 10, 10]}),
+                           (qops_path, [], {})):
     name = os.path.basename(path) + " " + " ".join(extra)
     r = run("info", path, "--json", *extra)
     j = json.loads(r.stdout)

@@ -207,6 +207,26 @@ with onnxexec.Model(path) as m:
     except ValueError:
         pass
 
+# model options reach the library whole (the limits' struct once had three fields too many,
+# which the device after it would have been read past): a device name the library does not
+# know fails the load by name; a model loaded for a GPU needs none to load, runs on the CPU
+# as the unoptimized graph does, and its sessions default to the GPU
+try:
+    onnxexec.Model(path, device="tpu")
+    check(False, "Model(device='tpu'): refused")
+except onnxexec.Error as e:
+    check("unknown device 'tpu'" in str(e), "Model(device='tpu'): %s" % e)
+with onnxexec.Model(path, device="cuda") as m, onnxexec.Model(path, optimize=False) as m0:
+    with m.session(threads=1, device="cpu") as s:
+        got, want = s.run([images[:2]])[0], m0.run([images[:2]])[0]
+        check(np.allclose(got, want, rtol=1e-4, atol=1e-5), "loaded for cuda, run on the CPU")
+    try:
+        with m.session() as s:
+            d = s.device()
+            check(d["device"].startswith("cuda:0"), "the session on the model's device: %s" % d)
+    except onnxexec.Error as e:  # no GPU here, or a build without CUDA
+        check(str(e).startswith("OX_E_DEVICE"), "the session on the model's device: %s" % e)
+
 # sessions left open: the model's close (or the interpreter's exit) closes them first
 m = onnxexec.Model(path)
 s1, s2 = m.session(), m.session()

@@ -55,8 +55,10 @@ static const char usage_compare[] =
     "  cpu:noopt             MODEL run as the file has it (no fusions, no folding)\n"
     "  cuda[:N][:fp32|tf32|fp16][:noopt]\n"
     "                        MODEL on GPU N (default 0) in that precision (default fp32),\n"
-    "                        optimized unless noopt; a side in fp16 or tf32 is held to\n"
-    "                        float16's tolerances. Builds without CUDA say so.\n"
+    "                        optimized for a GPU unless noopt (a QDQ model's convolutions,\n"
+    "                        sums and max pools stay float, not the CPU's 8-bit ones); a\n"
+    "                        side in fp16 or tf32 is held to float16's tolerances. Builds\n"
+    "                        without CUDA say so.\n"
     "  DIR                   reference values: a backend-test folder\n"
     "                        (DIR/test_data_set_0/output_K.pb, named by the files' tensor\n"
     "                        names, else by MODEL's K-th output), or a folder of NAME.npy\n"
@@ -861,6 +863,7 @@ static int parse_args(int argc, char **argv, struct opts *o, bool *help) {
  * side; each loaded once. */
 struct models {
     ox_model *opt, *noopt, *other[2];
+    ox_model *opt_gpu;    /* optimized for a GPU side (optimize.h: OX_OPT_GPU) */
     ox_tensor *ts_shapes; /* TorchScript argument shapes (names malloc'd) */
     int n_ts_shapes;
 };
@@ -868,6 +871,7 @@ struct models {
 static void models_free(struct models *m) {
     ox_model_free(m->opt);
     ox_model_free(m->noopt);
+    ox_model_free(m->opt_gpu);
     ox_model_free(m->other[0]);
     ox_model_free(m->other[1]);
     for (int i = 0; i < m->n_ts_shapes; i++) free((char *)m->ts_shapes[i].name);
@@ -895,13 +899,15 @@ static int make_ts_shapes(const struct opts *o, struct models *m) {
     return 0;
 }
 
-static int load_model(const char *path, bool noopt, const struct models *mm, ox_model **out) {
+/* MODEL as read (noopt) or optimized, for the CPU or (device "cuda...") a GPU. */
+static int load_model(const char *path, bool noopt, const char *device, const struct models *mm,
+                      ox_model **out) {
     if (!cli_is_file(path)) {
         if (cli_is_dir(path))
             return cli_errorf(EXIT_NORUN, "%s: is a folder, not a model file", path);
         return cli_errorf(EXIT_NORUN, "%s: %s", path, strerror(errno ? errno : ENOENT));
     }
-    ox_model_options lo = {.no_optimize = noopt, .limits = cli_limits};
+    ox_model_options lo = {.no_optimize = noopt, .limits = cli_limits, .device = device};
     if (is_zip(path)) {
         lo.input_shapes = mm->ts_shapes;
         lo.n_input_shapes = mm->n_ts_shapes;
@@ -1821,7 +1827,7 @@ static int load_other(struct side *s, ox_model **slot, const ox_model *info, str
         }
         shapes.n_ts_shapes = in->n_pass;
     }
-    rc = load_model(s->other, false, &shapes, slot);
+    rc = load_model(s->other, false, NULL, &shapes, slot);
     free(shapes.ts_shapes);
     if (rc) return rc;
     s->model = *slot;
@@ -1896,14 +1902,16 @@ int cmd_compare(int argc, char **argv) {
     for (int k = 0; k < 2; k++) {
         struct side *s = &sd[k];
         if (s->kind != SIDE_RUN || s->other) continue;
-        ox_model **slot = s->noopt ? &mm.noopt : &mm.opt;
-        if (!*slot && (rc = load_model(o.model_path, s->noopt, &mm, slot))) goto done;
+        bool gpu = s->device[0] && !s->noopt; /* optimized for where it runs */
+        ox_model **slot = s->noopt ? &mm.noopt : gpu ? &mm.opt_gpu : &mm.opt;
+        if (!*slot && (rc = load_model(o.model_path, s->noopt, gpu ? s->device : NULL, &mm, slot)))
+            goto done;
         s->model = *slot;
     }
     /* MODEL as a description: names of outputs and inputs, the order of reference values */
-    ox_model *info = mm.opt ? mm.opt : mm.noopt;
+    ox_model *info = mm.opt ? mm.opt : mm.noopt ? mm.noopt : mm.opt_gpu;
     if (!info) {
-        if ((rc = load_model(o.model_path, true, &mm, &mm.noopt))) goto done;
+        if ((rc = load_model(o.model_path, true, NULL, &mm, &mm.noopt))) goto done;
         info = mm.noopt;
     }
     for (int k = 0; k < 2; k++)

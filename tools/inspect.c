@@ -2,10 +2,11 @@
  *
  * info counts what the model holds (initializers: parameters and bytes) and, from the plan
  * made for the given input shapes, what one run does: FLOPs (2 x the multiply-adds of
- * Conv, ConvTranspose, Gemm and MatMul, fused or not: the count tools/bench_compare.py makes
- * from the ONNX graph) and the memory plan's three numbers. graph writes the graph as DOT
- * (Graphviz) with the planned shapes on the edges; plan draws the arena as SVG: one
- * rectangle per value, over the steps it lives, at the offset it was given.
+ * Conv, ConvTranspose, Gemm and MatMul, fused, integer or quantized or not: the count
+ * tools/bench_compare.py makes from the ONNX graph) and the memory plan's three numbers.
+ * graph writes the graph as DOT (Graphviz) with the planned shapes on the edges; plan draws
+ * the arena as SVG: one rectangle per value, over the steps it lives, at the offset it was
+ * given.
  */
 #include "tools/inspect.h"
 
@@ -142,16 +143,31 @@ static double numel_of(const ox_tensor *t) {
     return n;
 }
 
-/* The op a node computes FLOPs as (Conv, ConvTranspose, Gemm, MatMul), or NULL. */
-static const char *flop_op(const struct ox_node *n) {
+/* The op a node computes FLOPs as (Conv, ConvTranspose, Gemm, MatMul), or NULL; *w: the
+ * input that holds a convolution's weights. The integer and quantized forms count as the
+ * float op they compute (QLinearConv, ConvInteger; QLinearMatMul, MatMulInteger,
+ * com.microsoft MatMulNBits), so that a QDQ model counts the same, its convolutions fused
+ * or not. */
+static const char *flop_op(const struct ox_node *n, int *w) {
     static const char *const ops[] = {"Conv", "ConvTranspose", "Gemm", "MatMul"};
     static const char *const fused[] = {"FusedConv", NULL, "FusedGemm", "FusedMatMul"};
     bool std = !n->domain || !*n->domain, own = n->domain && strcmp(n->domain, "ai.onnxexec") == 0;
+    bool ms = n->domain && strcmp(n->domain, "com.microsoft") == 0;
+    *w = 1;
     for (int i = 0; i < 4; i++) {
         if (std && strcmp(n->op_type, ops[i]) == 0) return ops[i];
         if (own && fused[i] && strcmp(n->op_type, fused[i]) == 0) return ops[i];
     }
     if (own && strcmp(n->op_type, "FusedAttention") == 0) return "MatMul"; /* two of them */
+    if ((std || own || ms) && strcmp(n->op_type, "QLinearConv") == 0) {
+        *w = 3; /* x, x_scale, x_zero_point, w, ... */
+        return "Conv";
+    }
+    if (std && strcmp(n->op_type, "ConvInteger") == 0) return "Conv";
+    if (std &&
+        (strcmp(n->op_type, "QLinearMatMul") == 0 || strcmp(n->op_type, "MatMulInteger") == 0))
+        return "MatMul"; /* y's elements each take A's last dim of products */
+    if (ms && strcmp(n->op_type, "MatMulNBits") == 0) return "MatMul";
     return NULL;
 }
 
@@ -162,10 +178,10 @@ static int64_t attr_int(const struct ox_node *n, const char *name, int64_t dflt)
 }
 
 /* 2 x the multiply-adds of node n at the planned shapes; false when a shape is unknown. */
-static bool node_flops(const struct ox_plan *p, const struct ox_node *n, const char *op,
+static bool node_flops(const struct ox_plan *p, const struct ox_node *n, const char *op, int w,
                        double *flops) {
     const ox_tensor *a = n->n_inputs > 0 ? planned(p, n->inputs[0]) : NULL;
-    const ox_tensor *b = n->n_inputs > 1 ? planned(p, n->inputs[1]) : NULL;
+    const ox_tensor *b = n->n_inputs > w ? planned(p, n->inputs[w]) : NULL;
     const ox_tensor *y = n->n_outputs > 0 ? planned(p, n->outputs[0]) : NULL;
     if (!a || !b || !y) return false;
     if (strcmp(n->op_type, "FusedAttention") == 0) { /* Q . KT, then P . V */
@@ -223,10 +239,11 @@ static struct flops count_flops(const struct ox_plan *p) {
                 r.n_bodies++;
                 break;
             }
-        const char *op = flop_op(n);
+        int w;
+        const char *op = flop_op(n, &w);
         if (!op) continue;
         double f;
-        if (!node_flops(p, n, op, &f)) {
+        if (!node_flops(p, n, op, w, &f)) {
             r.n_unknown++;
             continue;
         }

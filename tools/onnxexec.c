@@ -146,8 +146,10 @@ static const char usage_run[] =
     "                        folding, no fused Conv/Gemm/MatMul; for comparisons)\n"
     "  --batch-split S       auto (default), on or off: as for `bench`.\n"
     "  --device D            where the model runs: cpu (default), cuda (the first GPU) or\n"
-    "                        cuda:N. On a GPU, nodes without a GPU kernel run on the CPU\n"
-    "                        with their data copied (bench says how many).\n"
+    "                        cuda:N. The graph is optimized for it (on a GPU a QDQ model's\n"
+    "                        convolutions, sums and max pools stay float operators, not\n"
+    "                        the CPU's 8-bit ones); nodes without a GPU kernel run on the\n"
+    "                        CPU with their data copied (bench says how many).\n"
     "  --precision P         on a GPU: fp32 (default: float32 throughout, TF32 off),\n"
     "                        tf32 (TF32 tensor-core products in Conv, Gemm and MatMul),\n"
     "                        fp16 (float32 values float16 on the GPU, products summed in\n"
@@ -213,15 +215,17 @@ static const char usage_test[] =
 
 static const char usage_info[] =
     "usage: onnxexec info MODEL [--json] [--shape NAME=d0,d1,...]... [--batch N]\n"
-    "                     [-i [NAME=]FILE]... [--no-optimize] [--limit NAME=VALUE]...\n"
+    "                     [-i [NAME=]FILE]... [--no-optimize] [--device D]\n"
+    "                     [--limit NAME=VALUE]...\n"
     "\n"
     "Describe MODEL: producer, IR version, opset imports, inputs and outputs with dtypes\n"
     "and shapes (symbolic dimensions by name, '?' when unknown), node count and a histogram\n"
     "of operators (after the graph optimizations), parameters (the initializers: elements\n"
     "and bytes). Then, from the model planned for concrete input shapes and run once on\n"
-    "random inputs: FLOPs (2 x the multiply-adds of Conv, ConvTranspose, Gemm and MatMul)\n"
-    "and the memory plan's three numbers (arena bytes, bytes without reuse, and the lower\n"
-    "bound: the most bytes alive at one step).\n"
+    "random inputs: FLOPs (2 x the multiply-adds of Conv, ConvTranspose, Gemm and MatMul,\n"
+    "their integer and quantized forms included) and the memory plan's three numbers\n"
+    "(arena bytes, bytes without reuse, and the lower bound: the most bytes alive at one\n"
+    "step).\n"
     "\n"
     "options:\n"
     "  --json                one JSON object on stdout, for tools\n"
@@ -233,6 +237,9 @@ static const char usage_info[] =
     "  --seed N              seed of the random inputs (default 0)\n"
     "  --threads N           threads of the one run (default: the number of cores)\n"
     "  --no-optimize         describe the graph as the file has it\n"
+    "  --device D            the graph as optimized for D: cpu (default), cuda, cuda:N\n"
+    "                        (on a GPU a QDQ model's convolutions, sums and max pools stay\n"
+    "                        float operators); the planning run stays on the CPU\n"
     "\n"
     "examples:\n"
     "  onnxexec info resnet50.onnx --batch 8\n"
@@ -240,7 +247,7 @@ static const char usage_info[] =
 
 static const char usage_graph[] =
     "usage: onnxexec graph MODEL -o FILE.svg|png|pdf|dot [--shape NAME=d0,d1,...]...\n"
-    "                      [--batch N] [-i [NAME=]FILE]... [--no-optimize]\n"
+    "                      [--batch N] [-i [NAME=]FILE]... [--no-optimize] [--device D]\n"
     "\n"
     "Draw MODEL's graph: a box per node (op and name, with the shapes and parameter count\n"
     "of its weights: initializers are not drawn as nodes), the graph's inputs and outputs,\n"
@@ -257,13 +264,14 @@ static const char usage_graph[] =
     "  --seed N              seed of the random inputs of the planning run\n"
     "  --threads N           threads of the planning run\n"
     "  --no-optimize         the graph as the file has it (else after the optimizations)\n"
+    "  --device D            after the optimizations for D (as for info)\n"
     "\n"
     "example:\n"
     "  onnxexec graph resnet18.onnx -o resnet18.svg --batch 1\n";
 
 static const char usage_plan[] =
     "usage: onnxexec plan MODEL -o FILE.svg [--shape NAME=d0,d1,...]... [--batch N]\n"
-    "                     [-i [NAME=]FILE]... [--no-optimize]\n"
+    "                     [-i [NAME=]FILE]... [--no-optimize] [--device D]\n"
     "\n"
     "Draw MODEL's memory plan for the given input shapes as SVG: the schedule's steps\n"
     "across, arena offsets down, one rectangle per value held in the arena, spanning the\n"
@@ -279,6 +287,7 @@ static const char usage_plan[] =
     "  --seed N              seed of the random inputs of the planning run\n"
     "  --threads N           threads of the planning run\n"
     "  --no-optimize         plan the graph as the file has it\n"
+    "  --device D            plan the graph as optimized for D (as for info)\n"
     "\n"
     "example:\n"
     "  onnxexec plan resnet18.onnx -o plan.svg --batch 8\n";
@@ -1419,11 +1428,10 @@ static int run_main(int argc, char **argv, enum run_mode mode) {
             strcmp(arg, "-i") == 0 || strcmp(arg, "--input") == 0 || strcmp(arg, "-o") == 0 ||
             strcmp(arg, "--output") == 0 || strcmp(arg, "--seed") == 0 ||
             strcmp(arg, "--shape") == 0 || strcmp(arg, "--threads") == 0 ||
-            strcmp(arg, "--preprocess") == 0 ||
+            strcmp(arg, "--preprocess") == 0 || strcmp(arg, "--device") == 0 ||
             (!inspect && (strcmp(arg, "--format") == 0 || strcmp(arg, "--repeat") == 0 ||
-                          strcmp(arg, "--batch-split") == 0 || strcmp(arg, "--device") == 0 ||
-                          strcmp(arg, "--precision") == 0 || strcmp(arg, "--labels") == 0 ||
-                          strcmp(arg, "--truth") == 0)) ||
+                          strcmp(arg, "--batch-split") == 0 || strcmp(arg, "--precision") == 0 ||
+                          strcmp(arg, "--labels") == 0 || strcmp(arg, "--truth") == 0)) ||
             ((bench || inspect) && strcmp(arg, "--batch") == 0) ||
             (bench && (strcmp(arg, "--runs") == 0 || strcmp(arg, "--warmup") == 0));
         if (cli_is_help(arg)) {
@@ -1491,7 +1499,7 @@ static int run_main(int argc, char **argv, enum run_mode mode) {
                                 val ? val : "");
                 goto done;
             }
-        } else if (!inspect && strcmp(arg, "--device") == 0) {
+        } else if (strcmp(arg, "--device") == 0) {
             device = val;
         } else if (!inspect && strcmp(arg, "--precision") == 0) {
             if ((rc = parse_precision(val, &precision))) goto done;
@@ -1556,6 +1564,7 @@ static int run_main(int argc, char **argv, enum run_mode mode) {
     ox_tensor *ts_shapes = NULL;
     if ((rc = archive_shapes(&r, model_path, &ts_shapes))) goto done;
     double t_load = cli_now_ms();
+    model_opts.device = device; /* optimized for where it runs */
     rc = load_model(model_path, &r.m);
     for (int i = 0; ts_shapes && i < model_opts.n_input_shapes; i++)
         free((void *)ts_shapes[i].name);
@@ -2269,6 +2278,7 @@ static int cmd_test(int argc, char **argv) {
                 goto done;
             }
             o.device = strcmp(val, "cpu") == 0 ? NULL : val;
+            model_opts.device = o.device; /* the cases optimized for where they run */
             a++;
         } else if (strcmp(arg, "--precision") == 0) {
             if (parse_precision(val, &o.precision)) goto done;
