@@ -109,6 +109,21 @@ PY
     # the scatter kernels' atomics: every reduction and element type (tests/scatter_cases.py)
     (cd / && python3 "$OLDPWD/tests/scatter_cases.py" "$OLDPWD/$build/scatter_cases") \
         >>"$out/build.log" 2>&1 && nodes+=(--node $build/scatter_cases)
+    # QuantizeLinear, DequantizeLinear and QuantizeDequantize (kernels/cuda/quant.cu): the QDQ
+    # cases (tests/qdq_cases.py, numpy's operators as the oracle) with the node cases, and
+    # once more here exactly (rtol 0: the CUDA arithmetic is the CPU's), optimized (fused
+    # pairs) and not (the two ops), with the steps that left the device
+    python3 tests/qdq_cases.py $build/qdq_cases --onnxexec $bin >>"$out/build.log" 2>&1
+    if [ -d $build/qdq_cases ]; then
+        nodes+=(--node $build/qdq_cases)
+        for opt in "" --no-optimize; do
+            $bin test $build/qdq_cases --device cuda --rtol 0 --atol 0 -v $opt \
+                >"$work/qdq_exact.txt" 2>&1
+            echo "qdq cases on the GPU, exact ${opt:-(optimized)}: exit $? ($(tail -1 "$work/qdq_exact.txt"))" |
+                tee -a "$out/gpu_check.txt"
+            grep -E "FAIL| [1-9][0-9]* on the CPU" "$work/qdq_exact.txt" | head -12 >>"$out/gpu_check.txt"
+        done
+    fi
     stamp "gpu_check"
     timeout ${CHECK_TIMEOUT:-200} python3 tests/gpu_check.py --onnxexec $bin "${nodes[@]}" "${models[@]}" \
         --work $build/gpu_check --timeout 20 --json-out "$out/gpu_check.json" >"$out/gpu_check.txt" 2>&1
