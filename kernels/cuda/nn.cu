@@ -26,6 +26,7 @@
  * tensor cores with float accumulation.
  */
 #include "kernels/cuda/cuda.h"
+#include "kernels/cuda/elem.cuh"
 
 #include <cuda_bf16.h>
 
@@ -45,45 +46,25 @@
 
 /* ---- elements and the epilogue --------------------------------------------------------- */
 
-template <typename T> __device__ __forceinline__ float to_f(T v);
-template <> __device__ __forceinline__ float to_f<float>(float v) {
-    return v;
-}
-template <> __device__ __forceinline__ float to_f<__half>(__half v) {
-    return __half2float(v);
-}
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) {
-    return __bfloat162float(v);
-}
-template <> __device__ __forceinline__ float to_f<int8_t>(int8_t v) {
+template <> __device__ __forceinline__ float ox_cu_to_f<int8_t>(int8_t v) {
     return (float)v;
 }
-template <> __device__ __forceinline__ float to_f<uint8_t>(uint8_t v) {
+template <> __device__ __forceinline__ float ox_cu_to_f<uint8_t>(uint8_t v) {
     return (float)v;
 }
 
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) {
-    return v;
-}
-template <> __device__ __forceinline__ __half from_f<__half>(float v) {
-    return __float2half_rn(v);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
-    return __float2bfloat16_rn(v);
-}
 /* The 8-bit types only store values read from an input of that type (MaxPool), or 0. */
-template <> __device__ __forceinline__ int8_t from_f<int8_t>(float v) {
+template <> __device__ __forceinline__ int8_t ox_cu_from_f<int8_t>(float v) {
     return (int8_t)v;
 }
-template <> __device__ __forceinline__ uint8_t from_f<uint8_t>(float v) {
+template <> __device__ __forceinline__ uint8_t ox_cu_from_f<uint8_t>(float v) {
     return (uint8_t)v;
 }
 
 /* v rounded to T, as the CPU rounds each step of a float16 or bfloat16 epilogue (identity for
  * float). */
 template <typename T> __device__ __forceinline__ float round_to(float v) {
-    return to_f<T>(from_f<T>(v));
+    return ox_cu_to_f<T>(ox_cu_from_f<T>(v));
 }
 
 /* The fused ops' activation (ox_fused_act): silu, else clamp to [lo, hi], the max first,
@@ -132,10 +113,10 @@ template <typename T, typename I> __global__ void epi_channel(T *y, I n, struct 
     const T *bias = (const T *)e.bias, *z = (const T *)e.z;
     I inner = (I)e.inner, channels = (I)e.channels;
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-        float v = to_f<T>(y[i]);
-        if (bias) v = round_to<T>(v + e.bias_scale * to_f<T>(bias[(i / inner) % channels]));
-        if (z) v = round_to<T>(v + e.z_scale * to_f<T>(z[i]));
-        y[i] = from_f<T>(apply_act(v, e.a));
+        float v = ox_cu_to_f<T>(y[i]);
+        if (bias) v = round_to<T>(v + e.bias_scale * ox_cu_to_f<T>(bias[(i / inner) % channels]));
+        if (z) v = round_to<T>(v + e.z_scale * ox_cu_to_f<T>(z[i]));
+        y[i] = ox_cu_from_f<T>(apply_act(v, e.a));
     }
 }
 
@@ -176,9 +157,9 @@ __global__ void epi_bcast(const T *src, const T *z, T *y, int64_t n, struct bcas
             so += k * b.ss[d];
             zo += k * b.zs[d];
         }
-        float v = to_f<T>(src[so]);
-        if (z) v = round_to<T>(v + to_f<T>(z[zo]));
-        y[i] = from_f<T>(apply_act(v, a));
+        float v = ox_cu_to_f<T>(src[so]);
+        if (z) v = round_to<T>(v + ox_cu_to_f<T>(z[zo]));
+        y[i] = ox_cu_from_f<T>(apply_act(v, a));
     }
 }
 
@@ -878,13 +859,14 @@ __global__ void depthwise(const T *x, const T *w, const T *bias, const T *z, T *
             const T *xr = xp + (I)ih * g.W;
             for (int kw = 0; kw < g.KW; kw++) {
                 int iw = w0 + kw * g.DW;
-                if (iw >= 0 && iw < g.W) acc += to_f<T>(xr[iw]) * to_f<T>(wc[kh * g.KW + kw]);
+                if (iw >= 0 && iw < g.W)
+                    acc += ox_cu_to_f<T>(xr[iw]) * ox_cu_to_f<T>(wc[kh * g.KW + kw]);
             }
         }
-        if (bias) acc += to_f<T>(bias[c]);
+        if (bias) acc += ox_cu_to_f<T>(bias[c]);
         float v = round_to<T>(acc); /* the convolution's output, as stored */
-        if (z) v = round_to<T>(v + to_f<T>(z[i]));
-        y[i] = from_f<T>(apply_act(v, a));
+        if (z) v = round_to<T>(v + ox_cu_to_f<T>(z[i]));
+        y[i] = ox_cu_from_f<T>(apply_act(v, a));
     }
 }
 
@@ -917,7 +899,7 @@ __global__ void __launch_bounds__(256)
     const int Kp = (K + 3) & ~3;
     for (int i = threadIdx.x; i < M * Kp; i += blockDim.x) {
         int m = i / Kp, k = i - m * Kp;
-        wsm[i] = k < K ? to_f<T>(w[m * K + k]) : 0.0f;
+        wsm[i] = k < K ? ox_cu_to_f<T>(w[m * K + k]) : 0.0f;
     }
     __syncthreads();
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < N * P;
@@ -926,7 +908,7 @@ __global__ void __launch_bounds__(256)
         const T *xp = x + n * K * P + p;
         float xv[KMAX];
 #pragma unroll
-        for (int k = 0; k < KMAX; k++) xv[k] = k < K ? to_f<T>(xp[k * P]) : 0.0f;
+        for (int k = 0; k < KMAX; k++) xv[k] = k < K ? ox_cu_to_f<T>(xp[k * P]) : 0.0f;
         T *yp = y + n * M * P + p;
         const T *zp = z ? z + n * M * P + p : NULL;
         for (int m = 0; m < M; m++) {
@@ -939,10 +921,10 @@ __global__ void __launch_bounds__(256)
                 acc += wv.x * xv[4 * k4] + wv.y * xv[4 * k4 + 1] + wv.z * xv[4 * k4 + 2] +
                        wv.w * xv[4 * k4 + 3];
             }
-            if (bias) acc += to_f<T>(bias[m]);
+            if (bias) acc += ox_cu_to_f<T>(bias[m]);
             float v = round_to<T>(acc); /* the convolution's output, as stored */
-            if (zp) v = round_to<T>(v + to_f<T>(zp[m * P]));
-            yp[m * P] = from_f<T>(apply_act(v, a));
+            if (zp) v = round_to<T>(v + ox_cu_to_f<T>(zp[m * P]));
+            yp[m * P] = ox_cu_from_f<T>(apply_act(v, a));
         }
     }
 }
@@ -976,7 +958,7 @@ __global__ void im2col(const T *x, T *col, I total, struct dw_geom g) {
         int kh = kk / g.KW, kw = kk - kh * g.KW;
         int oh = (int)(p / g.OW), ow = (int)(p - (I)oh * g.OW);
         int ih = oh * g.SH - g.PT + kh * g.DH, iw = ow * g.SW - g.PL + kw * g.DW;
-        T v = from_f<T>(0.0f);
+        T v = ox_cu_from_f<T>(0.0f);
         if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
             v = x[((n * g.C + c) * g.H + ih) * g.W + iw];
         col[i] = v;
@@ -1181,7 +1163,7 @@ template <typename T> __global__ void fill_random(T *p, int64_t n, uint32_t seed
         h ^= h >> 15;
         h *= 2246822519u;
         h ^= h >> 13;
-        p[i] = from_f<T>((float)(h & 0xffff) / 32768.0f - 1.0f);
+        p[i] = ox_cu_from_f<T>((float)(h & 0xffff) / 32768.0f - 1.0f);
     }
 }
 
@@ -1190,7 +1172,7 @@ template <typename T> __global__ void fill_random(T *p, int64_t n, uint32_t seed
 template <typename T> __global__ void max_diff(const T *a, const T *r, int64_t n, unsigned *out) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        float va = to_f<T>(a[i]), vr = to_f<T>(r[i]);
+        float va = ox_cu_to_f<T>(a[i]), vr = ox_cu_to_f<T>(r[i]);
         atomicMax(&out[0], __float_as_uint(fabsf(va - vr)));
         atomicMax(&out[1], __float_as_uint(fabsf(vr)));
     }
@@ -1783,7 +1765,7 @@ __global__ void pool_kernel(const T *x, T *y, I total, struct pool_args pa) {
             for (I t1 = lo[1]; t1 < lo[1] + kn[1]; t1++) {
                 const T *x1 = x0 + (start[1] + t1 * d[1]) * in[2];
                 for (I t2 = lo[2]; t2 < lo[2] + kn[2]; t2++) {
-                    float v = to_f<T>(x1[start[2] + t2 * d[2]]);
+                    float v = ox_cu_to_f<T>(x1[start[2] + t2 * d[2]]);
                     if (pa.kind == POOL_MAX) {
                         if (first || v > acc || v != v) acc = v; /* a NaN wins */
                         first = false;
@@ -1799,7 +1781,7 @@ __global__ void pool_kernel(const T *x, T *y, I total, struct pool_args pa) {
             acc /= (float)(pa.include_pad ? padded : (count ? count : 1));
         else if (pa.kind == POOL_LP)
             acc = powf(acc, 1.0f / pa.p);
-        y[i] = from_f<T>(acc); /* max over no taps: 0 */
+        y[i] = ox_cu_from_f<T>(acc); /* max over no taps: 0 */
     }
 }
 
@@ -1824,7 +1806,7 @@ __global__ void pool2d_kernel(const T *x, T *y, int total, struct pool_args pa) 
         bool first = true;
         for (int h = hs; h < he; h++)
             for (int w = ws; w < we; w++) {
-                float v = to_f<T>(xc[h * W + w]);
+                float v = ox_cu_to_f<T>(xc[h * W + w]);
                 if (KIND == POOL_MAX) {
                     if (first || v > acc || v != v) acc = v; /* a NaN wins */
                     first = false;
@@ -1844,7 +1826,7 @@ __global__ void pool2d_kernel(const T *x, T *y, int total, struct pool_args pa) 
             }
             acc /= (float)div;
         }
-        y[i] = from_f<T>(acc); /* max over no taps: 0 */
+        y[i] = ox_cu_from_f<T>(acc); /* max over no taps: 0 */
     }
 }
 

@@ -15,6 +15,7 @@
  * everything with OX_CUDA_QUANT=0.
  */
 #include "kernels/cuda/cuda.h"
+#include "kernels/cuda/elem.cuh"
 
 #include <math.h>
 #include <string.h>
@@ -38,31 +39,10 @@ struct q_state {
 
 /* ---- element types --------------------------------------------------------------------- */
 
-__device__ __forceinline__ float q_load(float v) {
-    return v;
-}
-__device__ __forceinline__ float q_load(__half v) {
-    return __half2float(v);
-}
-__device__ __forceinline__ float q_load(__nv_bfloat16 v) {
-    return __bfloat162float(v);
-}
-
-template <typename T> __device__ __forceinline__ T q_store(float v);
-template <> __device__ __forceinline__ float q_store<float>(float v) {
-    return v;
-}
-template <> __device__ __forceinline__ __half q_store<__half>(float v) {
-    return __float2half_rn(v);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 q_store<__nv_bfloat16>(float v) {
-    return __float2bfloat16_rn(v);
-}
-
 /* x / s in precision S (float, __half or __nv_bfloat16): float32's correctly rounded
  * division, then rounded to S, as the CPU rounds its quotient through float. */
 template <typename S> __device__ __forceinline__ float q_div(float x, float s) {
-    return q_load(q_store<S>(__fdiv_rn(x, s)));
+    return ox_cu_to_f(ox_cu_from_f<S>(__fdiv_rn(x, s)));
 }
 
 /* the code for x: rint(x / s) + z within [lo, hi] (fmaxf gives lo for a NaN) */
@@ -94,7 +74,7 @@ __global__ void q_quantize(const X *x, C *y, q_args a) {
          i += (int64_t)gridDim.x * blockDim.x) {
         float s, z;
         q_params(a, i, &s, &z);
-        y[i] = (C)(int32_t)q_code<S>(q_load(x[i]), s, z, a.lo, a.hi);
+        y[i] = (C)(int32_t)q_code<S>(ox_cu_to_f(x[i]), s, z, a.lo, a.hi);
     }
 }
 
@@ -104,7 +84,7 @@ template <typename C, typename Y> __global__ void q_dequantize(const C *x, Y *y,
         float s, z;
         q_params(a, i, &s, &z);
         /* x - z exactly (int32 codes: in 64 bits), rounded to float32 once */
-        y[i] = q_store<Y>((float)((int64_t)x[i] - (int64_t)z) * s);
+        y[i] = ox_cu_from_f<Y>((float)((int64_t)x[i] - (int64_t)z) * s);
     }
 }
 
@@ -114,7 +94,7 @@ template <typename X, typename S> __global__ void q_both(const X *x, X *y, q_arg
         float s, z;
         q_params(a, i, &s, &z);
         /* the code minus z is a whole number below 2^17: exact in float */
-        y[i] = q_store<X>((q_code<S>(q_load(x[i]), s, z, a.lo, a.hi) - z) * s);
+        y[i] = ox_cu_from_f<X>((q_code<S>(ox_cu_to_f(x[i]), s, z, a.lo, a.hi) - z) * s);
     }
 }
 

@@ -26,6 +26,7 @@
  * four per-channel inputs into y = x * a[c] + b[c]: a and b are computed once in prepare
  * when the inputs are constant, else by a small kernel into the workspace on every run. */
 #include "kernels/cuda/cuda.h"
+#include "kernels/cuda/elem.cuh"
 
 #include <cuda_bf16.h>
 #include <math.h>
@@ -55,15 +56,6 @@ template <> struct is_int_type<int64_t> : std::true_type {};
 template <typename T>
 using acc_of = typename std::conditional<is_int_type<T>::value, long long, float>::type;
 
-static __device__ __forceinline__ float to_f(float v) {
-    return v;
-}
-static __device__ __forceinline__ float to_f(__half v) {
-    return __half2float(v);
-}
-static __device__ __forceinline__ float to_f(__nv_bfloat16 v) {
-    return __bfloat162float(v);
-}
 static __device__ __forceinline__ long long to_acc(int32_t v) {
     return v;
 }
@@ -80,21 +72,10 @@ static __device__ __forceinline__ float to_acc(__nv_bfloat16 v) {
     return __bfloat162float(v);
 }
 
-template <typename T> static __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) {
-    return v;
-}
-template <> __device__ __forceinline__ __half from_f<__half>(float v) {
-    return __float2half(v);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
-    return __float2bfloat16_rn(v);
-}
-
 /* v rounded to T's precision, as a value stored in a T tensor and read back (an Add's or a
  * product's output in float16 or bfloat16; float itself unchanged). */
 template <typename T> static __device__ __forceinline__ float round_as(float v) {
-    return to_f(from_f<T>(v));
+    return ox_cu_to_f(ox_cu_from_f<T>(v));
 }
 
 static __device__ __forceinline__ bool is_nan(float v) {
@@ -219,7 +200,7 @@ template <typename T, int CLS> struct red_op {
                 r = sqrtf(r);
             else if (post == RP_LOG)
                 r = logf(r);
-            return from_f<T>(r);
+            return ox_cu_from_f<T>(r);
         }
     }
 };
@@ -235,7 +216,7 @@ template <typename T> struct lse_op {
         return {-INFINITY, 0.0f};
     }
     __device__ A pre(T v, int64_t) const {
-        return {to_f(v), 1.0f};
+        return {ox_cu_to_f(v), 1.0f};
     }
     __device__ A combine(A a, A b) const {
         if (isnan(a.m)) return a;
@@ -247,8 +228,8 @@ template <typename T> struct lse_op {
         return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
     }
     __device__ Out finish(A r) const {
-        if (isinf(r.m) || isnan(r.m)) return from_f<T>(r.m);
-        return from_f<T>(r.m + logf(r.s));
+        if (isinf(r.m) || isnan(r.m)) return ox_cu_from_f<T>(r.m);
+        return ox_cu_from_f<T>(r.m + logf(r.s));
     }
 };
 
@@ -818,19 +799,19 @@ __global__ void __launch_bounds__(1024) k_softmax_rows(const T *x, T *y, int64_t
         const T *p = x + r * n;
         T *q = y + r * n;
         float m = -INFINITY;
-        for (int64_t j = G::lane(); j < n; j += G::size()) m = fmaxf(m, to_f(p[j]));
+        for (int64_t j = G::lane(); j < n; j += G::size()) m = fmaxf(m, ox_cu_to_f(p[j]));
         m = G::allreduce(m, max_f());
         float s = 0.0f;
-        for (int64_t j = G::lane(); j < n; j += G::size()) s += expf(to_f(p[j]) - m);
+        for (int64_t j = G::lane(); j < n; j += G::size()) s += expf(ox_cu_to_f(p[j]) - m);
         s = G::allreduce(s, sum_f());
         if (LOG) {
             float ls = logf(s);
             for (int64_t j = G::lane(); j < n; j += G::size())
-                q[j] = from_f<T>(to_f(p[j]) - m - ls);
+                q[j] = ox_cu_from_f<T>(ox_cu_to_f(p[j]) - m - ls);
         } else {
             float inv = 1.0f / s;
             for (int64_t j = G::lane(); j < n; j += G::size())
-                q[j] = from_f<T>(expf(to_f(p[j]) - m) * inv);
+                q[j] = ox_cu_from_f<T>(expf(ox_cu_to_f(p[j]) - m) * inv);
         }
     }
 }
@@ -847,18 +828,18 @@ __global__ void __launch_bounds__(1024)
         float m = -INFINITY;
         if (valid)
             for (int64_t j = threadIdx.y; j < n; j += blockDim.y)
-                m = fmaxf(m, to_f(x[base + j * inner]));
+                m = fmaxf(m, ox_cu_to_f(x[base + j * inner]));
         m = col_allreduce(m, max_f());
         float s = 0.0f;
         if (valid)
             for (int64_t j = threadIdx.y; j < n; j += blockDim.y)
-                s += expf(to_f(x[base + j * inner]) - m);
+                s += expf(ox_cu_to_f(x[base + j * inner]) - m);
         s = col_allreduce(s, sum_f());
         if (valid) {
             float ls = logf(s), inv = 1.0f / s;
             for (int64_t j = threadIdx.y; j < n; j += blockDim.y) {
-                float v = to_f(x[base + j * inner]) - m;
-                y[base + j * inner] = from_f<T>(LOG ? v - ls : expf(v) * inv);
+                float v = ox_cu_to_f(x[base + j * inner]) - m;
+                y[base + j * inner] = ox_cu_from_f<T>(LOG ? v - ls : expf(v) * inv);
             }
         }
     }
@@ -1082,7 +1063,7 @@ __global__ void __launch_bounds__(256)
         __syncthreads(); /* the previous tile's reads of qs and ps are done */
         for (int i = threadIdx.x; i < FA_ROWS * g.Dk; i += blockDim.x) {
             int r = i / g.Dk, d = i - r * g.Dk;
-            qs[r][d] = r < nr ? to_f(qp[r * g.qrs + d * g.qcs]) : 0.0f;
+            qs[r][d] = r < nr ? ox_cu_to_f(qp[r * g.qrs + d * g.qcs]) : 0.0f;
         }
         __syncthreads();
         for (int j = threadIdx.x; j < g.T; j += blockDim.x) {
@@ -1090,14 +1071,14 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
             for (int r = 0; r < FA_ROWS; r++) acc[r] = 0.0f;
             for (int d = 0; d < g.Dk; d++) {
-                float kv = to_f(kp[d * g.krs + j * g.kcs]);
+                float kv = ox_cu_to_f(kp[d * g.krs + j * g.kcs]);
 #pragma unroll
                 for (int r = 0; r < FA_ROWS; r++) acc[r] += qs[r][d] * kv;
             }
 #pragma unroll
             for (int r = 0; r < FA_ROWS; r++) {
                 float sv = round_as<T>(g.alpha * acc[r]);
-                if (mp && r < nr) sv = round_as<T>(sv + to_f(mp[r * g.mrs + j * g.mcs]));
+                if (mp && r < nr) sv = round_as<T>(sv + ox_cu_to_f(mp[r * g.mrs + j * g.mcs]));
                 ps[r][j] = sv;
             }
         }
@@ -1121,13 +1102,13 @@ __global__ void __launch_bounds__(256)
             int c = i % g.Dv, rg = (i / g.Dv) * 4;
             float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             for (int j = 0; j < g.T; j++) {
-                float vv = to_f(vp[j * g.vrs + c * g.vcs]);
+                float vv = ox_cu_to_f(vp[j * g.vrs + c * g.vcs]);
 #pragma unroll
                 for (int r = 0; r < 4; r++) acc[r] += ps[rg + r][j] * vv;
             }
 #pragma unroll
             for (int r = 0; r < 4; r++)
-                if (rg + r < nr) yp[(rg + r) * g.yrs + c * g.ycs] = from_f<T>(acc[r]);
+                if (rg + r < nr) yp[(rg + r) * g.yrs + c * g.ycs] = ox_cu_from_f<T>(acc[r]);
         }
     }
 }
@@ -1202,7 +1183,7 @@ __global__ void __launch_bounds__(128)
                 if (j < g.T) {
                     float sv = round_as<__half>(g.alpha * Sf[row * l.lds + j]);
                     if (mp && row < nr)
-                        sv = round_as<__half>(sv + to_f(mp[row * g.mrs + j * g.mcs]));
+                        sv = round_as<__half>(sv + ox_cu_to_f(mp[row * g.mrs + j * g.mcs]));
                     vals[t] = sv;
                     m = fmaxf(m, sv);
                 }
@@ -1221,7 +1202,8 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
             for (int t = 0; t < TC_TMAX / 32; t++) {
                 int j = lane + 32 * t;
-                if (j < l.Tp) Ph[row * ldp + j] = j < g.T ? from_f<__half>(vals[t] * inv) : zero;
+                if (j < l.Tp)
+                    Ph[row * ldp + j] = j < g.T ? ox_cu_from_f<__half>(vals[t] * inv) : zero;
             }
             __syncwarp();
         }
@@ -1234,7 +1216,8 @@ __global__ void __launch_bounds__(128)
             __syncwarp();
             for (int e = lane; e < 256; e += 32) {
                 int row = warp * 16 + e / 16, col = ct * 16 + (e & 15);
-                if (row < nr && col < g.Dv) yp[row * g.yrs + col * g.ycs] = from_f<__half>(Os[e]);
+                if (row < nr && col < g.Dv)
+                    yp[row * g.yrs + col * g.ycs] = ox_cu_from_f<__half>(Os[e]);
             }
             __syncwarp();
         }
@@ -1271,21 +1254,21 @@ __global__ void __launch_bounds__(1024)
         const T *mr = mask ? mask + moff[r / S] + (r % S) * mrs : NULL;
         float m = -INFINITY;
         for (int64_t j = G::lane(); j < T_len; j += G::size()) {
-            float v = to_f(p[j]);
+            float v = ox_cu_to_f(p[j]);
             if (mr) {
-                v += to_f(mr[j * mcs]);
+                v += ox_cu_to_f(mr[j * mcs]);
                 v = round_as<T>(v); /* as Add rounds */
-                p[j] = from_f<T>(v);
+                p[j] = ox_cu_from_f<T>(v);
             }
             m = fmaxf(m, v);
         }
         m = G::allreduce(m, max_f());
         float sum = 0.0f;
-        for (int64_t j = G::lane(); j < T_len; j += G::size()) sum += expf(to_f(p[j]) - m);
+        for (int64_t j = G::lane(); j < T_len; j += G::size()) sum += expf(ox_cu_to_f(p[j]) - m);
         sum = G::allreduce(sum, sum_f());
         float inv = 1.0f / sum;
         for (int64_t j = G::lane(); j < T_len; j += G::size())
-            p[j] = from_f<T>(expf(to_f(p[j]) - m) * inv);
+            p[j] = ox_cu_from_f<T>(expf(ox_cu_to_f(p[j]) - m) * inv);
     }
 }
 
@@ -1307,9 +1290,9 @@ __global__ void __launch_bounds__(256)
             int j = lane + 32 * k;
             v[k] = -INFINITY;
             if (j < T_len) {
-                float e = to_f(p[j]);
+                float e = ox_cu_to_f(p[j]);
                 if (mr) {
-                    e += to_f(mr[j * mcs]);
+                    e += ox_cu_to_f(mr[j * mcs]);
                     e = round_as<T>(e); /* as Add rounds */
                 }
                 v[k] = e;
@@ -1328,7 +1311,7 @@ __global__ void __launch_bounds__(256)
         float inv = 1.0f / sum;
 #pragma unroll
         for (int k = 0; k < NV; k++)
-            if (lane + 32 * k < T_len) p[lane + 32 * k] = from_f<T>(v[k] * inv);
+            if (lane + 32 * k < T_len) p[lane + 32 * k] = ox_cu_from_f<T>(v[k] * inv);
     }
 }
 
@@ -1630,21 +1613,21 @@ __global__ void __launch_bounds__(1024)
         const T *p = x + r * len;
         T *q = y + r * len;
         float s = 0.0f;
-        for (int64_t j = G::lane(); j < len; j += G::size()) s += to_f(p[j]);
+        for (int64_t j = G::lane(); j < len; j += G::size()) s += ox_cu_to_f(p[j]);
         s = G::allreduce(s, sum_f());
         float mean = s / (float)len;
         float d2 = 0.0f;
         for (int64_t j = G::lane(); j < len; j += G::size()) {
-            float d = to_f(p[j]) - mean;
+            float d = ox_cu_to_f(p[j]) - mean;
             d2 += d * d;
         }
         d2 = G::allreduce(d2, sum_f());
         float inv = 1.0f / sqrtf(d2 / (float)len + eps);
         int64_t rbase = (r % ix.rmod) * ix.rmul;
         for (int64_t j = G::lane(); j < len; j += G::size()) {
-            float sc = to_f(scale[norm_param(rbase, j, ix.jdiv, ix.jmul_scale)]);
-            float b = bias ? to_f(bias[norm_param(rbase, j, ix.jdiv, ix.jmul_bias)]) : 0.0f;
-            q[j] = from_f<T>((to_f(p[j]) - mean) * inv * sc + b);
+            float sc = ox_cu_to_f(scale[norm_param(rbase, j, ix.jdiv, ix.jmul_scale)]);
+            float b = bias ? ox_cu_to_f(bias[norm_param(rbase, j, ix.jdiv, ix.jmul_bias)]) : 0.0f;
+            q[j] = ox_cu_from_f<T>((ox_cu_to_f(p[j]) - mean) * inv * sc + b);
         }
         if (G::lane() == 0) {
             if (mean_out) store_stat(mean_out, stat_dtype, r, mean);
@@ -1700,9 +1683,9 @@ __global__ void __launch_bounds__(256)
             if (ps && vi < nvec) b = ps[vi];
 #pragma unroll
             for (int e = 0; e < VW; e++) {
-                float t = vi < nvec ? to_f(a.e[e]) : 0.0f;
+                float t = vi < nvec ? ox_cu_to_f(a.e[e]) : 0.0f;
                 /* SkipLayerNormalization: the sum rounded as Add stores it */
-                if (ps && vi < nvec) t = round_as<T>(t + to_f(b.e[e]));
+                if (ps && vi < nvec) t = round_as<T>(t + ox_cu_to_f(b.e[e]));
                 v[k][e] = t;
                 s += v[k][e];
             }
@@ -1722,7 +1705,7 @@ __global__ void __launch_bounds__(256)
         d2 = warp_allreduce(d2, sum_f());
         float inv = 1.0f / sqrtf(d2 / (float)len + eps);
         V *q = (V *)(y + r * len);
-        const float sc0 = to_f(scale[0]), b0 = bias ? to_f(bias[0]) : 0.0f;
+        const float sc0 = ox_cu_to_f(scale[0]), b0 = bias ? ox_cu_to_f(bias[0]) : 0.0f;
 #pragma unroll
         for (int k = 0; k < NV; k++) {
             int vi = lane + 32 * k;
@@ -1732,9 +1715,9 @@ __global__ void __launch_bounds__(256)
             if (bias && bias_row) bv = ((const V *)bias)[vi];
 #pragma unroll
             for (int e = 0; e < VW; e++) {
-                float sc = scale_row ? to_f(sv.e[e]) : sc0;
-                float b = bias && bias_row ? to_f(bv.e[e]) : b0;
-                o.e[e] = from_f<T>((v[k][e] - mean) * inv * sc + b);
+                float sc = scale_row ? ox_cu_to_f(sv.e[e]) : sc0;
+                float b = bias && bias_row ? ox_cu_to_f(bv.e[e]) : b0;
+                o.e[e] = ox_cu_from_f<T>((v[k][e] - mean) * inv * sc + b);
             }
             q[vi] = o;
         }
@@ -1763,7 +1746,7 @@ __global__ void k_add_rounded(const T *x, const T *skip, T *y, int64_t n, int64_
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t k = sm.n ? skip_row(sm, i / len, len) + i % len : i;
-        y[i] = from_f<T>(to_f(x[i]) + to_f(skip[k]));
+        y[i] = ox_cu_from_f<T>(ox_cu_to_f(x[i]) + ox_cu_to_f(skip[k]));
     }
 }
 
@@ -2039,7 +2022,7 @@ __global__ void k_bn_apply(const T *x, T *y, int64_t rows, int64_t C, int64_t S,
         T *q = y + r * S;
         for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < S;
              j += (int64_t)gridDim.x * blockDim.x)
-            q[j] = from_f<T>(to_f(p[j]) * a + b);
+            q[j] = ox_cu_from_f<T>(ox_cu_to_f(p[j]) * a + b);
     }
 }
 
