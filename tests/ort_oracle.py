@@ -25,7 +25,7 @@ const ort = require(process.argv[2] + '/node_modules/onnxruntime-node');
         const b = fs.readFileSync(i.file);
         const ab = b.buffer.slice(b.byteOffset, b.byteOffset + b.length);
         const T = {float32: Float32Array, float64: Float64Array, int64: BigInt64Array,
-                   int32: Int32Array}[i.dtype];
+                   int32: Int32Array, uint8: Uint8Array, int8: Int8Array}[i.dtype];
         feeds[i.name] = new ort.Tensor(i.dtype, new T(ab), i.shape);
       }
       const s = await ort.InferenceSession.create(c.model);

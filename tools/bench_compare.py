@@ -332,11 +332,11 @@ def count_flops(model_path, input_shapes, max_small=4096):
     for n in nodes:
         # the integer and quantized forms count as the float op they compute
         op = {"QLinearConv": "Conv", "ConvInteger": "Conv", "QLinearMatMul": "MatMul",
-              "MatMulInteger": "MatMul"}.get(n.op_type, n.op_type)
+              "MatMulInteger": "MatMul", "QGemm": "Gemm"}.get(n.op_type, n.op_type)
         if op not in ("Conv", "ConvTranspose", "Gemm", "MatMul"):
             continue
         a = shapes.get(n.input[0])
-        b = shapes.get(n.input[3 if n.op_type == "QLinearConv" else 1])
+        b = shapes.get(n.input[3 if n.op_type in ("QLinearConv", "QGemm") else 1])
         y = shapes.get(n.output[0])
         at = {x.name: helper.get_attribute_value(x) for x in n.attribute}
         if op == "Conv" and known(y) and known(b):

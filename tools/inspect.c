@@ -146,8 +146,8 @@ static double numel_of(const ox_tensor *t) {
 /* The op a node computes FLOPs as (Conv, ConvTranspose, Gemm, MatMul), or NULL; *w: the
  * input that holds a convolution's weights. The integer and quantized forms count as the
  * float op they compute (QLinearConv, ConvInteger; QLinearMatMul, MatMulInteger,
- * com.microsoft MatMulNBits), so that a QDQ model counts the same, its convolutions fused
- * or not. */
+ * com.microsoft MatMulNBits; com.microsoft QGemm), so that a QDQ model counts the same, its
+ * convolutions fused or not. */
 static const char *flop_op(const struct ox_node *n, int *w) {
     static const char *const ops[] = {"Conv", "ConvTranspose", "Gemm", "MatMul"};
     static const char *const fused[] = {"FusedConv", NULL, "FusedGemm", "FusedMatMul"};
@@ -168,6 +168,10 @@ static const char *flop_op(const struct ox_node *n, int *w) {
         (strcmp(n->op_type, "QLinearMatMul") == 0 || strcmp(n->op_type, "MatMulInteger") == 0))
         return "MatMul"; /* y's elements each take A's last dim of products */
     if (ms && strcmp(n->op_type, "MatMulNBits") == 0) return "MatMul";
+    if ((ms || own) && strcmp(n->op_type, "QGemm") == 0) {
+        *w = 3; /* A, a_scale, a_zero_point, B, ... */
+        return "Gemm";
+    }
     return NULL;
 }
 

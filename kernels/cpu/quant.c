@@ -4,8 +4,8 @@
  * integer types down to 2 bits, float8 and float4e2m1), DynamicQuantizeLinear, QLinearMatMul,
  * QLinearConv and ConvInteger. Domain ai.onnxexec: QuantizeDequantize, the two first ops'
  * round trip with one set of parameters (a QDQ model's Q -> DQ pairs, graph/optimize.c). Domain
- * com.microsoft: QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool
- * and QLinearConcat, as onnxruntime defines them.
+ * com.microsoft: QGemm, QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu,
+ * QLinearGlobalAveragePool and QLinearConcat, as onnxruntime defines them.
  *
  * Integer results are exact. Products of zero-point-shifted 8-bit operands (widened to int16
  * in scratch) are summed in int32; the sum is requantized in double with a multiplier rounded
@@ -40,7 +40,7 @@ static bool qint_range(ox_dtype dt, int64_t *lo, int64_t *hi) {
     }
 }
 
-/* onnxexec's twins of QLinearConv and QLinearAdd (graph/optimize.c) clamp their output's
+/* onnxexec's twins of QLinearConv, QGemm and QLinearAdd (graph/optimize.c) clamp their output's
  * codes to the attribute y_range [lo, hi]: two values, lo <= hi, inside the type's range. */
 static ox_status check_y_range(const struct ox_node *n, ox_dtype yt) {
     const int64_t *yr;
@@ -673,6 +673,30 @@ static void widen(const ox_tensor *t, int64_t off, int64_t cnt, int32_t zp, int1
     }
 }
 
+/* The int16 products a16 (M x K) x b16 (K x N; or bp, packed for ox_igemm16), each block of
+ * sums given to emit: over the pool where ox_igemm16 runs (scratch: its bytes), else the
+ * scalar loop into acc (M x N int32). */
+static void igemm_emit(struct ox_kernel_ctx *ctx, int64_t M, int64_t N, int64_t K,
+                       const int16_t *a16, const int16_t *b16, const void *bp, ox_igemm16_emit emit,
+                       void *arg, int32_t *acc, void *scratch) {
+    if (ox_igemm16_fast() && K > 0) {
+        struct ox_igemm16_op op = {.M = M,
+                                   .N = N,
+                                   .K = K,
+                                   .a = a16,
+                                   .lda = K,
+                                   .b = b16,
+                                   .ldb = N,
+                                   .b_packed = bp,
+                                   .emit = emit,
+                                   .arg = arg};
+        ox_igemm16(ctx->pool, &op, scratch);
+        return;
+    }
+    igemm(M, N, K, a16, b16, acc);
+    for (int64_t i = 0; i < M; i++) emit(arg, i, 0, N, acc + i * N);
+}
+
 /* Requantize: saturate(round(acc * mult) + zp) into element i of y (8-bit). */
 static inline void requant_store(ox_tensor *y, int64_t i, double v, int64_t lo, int64_t hi) {
     int64_t r = clamp_i64(rint(v), lo, hi);
@@ -702,6 +726,33 @@ static ox_status check_per_col(const struct ox_node *n, const ox_tensor *t, int6
     return OX_OK;
 }
 
+/* A product's 8-bit types: a, b and y's zero point int8 or uint8, each zero point of its
+ * input's type. */
+static ox_status check_mm_types(const struct ox_node *n, const ox_tensor *a, const ox_tensor *az,
+                                const ox_tensor *b, const ox_tensor *bz, const ox_tensor *yz) {
+    if (!is_q8(a->dtype) || !is_q8(b->dtype) || (yz && !is_q8(yz->dtype)))
+        return ox_node_err(n, OX_E_UNSUPPORTED, "types %s, %s, %s: supported are int8 and uint8",
+                           ox_dtype_name(a->dtype), ox_dtype_name(b->dtype),
+                           yz ? ox_dtype_name(yz->dtype) : "-");
+    if ((az && az->dtype != a->dtype) || (bz && bz->dtype != b->dtype))
+        return ox_node_err(n, OX_E_INVALID, "zero point types must match their inputs");
+    return OX_OK;
+}
+
+/* A product's quantization parameters: a's and y's one value each (y's may be absent), b's
+ * one or one per column of N. */
+static ox_status check_mm_params(const struct ox_node *n, const ox_tensor *as, const ox_tensor *az,
+                                 const ox_tensor *bs, const ox_tensor *bz, const ox_tensor *ys,
+                                 const ox_tensor *yz, int64_t N) {
+    ox_status st;
+    if ((st = check_scalar(n, as, "a_scale")) || (st = check_scalar(n, az, "a_zero_point")) ||
+        (st = check_per_col(n, bs, N, "b_scale")) ||
+        (st = check_per_col(n, bz, N, "b_zero_point")) || (st = check_scalar(n, ys, "y_scale")) ||
+        (st = check_scalar(n, yz, "y_zero_point")))
+        return st;
+    return OX_OK;
+}
+
 ox_status ox_q_infer_qlinear_matmul(struct ox_infer_ctx *ctx, const struct ox_node *n,
                                     const ox_tensor *const *in, ox_tensor *const *out) {
     const ox_tensor *a = ox_in(n, in, 0), *as = ox_in(n, in, 1), *az = ox_in(n, in, 2);
@@ -709,22 +760,13 @@ ox_status ox_q_infer_qlinear_matmul(struct ox_infer_ctx *ctx, const struct ox_no
     const ox_tensor *ys = ox_in(n, in, 6), *yz = ox_in(n, in, 7);
     if (!a || !as || !b || !bs || !ys)
         return ox_node_err(n, OX_E_INVALID, "expected inputs a, a_scale, b, b_scale and y_scale");
-    if (!is_q8(a->dtype) || !is_q8(b->dtype) || (yz && !is_q8(yz->dtype)))
-        return ox_node_err(n, OX_E_UNSUPPORTED, "types %s, %s, %s: supported are int8 and uint8",
-                           ox_dtype_name(a->dtype), ox_dtype_name(b->dtype),
-                           yz ? ox_dtype_name(yz->dtype) : "-");
-    if ((az && az->dtype != a->dtype) || (bz && bz->dtype != b->dtype))
-        return ox_node_err(n, OX_E_INVALID, "zero point types must match their inputs");
+    ox_status st;
+    if ((st = check_mm_types(n, a, az, b, bz, yz))) return st;
     if (!is_hp(as->dtype) || as->dtype != bs->dtype || as->dtype != ys->dtype)
         return ox_node_err(n, OX_E_UNSUPPORTED, "scales must share one float type");
     struct ox_matmul_shape m;
-    ox_status st = ox_matmul_shape(n, a, b, &m);
-    if (st) return st;
-    if ((st = check_scalar(n, as, "a_scale")) || (st = check_scalar(n, az, "a_zero_point")) ||
-        (st = check_per_col(n, bs, m.N, "b_scale")) ||
-        (st = check_per_col(n, bz, m.N, "b_zero_point")) || (st = check_scalar(n, ys, "y_scale")) ||
-        (st = check_scalar(n, yz, "y_zero_point")))
-        return st;
+    if ((st = ox_matmul_shape(n, a, b, &m))) return st;
+    if ((st = check_mm_params(n, as, az, bs, bz, ys, yz, m.N))) return st;
     ox_set_shape(out[0], yz ? yz->dtype : a->dtype, m.rank, m.dims);
     size_t total = 0;
     /* one B for every batch: the batches' rows are one A for ox_igemm16 */
@@ -825,24 +867,260 @@ ox_status ox_q_cpu_qlinear_matmul(struct ox_kernel_ctx *ctx, const struct ox_nod
         if (bo != last_b && !bp) qmm_widen_b(&qb, bo, b16);
         last_a = ao, last_b = bo;
         struct qmm_out o = {y, bi * m.M * m.N, m.N, mult, yzp, lo, hi};
-        if (ox_igemm16_fast()) {
-            struct ox_igemm16_op op = {.M = rows,
-                                       .N = m.N,
-                                       .K = m.K,
-                                       .a = a16,
-                                       .lda = m.K,
-                                       .b = b16,
-                                       .ldb = m.N,
-                                       .b_packed = bp,
-                                       .emit = qmm_emit,
-                                       .arg = &o};
-            ox_igemm16(ctx->pool, &op, p);
-            if (rows > m.M) break;
+        /* all the batches' rows at once where ox_igemm16 runs (igemm_emit: K > 0) */
+        bool all = ox_igemm16_fast() && m.K > 0 && rows > m.M;
+        igemm_emit(ctx, all ? rows : m.M, m.N, m.K, a16, b16, bp, qmm_emit, &o, acc, p);
+        if (all) break;
+    }
+    return OX_OK;
+}
+
+/* ---- QGemm (com.microsoft) --------------------------------------------------------------- */
+
+/* ONNX Runtime's quantized Gemm: A (M x K, or K x M with transA) and B (K x N, or N x K with
+ * transB) of 8 bits with their scales and zero points (a's one value, b's one or one per
+ * column), C an optional int32 bias added to the integer sums (one value, [N], [1, N],
+ * [M, 1] or [M, N]), then each sum times alpha a_scale b_scale[j] in float: the output in
+ * float when y_zero_point is absent (divided by y_scale where that is given), else
+ * saturate(round(sum x alpha a_scale b_scale[j] / y_scale) + y_zero_point), as ONNX
+ * Runtime's kernel computes it (the scale in float, rounded half to even). Inputs: A,
+ * a_scale, a_zero_point, B, b_scale, b_zero_point, C, y_scale, y_zero_point. onnxexec's twin
+ * (graph/optimize.c, from a QDQ Gemm) also clamps the codes to y_range. */
+struct qgemm_shape {
+    int64_t M, K, N;
+    bool ta, tb;
+};
+
+static ox_status qgemm_shape(const struct ox_node *n, const ox_tensor *a, const ox_tensor *b,
+                             struct qgemm_shape *g) {
+    char sa[256], sb[256];
+    g->ta = ox_attr_int(n, "transA", 0) != 0, g->tb = ox_attr_int(n, "transB", 0) != 0;
+    if (a->rank != 2 || b->rank != 2)
+        return ox_node_err(n, OX_E_SHAPE, "A %s and B %s: expected matrices",
+                           ox_tensor_desc(a, sa, sizeof sa), ox_tensor_desc(b, sb, sizeof sb));
+    g->M = a->dims[g->ta ? 1 : 0], g->K = a->dims[g->ta ? 0 : 1];
+    g->N = b->dims[g->tb ? 0 : 1];
+    if (b->dims[g->tb ? 1 : 0] != g->K)
+        return ox_node_err(n, OX_E_SHAPE, "A %s and B %s (transA %d, transB %d) do not multiply",
+                           ox_tensor_desc(a, sa, sizeof sa), ox_tensor_desc(b, sb, sizeof sb),
+                           g->ta, g->tb);
+    return OX_OK;
+}
+
+/* C's element for (i, j), by its broadcast: one, [N], [1, N], [M, 1] or [M, N]. */
+static int32_t qgemm_bias(const ox_tensor *c, int64_t M, int64_t N, int64_t i, int64_t j) {
+    if (!c) return 0;
+    const int32_t *d = c->data;
+    int64_t n = ox_tensor_numel(c);
+    if (n == 1) return d[0];
+    if (c->rank == 2 && c->dims[0] == M && c->dims[1] == N) return d[i * N + j];
+    if (c->rank == 2 && c->dims[1] == 1) return d[i];
+    return d[j];
+}
+
+ox_status ox_q_infer_qgemm(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                           const ox_tensor *const *in, ox_tensor *const *out) {
+    const ox_tensor *a = ox_in(n, in, 0), *as = ox_in(n, in, 1), *az = ox_in(n, in, 2);
+    const ox_tensor *b = ox_in(n, in, 3), *bs = ox_in(n, in, 4), *bz = ox_in(n, in, 5);
+    const ox_tensor *c = ox_in(n, in, 6), *ys = ox_in(n, in, 7), *yz = ox_in(n, in, 8);
+    char s[256];
+    if (!a || !as || !b || !bs)
+        return ox_node_err(n, OX_E_INVALID, "expected inputs A, a_scale, B and b_scale");
+    ox_status st;
+    if ((st = check_mm_types(n, a, az, b, bz, yz))) return st;
+    if (as->dtype != OX_FLOAT || bs->dtype != OX_FLOAT || (ys && ys->dtype != OX_FLOAT))
+        return ox_node_err(n, OX_E_UNSUPPORTED, "scales must be float");
+    if (c && c->dtype != OX_INT32)
+        return ox_node_err(n, OX_E_INVALID, "C of type %s: expected int32",
+                           ox_dtype_name(c->dtype));
+    struct qgemm_shape g;
+    if ((st = qgemm_shape(n, a, b, &g))) return st;
+    if ((st = check_mm_params(n, as, az, bs, bz, ys, yz, g.N))) return st;
+    if (c && !(ox_tensor_numel(c) == 1 || (c->rank == 1 && c->dims[0] == g.N) ||
+               (c->rank == 2 && (c->dims[0] == 1 || c->dims[0] == g.M) && c->dims[1] == g.N) ||
+               (c->rank == 2 && c->dims[0] == g.M && c->dims[1] == 1)))
+        return ox_node_err(n, OX_E_SHAPE, "C %s does not broadcast to [%lld, %lld]",
+                           ox_tensor_desc(c, s, sizeof s), (long long)g.M, (long long)g.N);
+    if ((st = check_y_range(n, yz ? yz->dtype : OX_FLOAT))) return st;
+    int64_t dims[2] = {g.M, g.N};
+    ox_set_shape(out[0], yz ? yz->dtype : OX_FLOAT, 2, dims);
+    size_t total = 0;
+    if (!add_piece(&total, g.M, g.K, 2) || !add_piece(&total, g.K, g.N, 2) ||
+        !add_piece(&total, g.M, g.N, 4) || !add_piece(&total, g.N, 1, 4) ||
+        !ox_igemm16_scratch(g.M, g.K, ctx->n_threads, &total))
+        return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
+    ctx->scratch_bytes = total;
+    if (may_pack(ctx, n, in, 3, 5)) { /* either packing (qgemm_pack_b) */
+        size_t b16 = ox_igemm16_b_bytes(g.K, g.N);
+        size_t b8 = ox_align64(ox_igemm8_b_bytes(g.K, g.N)) + ox_align64((size_t)g.N * 4);
+        ctx->prepared_bytes = b16 > b8 ? b16 : b8;
+    }
+    return OX_OK;
+}
+
+struct qgemm_b {
+    const ox_tensor *b, *bz;
+    struct qgemm_shape g;
+    bool use8; /* the 8-bit packing: int8 B (zero points 0) against uint8 A */
+};
+
+/* Whether the 8-bit products run (vpdpbusd): uint8 A as stored (no transA), int8 B whose
+ * zero points are all 0, where the CPU has AVX-512 VNNI. */
+static bool qgemm_use8(const ox_tensor *a, const ox_tensor *b, const ox_tensor *bz, bool ta) {
+    if (!ox_igemm8_fast() || ta || a->dtype != OX_UINT8 || b->dtype != OX_INT8) return false;
+    for (int64_t j = 0; bz && j < ox_tensor_numel(bz); j++)
+        if (((const int8_t *)bz->data)[j]) return false;
+    return true;
+}
+
+/* B as K x N int16 minus its zero point (one, or one per column), transposed from N x K. */
+static void qgemm_widen_b(const struct qgemm_b *q, int16_t *b16) {
+    const struct qgemm_shape *g = &q->g;
+    bool col = q->bz && ox_tensor_numel(q->bz) != 1;
+    for (int64_t k = 0; k < g->K; k++)
+        for (int64_t j = 0; j < g->N; j++)
+            b16[k * g->N + j] = (int16_t)(ox_get_i64(q->b, g->tb ? j * g->K + k : k * g->N + j) -
+                                          zp_of(q->bz, col ? j : 0));
+}
+
+/* Prepared memory of a constant B: int16 for ox_igemm16, or (use8) its bytes as K x N packed
+ * for ox_igemm8 followed by the N column sums (the zero point of A comes off as za x those). */
+static void qgemm_pack_b(void *dst, void *arg) {
+    const struct qgemm_b *q = arg;
+    size_t cnt = (size_t)(q->g.K * q->g.N > 0 ? q->g.K * q->g.N : 1);
+    if (q->use8) {
+        const int64_t K = q->g.K, N = q->g.N;
+        int8_t *b8 = malloc(cnt);
+        int32_t *sums = (int32_t *)((char *)dst + ox_align64(ox_igemm8_b_bytes(K, N)));
+        if (!b8) {
+            memset(dst, 0, ox_align64(ox_igemm8_b_bytes(K, N)) + ox_align64((size_t)N * 4));
+            return;
+        }
+        const int8_t *src = q->b->data;
+        for (int64_t j = 0; j < N; j++) sums[j] = 0;
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t j = 0; j < N; j++) {
+                int8_t v = src[q->g.tb ? j * K + k : k * N + j];
+                b8[k * N + j] = v;
+                sums[j] += v;
+            }
+        ox_igemm8_pack_b(b8, N, K, N, dst);
+        free(b8);
+        return;
+    }
+    int16_t *b16 = malloc(sizeof(int16_t) * cnt);
+    if (!b16) {
+        memset(dst, 0, ox_igemm16_b_bytes(q->g.K, q->g.N));
+        return;
+    }
+    qgemm_widen_b(q, b16);
+    ox_igemm16_pack_b(b16, q->g.N, q->g.K, q->g.N, dst);
+    free(b16);
+}
+
+struct qgemm_out {
+    ox_tensor *y;
+    const ox_tensor *c;
+    int64_t M, N;
+    const int32_t *colsum; /* the 8-bit products: raw sums, less za x B's column sums */
+    int32_t za;
+    const float *scale; /* per column */
+    float yzp;
+    bool quantized;
+    float lo, hi;
+};
+
+static void qgemm_emit(void *arg, int64_t i, int64_t n0, int64_t nn, const int32_t *acc) {
+    const struct qgemm_out *o = arg;
+    for (int64_t j = n0; j < n0 + nn; j++) {
+        /* the bias wraps into the int32 sum, as ONNX Runtime adds it to the accumulator */
+        uint32_t raw = (uint32_t)acc[j - n0];
+        if (o->colsum) raw -= (uint32_t)o->za * (uint32_t)o->colsum[j];
+        int32_t sum = (int32_t)(raw + (uint32_t)qgemm_bias(o->c, o->M, o->N, i, j));
+        float v = (float)sum * o->scale[j];
+        int64_t k = i * o->N + j;
+        if (!o->quantized) {
+            ((float *)o->y->data)[k] = v;
             continue;
         }
-        igemm(m.M, m.N, m.K, a16, b16, acc);
-        for (int64_t i = 0; i < m.M; i++) qmm_emit(&o, i, 0, m.N, acc + i * m.N);
+        float r = nearbyintf(v) + o->yzp; /* rounding half to even, as MLAS */
+        r = !(r >= o->lo) ? o->lo : r > o->hi ? o->hi : r;
+        if (o->y->dtype == OX_UINT8)
+            ((uint8_t *)o->y->data)[k] = (uint8_t)r;
+        else
+            ((int8_t *)o->y->data)[k] = (int8_t)r;
     }
+}
+
+ox_status ox_q_cpu_qgemm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                         const ox_tensor *const *in, ox_tensor *const *out) {
+    const ox_tensor *a = in[0], *as = in[1], *az = ox_in(n, in, 2);
+    const ox_tensor *b = in[3], *bs = in[4], *bz = ox_in(n, in, 5);
+    const ox_tensor *c = ox_in(n, in, 6), *ys = ox_in(n, in, 7), *yz = ox_in(n, in, 8);
+    ox_tensor *y = out[0];
+    struct qgemm_shape g;
+    ox_status st = qgemm_shape(n, a, b, &g);
+    if (st) return st;
+    char *p = ctx->scratch;
+    int16_t *a16 = take(&p, g.M * g.K, 2), *b16 = take(&p, g.K * g.N, 2);
+    int32_t *acc = take(&p, g.M * g.N, 4);
+    float *scale = take(&p, g.N, 4);
+    /* alpha * a_scale * b_scale[j] (/ y_scale), in float and in that order, as ONNX Runtime */
+    float alpha = ox_attr_float(n, "alpha", 1.0f), sa = *(const float *)as->data;
+    bool bcol = ox_tensor_numel(bs) != 1;
+    for (int64_t j = 0; j < g.N; j++) {
+        scale[j] = alpha * sa * ((const float *)bs->data)[bcol ? j : 0];
+        if (ys) scale[j] /= *(const float *)ys->data;
+    }
+    int64_t lo = 0, hi = 0;
+    const int64_t *yr;
+    if (yz) qint_range(yz->dtype, &lo, &hi);
+    if (yz && !strcmp(n->domain, OX_DOMAIN_ONNXEXEC) && ox_attr_ints(n, "y_range", &yr) == 2) {
+        lo = yr[0] > lo ? yr[0] : lo;
+        hi = yr[1] < hi ? yr[1] : hi;
+    }
+    int32_t azp = zp_of(az, 0);
+    struct qgemm_out o = {.y = y,
+                          .c = c,
+                          .M = g.M,
+                          .N = g.N,
+                          .za = azp,
+                          .scale = scale,
+                          .yzp = (float)zp_of(yz, 0),
+                          .quantized = yz != NULL,
+                          .lo = (float)lo,
+                          .hi = (float)hi};
+    if (g.M * g.N == 0) return OX_OK;
+    struct qgemm_b qb = {b, bz, g, qgemm_use8(a, b, bz, g.ta)};
+    const void *bp = NULL;
+    if (ox_igemm16_fast() && g.K > 0) {
+        struct ox_prep_key key = {
+            b->data, {g.K, g.N, bz ? (int64_t)(intptr_t)bz->data : 0, g.tb + 2 * qb.use8}};
+        bp = ox_kernel_prepared(ctx, qgemm_pack_b, &qb, &key);
+    }
+    if (bp && qb.use8) { /* the 8-bit products on A's bytes as they are */
+        o.colsum = (const int32_t *)((const char *)bp + ox_align64(ox_igemm8_b_bytes(g.K, g.N)));
+        struct ox_igemm16_op op = {.M = g.M,
+                                   .N = g.N,
+                                   .K = g.K,
+                                   .mode8 = OX_IG8_A_U8_B_S8,
+                                   .a8 = a->data,
+                                   .lda = g.K,
+                                   .b_packed = bp,
+                                   .emit = qgemm_emit,
+                                   .arg = &o};
+        ox_igemm16(ctx->pool, &op, p);
+        return OX_OK;
+    }
+    if (g.ta) { /* A^T: K x M stored, read across */
+        for (int64_t i = 0; i < g.M; i++)
+            for (int64_t k = 0; k < g.K; k++)
+                a16[i * g.K + k] = (int16_t)(ox_get_i64(a, k * g.M + i) - azp);
+    } else {
+        widen(a, 0, g.M * g.K, azp, a16);
+    }
+    if (!bp) qgemm_widen_b(&qb, b16);
+    igemm_emit(ctx, g.M, g.N, g.K, a16, b16, bp, qgemm_emit, &o, acc, p);
     return OX_OK;
 }
 

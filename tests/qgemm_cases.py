@@ -1,0 +1,334 @@
+#!/usr/bin/python3
+"""Backend-layout cases for com.microsoft QGemm (ONNX Runtime's quantized Gemm, which its
+quantizer writes for Gemm in the QOperator format) and for the QDQ Gemm that onnxexec runs
+as its twin of it (graph/optimize.c fold_qgemm), with numpy as the oracle.
+
+    tests/qgemm_cases.py OUTDIR --onnxexec BIN [--ort-dir DIR]
+
+QGemm's oracle is ONNX Runtime's definition (contrib_ops/cpu/quantization/quant_gemm.cc):
+int32 sums of (a - a_zero_point)(b - b_zero_point) plus the int32 bias C, times alpha a_scale
+b_scale[j] (/ y_scale) in float32, then rounded half to even, shifted by y_zero_point and
+saturated when y_zero_point is given, else the float product. The cases: uint8 A against int8
+B with one scale per column (the 8-bit products where the CPU has AVX-512 VNNI, B constant)
+and the same B fed at run time; uint8 B with a zero point and transA; int8 against int8 with
+alpha and an int8 output; per-column zero points; each bias broadcast (one value, [N], [1, N],
+[M, 1], [M, N]); float outputs with and without y_scale; a K that is no multiple of 4 at one
+row (a classifier's GEMV); outputs that saturate at both ends. All exact (rtol 0, atol 0),
+optimized, unoptimized and through --roundtrip. Inputs QGemm refuses fail naming the fault.
+
+The QDQ cases are torch's export of Linear between QuantizeLinear and DequantizeLinear (W
+int8 per output channel, the bias int32 through a DequantizeLinear with a ConstantOfShape zero
+point, transB), with no activation, Relu and Clip, per-tensor weights, a float bias and none;
+the float graph written in numpy is the oracle, within one step of the output's scale (the
+integer form rounds its bias and scales once, like fold_qconv's QLinearConv); on a CPU with
+AVX-512 VNNI `onnxexec info` must show the QGemm, and the Gemms that must stay float (alpha
+0.5, weights fed at run time, a Sigmoid before the QuantizeLinear) must. With
+--ort-dir (onnxruntime-node from npm), the QGemm cases run in ONNX Runtime too and must give
+the same bytes (floats within its tolerance).
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ort_oracle  # noqa: E402
+from case_dir import expect_error, op_count, write_case  # noqa: E402
+
+ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ap.add_argument("outdir")
+ap.add_argument("--onnxexec", required=True)
+ap.add_argument("--ort-dir", help="compare the QGemm cases with ONNX Runtime too")
+args = ap.parse_args()
+shutil.rmtree(args.outdir, ignore_errors=True)
+exact_dir = os.path.join(args.outdir, "exact")
+qdq_dir = os.path.join(args.outdir, "qdq")
+os.makedirs(exact_dir)
+os.makedirs(qdq_dir)
+rng = np.random.default_rng(5)
+exe = args.onnxexec
+failed = 0
+
+ONNX = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8, np.int32: TensorProto.INT32,
+        np.float32: TensorProto.FLOAT}
+RANGE = {np.uint8: (0, 255), np.int8: (-128, 127)}
+f32 = np.float32
+
+
+def codes(t, shape):
+    lo, hi = RANGE[t]
+    return rng.integers(lo, hi + 1, shape).astype(t)
+
+
+def qgemm_ref(a, sa, za, b, sb, zb, c, sy, zy, alpha=1.0, ta=0, tb=0):
+    """ONNX Runtime's QGemm in numpy: int sums, the float32 scale, rounding half to even."""
+    A = (a.T if ta else a).astype(np.int64) - int(za)
+    B = (b.T if tb else b).astype(np.int64)
+    zbv = np.broadcast_to(np.asarray(zb, np.int64).reshape(-1), (B.shape[1],))
+    acc = A @ (B - zbv[None, :])
+    if c is not None:
+        acc = acc + np.broadcast_to(c.reshape(c.shape if c.ndim == 2 else (1, -1)), acc.shape)
+    acc = acc.astype(np.int32)
+    sbv = np.broadcast_to(np.asarray(sb, f32).reshape(-1), (B.shape[1],))
+    scale = (f32(alpha) * f32(sa)) * sbv
+    if sy is not None:
+        scale = (scale / f32(sy)).astype(f32)
+    v = acc.astype(f32) * scale[None, :].astype(f32)
+    if zy is None:
+        return v.astype(f32)
+    lo, hi = RANGE[type(zy)] if not isinstance(zy, np.ndarray) else RANGE[zy.dtype.type]
+    return np.clip(np.rint(v) + f32(zy), lo, hi).astype(np.asarray(zy).dtype)
+
+
+def qgemm_case(name, M, K, N, at=np.uint8, bt=np.int8, per_col=True, zb_nonzero=False,
+               c_shape="N", y=np.uint8, sy=0.05, alpha=1.0, ta=0, tb=1, b_const=True,
+               scale_a=0.02, scale_b=0.01):
+    a = codes(at, (K, M) if ta else (M, K))
+    b = codes(bt, (N, K) if tb else (K, N))
+    za = at(rng.integers(0, 40)) if at == np.uint8 else at(rng.integers(-10, 10))
+    sb = (rng.uniform(0.5, 1.5, N) * scale_b).astype(f32) if per_col else f32(scale_b)
+    zbt = bt
+    if zb_nonzero:
+        zb = rng.integers(-5 if bt == np.int8 else 100, 6 if bt == np.int8 else 140,
+                          N if per_col else None).astype(zbt)
+    else:
+        zb = np.zeros(N, zbt) if per_col else zbt(0)
+    c = None
+    if c_shape:
+        shp = {"1": (), "N": (N,), "1N": (1, N), "M1": (M, 1), "MN": (M, N)}[c_shape]
+        c = rng.integers(-3000, 3000, shp).astype(np.int32)
+    zy = None if y is None else (y(128) if y == np.uint8 else y(-3))
+    ysc = None if sy is None else f32(sy)
+    want = qgemm_ref(a, f32(scale_a), za, b, sb, zb, c, ysc, zy, alpha, ta, tb)
+    names = ["A", "a_scale", "a_zero_point", "B", "b_scale", "b_zero_point",
+             "C" if c is not None else "", "y_scale" if ysc is not None else "",
+             "y_zero_point" if zy is not None else ""]
+    while names and names[-1] == "":
+        names.pop()
+    attrs = {"transA": ta, "transB": tb}
+    if alpha != 1.0:
+        attrs["alpha"] = alpha
+    node = helper.make_node("QGemm", names, ["Y"], domain="com.microsoft", **attrs)
+    consts = [numpy_helper.from_array(np.asarray(f32(scale_a)), "a_scale"),
+              numpy_helper.from_array(np.asarray(za), "a_zero_point"),
+              numpy_helper.from_array(np.asarray(sb), "b_scale"),
+              numpy_helper.from_array(np.asarray(zb), "b_zero_point")]
+    if c is not None:
+        consts.append(numpy_helper.from_array(c, "C"))
+    if ysc is not None:
+        consts.append(numpy_helper.from_array(np.asarray(ysc), "y_scale"))
+    if zy is not None:
+        consts.append(numpy_helper.from_array(np.asarray(zy), "y_zero_point"))
+    ins = [helper.make_tensor_value_info("A", ONNX[at], list(a.shape))]
+    feeds = [("A", a)]
+    if b_const:
+        consts.append(numpy_helper.from_array(b, "B"))
+    else:
+        ins.append(helper.make_tensor_value_info("B", ONNX[bt], list(b.shape)))
+        feeds.append(("B", b))
+    yt = TensorProto.FLOAT if zy is None else ONNX[type(zy)]
+    g = helper.make_graph([node], name, ins, [helper.make_tensor_value_info("Y", yt, [M, N])],
+                          consts)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid("com.microsoft", 1)])
+    write_case(exact_dir, name, m, feeds, [("Y", want)])
+    return name
+
+
+qcases = [
+    qgemm_case("qgemm_u8s8_percol", 3, 40, 37),
+    qgemm_case("qgemm_u8s8_b_at_run_time", 3, 40, 37, b_const=False),
+    qgemm_case("qgemm_u8u8_zp_transA_float", 5, 24, 9, bt=np.uint8, zb_nonzero=True, ta=1,
+               tb=0, c_shape="MN", y=None, sy=None),
+    qgemm_case("qgemm_s8s8_alpha_s8out", 4, 33, 20, at=np.int8, per_col=False, c_shape="M1",
+               y=np.int8, alpha=0.5),
+    qgemm_case("qgemm_float_over_y_scale", 2, 16, 8, c_shape="1", y=None, sy=0.25),
+    qgemm_case("qgemm_s8_zp_per_col", 3, 21, 35, zb_nonzero=True, c_shape="1N"),
+    qgemm_case("qgemm_gemv_k_odd", 1, 1283, 70, c_shape="N"),
+    qgemm_case("qgemm_no_bias", 6, 64, 40, c_shape=None),
+    qgemm_case("qgemm_saturates", 4, 64, 33, sy=0.0005),
+]
+
+
+# ---- QDQ Gemm (torch's Linear) ---------------------------------------------------------
+def qdq_linear(name, M=4, K=48, N=24, act=None, per_col=True, bias="int32", alpha=1.0,
+               w_input=False, fused=True):
+    x = rng.standard_normal((M, K)).astype(f32)
+    sx, zx = f32(0.03), np.uint8(120)
+    wq = rng.integers(-100, 101, (N, K)).astype(np.int8)
+    sw = (rng.uniform(0.5, 1.5, N) * 0.01).astype(f32) if per_col else f32(0.01)
+    zw = np.zeros(N, np.int8) if per_col else np.int8(0)
+    sy, zy = f32(0.05), np.uint8(100)
+    nodes, consts = [], []
+    C = lambda n, v: consts.append(numpy_helper.from_array(np.asarray(v), n))  # noqa: E731
+    C("sx", sx), C("zx", zx), C("sw", sw), C("zw", zw), C("sy", sy), C("zy", zy)
+    nodes += [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+              helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+              helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"], axis=0)]
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [M, K])]
+    feeds = [("x", x)]
+    if w_input:
+        ins.append(helper.make_tensor_value_info("wq", TensorProto.INT8, [N, K]))
+        feeds.append(("wq", wq))
+    else:
+        C("wq", wq)
+    gemm_in = ["xd", "wd"]
+    # float oracle: numpy's version of each op in float32
+    xq = np.clip(np.rint(x / sx) + f32(zx), 0, 255).astype(np.uint8)
+    xd = (xq.astype(f32) - f32(zx)) * sx
+    swv = np.broadcast_to(sw, (N,))
+    zwv = np.broadcast_to(zw, (N,)).astype(f32)
+    wd = (wq.astype(f32) - zwv[:, None]) * swv[:, None]
+    bias_f = None
+    if bias == "int32":
+        bq = rng.integers(-2000, 2000, N).astype(np.int32)
+        sb = (sx * swv).astype(f32)
+        C("bq", bq), C("sb", sb), C("shape_n", np.array([N], np.int64))
+        nodes += [helper.make_node("ConstantOfShape", ["shape_n"], ["zb0"]),
+                  helper.make_node("Cast", ["zb0"], ["zb"], to=TensorProto.INT32),
+                  helper.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bd"], axis=0)]
+        gemm_in.append("bd")
+        bias_f = bq.astype(f32) * sb
+    elif bias == "float":
+        bias_f = rng.standard_normal(N).astype(f32) * f32(0.1)
+        C("bf", bias_f)
+        gemm_in.append("bf")
+    attrs = {"transB": 1}
+    if alpha != 1.0:
+        attrs["alpha"] = alpha
+    nodes.append(helper.make_node("Gemm", gemm_in, ["g"], **attrs))
+    y = (f32(alpha) * (xd @ wd.T)).astype(f32)
+    if bias_f is not None:
+        y = y + bias_f
+    src = "g"
+    if act == "relu":
+        nodes.append(helper.make_node("Relu", ["g"], ["a"]))
+        y, src = np.maximum(y, 0), "a"
+    elif act == "sigmoid":
+        nodes.append(helper.make_node("Sigmoid", ["g"], ["a"]))
+        y, src = (1 / (1 + np.exp(-y.astype(np.float64)))).astype(f32), "a"
+    elif act == "clip":
+        C("lo", f32(0.0)), C("hi", f32(1.5))
+        nodes.append(helper.make_node("Clip", ["g", "lo", "hi"], ["a"]))
+        y, src = np.clip(y, 0, 1.5), "a"
+    nodes += [helper.make_node("QuantizeLinear", [src, "sy", "zy"], ["yq"]),
+              helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"])]
+    yq = np.clip(np.rint(y / sy) + f32(zy), 0, 255)
+    want = ((yq - f32(zy)) * sy).astype(f32)
+    g = helper.make_graph(nodes, name, ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                           [M, N])], consts)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    write_case(qdq_dir, name, m, feeds, [("y", want)])
+    return name, fused
+
+
+qdq = [
+    qdq_linear("qdq_linear"),
+    qdq_linear("qdq_linear_relu", act="relu"),
+    qdq_linear("qdq_linear_clip", act="clip", M=1, K=1280, N=100),
+    qdq_linear("qdq_linear_per_tensor_float_bias", per_col=False, bias="float"),
+    qdq_linear("qdq_linear_no_bias", bias=None),
+    qdq_linear("qdq_linear_alpha", alpha=0.5, fused=False),
+    qdq_linear("qdq_linear_w_at_run_time", w_input=True, fused=False),
+    qdq_linear("qdq_linear_sigmoid", act="sigmoid", fused=False),
+]
+
+
+def run_test(d, extra, env=None):
+    global failed
+    r = subprocess.run([exe, "test", d, "--threads", "2"] + extra, capture_output=True,
+                       text=True, env=dict(os.environ, **(env or {})))
+    tail = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+    print("onnxexec test %s %s%s: %s" % (os.path.basename(d), " ".join(extra),
+                                         "".join(" %s=%s" % kv for kv in (env or {}).items()),
+                                         tail))
+    if r.returncode:
+        failed += 1
+        sys.stdout.write("".join(l + "\n" for l in r.stdout.splitlines() if "FAIL" in l))
+        sys.stdout.write(r.stderr)
+
+
+for extra in ([], ["--no-optimize"], ["--roundtrip"]):
+    run_test(exact_dir, ["--rtol", "0", "--atol", "0"] + extra)
+# OX_IGEMM8=0: the int16 products where the 8-bit ones would run
+run_test(exact_dir, ["--rtol", "0", "--atol", "0"], {"OX_IGEMM8": "0"})
+# one step of the output's scale (0.05), and a little for float rounding
+for extra in ([], ["--no-optimize"], ["--roundtrip"]):
+    run_test(qdq_dir, ["--rtol", "0", "--atol", "0.0501"] + extra)
+
+cpu = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+vnni = " avx512_vnni" in cpu and " avx512bw" in cpu
+for name, fused in qdq:
+    got = op_count(exe, os.path.join(qdq_dir, name, "model.onnx"), ("ai.onnxexec.QGemm",))
+    want = 1 if fused and vnni else 0
+    ok = got == want
+    print("%s %s: %s QGemm node(s), expected %d" % ("PASS" if ok else "FAIL", name, got, want))
+    failed += not ok
+    if fused and vnni:  # the same model for a GPU keeps its float Gemm
+        r = subprocess.run([exe, "info", os.path.join(qdq_dir, name, "model.onnx"), "--device",
+                            "cuda"], capture_output=True, text=True)
+        ok = r.returncode == 0 and "QGemm" not in r.stdout
+        print("%s %s for a GPU: no QGemm" % ("PASS" if ok else "FAIL", name))
+        failed += not ok
+
+
+# ---- what QGemm refuses ------------------------------------------------------------------
+def bad_model(name, mutate):
+    a = codes(np.uint8, (2, 8))
+    consts = {"a_scale": np.asarray(f32(0.1)), "a_zero_point": np.asarray(np.uint8(3)),
+              "B": codes(np.int8, (8, 4)), "b_scale": np.asarray(f32(0.2)),
+              "b_zero_point": np.asarray(np.int8(0)), "C": np.zeros(4, np.int32)}
+    ins = ["A", "a_scale", "a_zero_point", "B", "b_scale", "b_zero_point", "C"]
+    a_shape = mutate(consts, ins) or list(a.shape)
+    node = helper.make_node("QGemm", ins, ["Y"], domain="com.microsoft")
+    g = helper.make_graph(
+        [node], name, [helper.make_tensor_value_info("A", TensorProto.UINT8, a_shape)],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                               helper.make_opsetid("com.microsoft", 1)])
+
+
+def c_int8(consts, ins):
+    consts["C"] = np.zeros(4, np.int8)
+
+
+def c_wrong_shape(consts, ins):
+    consts["C"] = np.zeros(3, np.int32)
+
+
+def b_scale_wrong(consts, ins):
+    consts["b_scale"] = np.ones(3, f32)
+
+
+def a_rank3(consts, ins):
+    return [1, 2, 8]
+
+
+def k_mismatch(consts, ins):
+    consts["B"] = codes(np.int8, (7, 4))
+
+
+bad_dir = os.path.join(args.outdir, "bad")
+os.makedirs(bad_dir)
+for name, mutate, says in (("c_int8", c_int8, "expected int32"),
+                           ("c_wrong_shape", c_wrong_shape, "does not broadcast"),
+                           ("b_scale_wrong", b_scale_wrong, "b_scale"),
+                           ("a_rank3", a_rank3, "expected matrices"),
+                           ("k_mismatch", k_mismatch, "do not multiply")):
+    path, a_pb = os.path.join(bad_dir, name + ".onnx"), os.path.join(bad_dir, name + "_a.pb")
+    onnx.save(bad_model(name, mutate), path)
+    with open(a_pb, "wb") as f:
+        a = codes(np.uint8, (1, 2, 8) if name == "a_rank3" else (2, 8))
+        f.write(numpy_helper.from_array(a, "A").SerializeToString())
+    failed += expect_error(exe, name, path, [("A", a_pb)], says)
+
+if args.ort_dir:
+    failed += ort_oracle.compare(exact_dir, qcases, args.ort_dir)
+print("%d failed" % failed if failed else "all passed")
+sys.exit(1 if failed else 0)
