@@ -5,7 +5,7 @@
  * QLinearConv and ConvInteger. Domain ai.onnxexec: QuantizeDequantize, the two first ops'
  * round trip with one set of parameters (a QDQ model's Q -> DQ pairs, graph/optimize.c). Domain
  * com.microsoft: QGemm, QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu,
- * QLinearGlobalAveragePool and QLinearConcat, as onnxruntime defines them.
+ * QLinearAveragePool, QLinearGlobalAveragePool and QLinearConcat, as onnxruntime defines them.
  *
  * Integer results are exact. Products of zero-point-shifted 8-bit operands (widened to int16
  * in scratch) are summed in int32; the sum is requantized in double with a multiplier rounded
@@ -1950,6 +1950,120 @@ ox_status ox_q_cpu_qlinear_leaky_relu(struct ox_kernel_ctx *ctx, const struct ox
                                       const ox_tensor *const *in, ox_tensor *const *out) {
     (void)ctx;
     return qlinear_lookup(n, in, out[0], f_leaky, ox_attr_float(n, "alpha", 0.01f));
+}
+
+/* ---- QLinearAveragePool (com.microsoft) ------------------------------------------------- */
+
+/* AveragePool of dequantized 8-bit values, requantized, as ONNX Runtime computes it
+ * (contrib_ops/cpu/quantization/qlinear_pool.cc): each value x_scale (x - x_zero_point) in
+ * float, the window's values summed in float in row-major order, divided by the count (the
+ * kernel's size with count_include_pad, else the taps inside the input), then
+ * saturate(round(v / y_scale + y_zero_point)), rounding half to even. Inputs X, x_scale,
+ * x_zero_point, y_scale, y_zero_point; AveragePool's attributes (1 to 3 spatial dims, no
+ * dilations) and channels_last (X [N, spatial..., C]). The output's shape is the float op's,
+ * from its own infer. */
+static void qpool_float_view(const ox_tensor *x, bool last, ox_tensor *v) {
+    *v = (ox_tensor){.dtype = OX_FLOAT, .rank = x->rank};
+    v->dims[0] = x->dims[0];
+    v->dims[1] = last ? x->dims[x->rank - 1] : x->dims[1];
+    for (int i = 2; i < x->rank; i++) v->dims[i] = x->dims[last ? i - 1 : i];
+}
+
+ox_status ox_q_infer_qlinear_avgpool(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                     const ox_tensor *const *in, ox_tensor *const *out) {
+    const ox_tensor *x = ox_in(n, in, 0);
+    char d[256];
+    if (!x) return ox_node_err(n, OX_E_INVALID, "expected input X");
+    if (!is_q8(x->dtype) || x->rank < 3 || x->rank > 5)
+        return ox_node_err(n, OX_E_UNSUPPORTED, "input %s: expected int8 or uint8 of rank 3 to 5",
+                           ox_tensor_desc(x, d, sizeof d));
+    ox_status st;
+    if ((st = check_qparams(n, ox_in(n, in, 1), ox_in(n, in, 2), x->dtype, "x")) ||
+        (st = check_qparams(n, ox_in(n, in, 3), ox_in(n, in, 4), x->dtype, "y")))
+        return st;
+    const int64_t *dl;
+    int nd = ox_attr_ints(n, "dilations", &dl);
+    for (int i = 0; i < nd; i++)
+        if (dl[i] != 1) return ox_node_err(n, OX_E_UNSUPPORTED, "dilations other than 1");
+    bool last = ox_attr_int(n, "channels_last", 0) != 0;
+    ox_tensor xv, yv = {0};
+    qpool_float_view(x, last, &xv);
+    ox_tensor *yo = &yv;
+    const ox_tensor *xi = &xv;
+    const struct ox_op *pool = ox_op_find("", "AveragePool", 19);
+    struct ox_node an = *n;
+    an.domain = "", an.op_type = "AveragePool", an.opset = 19, an.n_inputs = 1;
+    if ((st = pool->infer(ctx, &an, &xi, &yo))) return st;
+    ctx->scratch_bytes = 0; /* this kernel walks the windows itself */
+    int64_t dims[OX_MAX_RANK];
+    dims[0] = yv.dims[0];
+    for (int i = 2; i < x->rank; i++) dims[last ? i - 1 : i] = yv.dims[i];
+    dims[last ? x->rank - 1 : 1] = yv.dims[1];
+    ox_set_shape(out[0], x->dtype, x->rank, dims);
+    return OX_OK;
+}
+
+ox_status ox_q_cpu_qlinear_avgpool(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                   const ox_tensor *const *in, ox_tensor *const *out) {
+    (void)ctx;
+    const ox_tensor *x = in[0], *xz = ox_in(n, in, 2), *yz = ox_in(n, in, 4);
+    ox_tensor *y = out[0];
+    bool last = ox_attr_int(n, "channels_last", 0) != 0;
+    int nsp = x->rank - 2, cax = last ? x->rank - 1 : 1;
+    int64_t N = x->dims[0], C = x->dims[cax], in_sp[3] = {1, 1, 1}, out_sp[3] = {1, 1, 1};
+    int64_t k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, pb[3] = {0, 0, 0};
+    for (int i = 0; i < nsp; i++) {
+        in_sp[i] = x->dims[last ? i + 1 : i + 2];
+        out_sp[i] = y->dims[last ? i + 1 : i + 2];
+    }
+    const int64_t *a;
+    int na = ox_attr_ints(n, "kernel_shape", &a);
+    for (int i = 0; i < nsp && i < na; i++) k[i] = a[i];
+    na = ox_attr_ints(n, "strides", &a);
+    for (int i = 0; i < nsp && i < na; i++) s[i] = a[i];
+    const char *ap = ox_attr_str(n, "auto_pad", "NOTSET");
+    if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
+        for (int i = 0; i < nsp; i++) {
+            int64_t total = (out_sp[i] - 1) * s[i] + k[i] - in_sp[i];
+            if (total < 0) total = 0;
+            pb[i] = ap[5] == 'U' ? total / 2 : total - total / 2;
+        }
+    } else if (!strcmp(ap, "NOTSET") && (na = ox_attr_ints(n, "pads", &a)) >= 2 * nsp) {
+        for (int i = 0; i < nsp; i++) pb[i] = a[i];
+    }
+    bool include_pad = ox_attr_int(n, "count_include_pad", 0) != 0;
+    float xs = *(const float *)in[1]->data, ys = *(const float *)in[3]->data;
+    int32_t xzp = xz ? q_load(xz, 0) : 0, yzp = yz ? q_load(yz, 0) : 0;
+    int32_t lo = q_lo(y->dtype), hi = q_hi(y->dtype);
+    int64_t isz = in_sp[0] * in_sp[1] * in_sp[2], osz = out_sp[0] * out_sp[1] * out_sp[2];
+    for (int64_t b = 0; b < N; b++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t o = 0; o < osz; o++) {
+                int64_t op[3] = {o / (out_sp[1] * out_sp[2]), o / out_sp[2] % out_sp[1],
+                                 o % out_sp[2]};
+                int64_t lo_[3], hi_[3];
+                for (int i = 0; i < 3; i++) {
+                    int64_t st = op[i] * s[i] - pb[i], en = st + k[i];
+                    lo_[i] = st < 0 ? 0 : st;
+                    hi_[i] = en < in_sp[i] ? en : in_sp[i];
+                }
+                float sum = 0;
+                for (int64_t h = lo_[0]; h < hi_[0]; h++)
+                    for (int64_t w = lo_[1]; w < hi_[1]; w++)
+                        for (int64_t dd = lo_[2]; dd < hi_[2]; dd++) {
+                            int64_t sp = (h * in_sp[1] + w) * in_sp[2] + dd;
+                            int64_t xi = last ? (b * isz + sp) * C + c : (b * C + c) * isz + sp;
+                            sum += xs * (float)(q_load(x, xi) - xzp);
+                        }
+                int64_t cnt = include_pad
+                                  ? k[0] * k[1] * k[2]
+                                  : (hi_[0] - lo_[0]) * (hi_[1] - lo_[1]) * (hi_[2] - lo_[2]);
+                float v = cnt > 0 ? sum / (float)cnt : 0.0f;
+                float r = nearbyintf(v / ys + (float)yzp);
+                int32_t q = !(r >= (float)lo) ? lo : r > (float)hi ? hi : (int32_t)r;
+                q_put(y, last ? (b * osz + o) * C + c : (b * C + c) * osz + o, q);
+            }
+    return OX_OK;
 }
 
 /* QLinearGlobalAveragePool: X, x_scale, x_zero_point, y_scale, y_zero_point; channels_last. */

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
-"""Backend-layout cases for com.microsoft QGemm (ONNX Runtime's quantized Gemm, which its
-quantizer writes for Gemm in the QOperator format) and for the QDQ Gemm that onnxexec runs
-as its twin of it (graph/optimize.c fold_qgemm), with numpy as the oracle.
+"""Backend-layout cases for ONNX Runtime's quantized operators that its quantizer writes in
+the QOperator format and onnxexec's CPU runs since stop 37 (domain com.microsoft: QGemm,
+QLinearAveragePool), and for the QDQ Gemm that onnxexec runs as its twin of QGemm
+(graph/optimize.c fold_qgemm), with numpy as the oracle.
 
-    tests/qgemm_cases.py OUTDIR --onnxexec BIN [--ort-dir DIR]
+    tests/qop_cases.py OUTDIR --onnxexec BIN [--ort-dir DIR]
 
 QGemm's oracle is ONNX Runtime's definition (contrib_ops/cpu/quantization/quant_gemm.cc):
 int32 sums of (a - a_zero_point)(b - b_zero_point) plus the int32 bias C, times alpha a_scale
@@ -19,7 +20,14 @@ optimized, unoptimized and through --roundtrip. Inputs QGemm refuses fail naming
 The QDQ cases are torch's export of Linear between QuantizeLinear and DequantizeLinear (W
 int8 per output channel, the bias int32 through a DequantizeLinear with a ConstantOfShape zero
 point, transB), with no activation, Relu and Clip, per-tensor weights, a float bias and none;
-the float graph written in numpy is the oracle, within one step of the output's scale (the
+QLinearAveragePool's oracle is ONNX Runtime's kernel (qlinear_pool.cc) in numpy: values
+dequantized in float32, each window summed in float32 in row-major order, divided by its
+count, then round(v / y_scale + y_zero_point) saturated; 2-D with and without
+count_include_pad, int8, channels_last, ceil_mode, SAME_UPPER, 1-D and 3-D; exact. Dilations
+are refused.
+
+The QDQ cases' oracle is the float graph written in numpy, within one step of the output's
+scale (the
 integer form rounds its bias and scales once, like fold_qconv's QLinearConv); on a CPU with
 AVX-512 VNNI `onnxexec info` must show the QGemm, and the Gemms that must stay float (alpha
 0.5, weights fed at run time, a Sigmoid before the QuantizeLinear) must. With
@@ -152,6 +160,92 @@ qcases = [
     qgemm_case("qgemm_gemv_k_odd", 1, 1283, 70, c_shape="N"),
     qgemm_case("qgemm_no_bias", 6, 64, 40, c_shape=None),
     qgemm_case("qgemm_saturates", 4, 64, 33, sy=0.0005),
+]
+
+
+# ---- QLinearAveragePool ------------------------------------------------------------------
+def qavgpool_ref(x, sx, zx, sy, zy, k, s, pads, include_pad, last, out_sp):
+    """ONNX Runtime's QLinearAveragePool: float32 values, float32 sums in window order."""
+    if last:
+        x = np.moveaxis(x, -1, 1)
+    N, C = x.shape[:2]
+    sp = x.shape[2:]
+    nsp = len(sp)
+    xf = (f32(sx) * (x.astype(np.int32) - int(zx)).astype(f32)).astype(f32)
+    lo_q, hi_q = RANGE[x.dtype.type]
+    y = np.zeros((N, C) + tuple(out_sp), x.dtype)
+    for idx in np.ndindex(*out_sp):
+        ranges = []
+        for i in range(nsp):
+            st = idx[i] * s[i] - pads[i]
+            ranges.append(range(max(st, 0), min(st + k[i], sp[i])))
+        cnt = int(np.prod(k)) if include_pad else int(np.prod([len(r) for r in ranges]))
+        for b in range(N):
+            for c in range(C):
+                acc = f32(0)
+                for pos in np.ndindex(*[len(r) for r in ranges]):
+                    acc = f32(acc + xf[(b, c) + tuple(ranges[i][pos[i]] for i in range(nsp))])
+                v = f32(acc / f32(cnt)) if cnt else f32(0)
+                r = np.rint(f32(v / f32(sy)) + f32(zy))
+                y[(b, c) + idx] = np.clip(r, lo_q, hi_q)
+    return np.moveaxis(y, 1, -1) if last else y
+
+
+def out_extent(n, k, s, pb, pe, ceil):
+    span = n + pb + pe - k
+    return (-(-span // s) if ceil else span // s) + 1
+
+
+def qavgpool_case(name, shape, k, s, pads=None, include_pad=0, t=np.uint8, last=0, ceil=0,
+                  auto_pad=None):
+    nsp = len(k)
+    x = codes(t, shape)
+    sx, zx = f32(0.05), t(10 if t == np.uint8 else -4)
+    sy, zy = f32(0.04), t(20 if t == np.uint8 else 3)
+    sp = shape[1:-1] if last else shape[2:]
+    if auto_pad:
+        out_sp = [-(-sp[i] // s[i]) for i in range(nsp)]
+        pb = []
+        for i in range(nsp):
+            total = max((out_sp[i] - 1) * s[i] + k[i] - sp[i], 0)
+            pb.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
+    else:
+        p = pads or [0] * (2 * nsp)
+        pb = p[:nsp]
+        out_sp = [out_extent(sp[i], k[i], s[i], p[i], p[i + nsp], ceil) for i in range(nsp)]
+    want = qavgpool_ref(x, sx, zx, sy, zy, k, s, pb, include_pad, last, out_sp)
+    attrs = {"kernel_shape": k, "strides": s}
+    if pads:
+        attrs["pads"] = pads
+    if include_pad:
+        attrs["count_include_pad"] = 1
+    if last:
+        attrs["channels_last"] = 1
+    if ceil:
+        attrs["ceil_mode"] = 1
+    if auto_pad:
+        attrs["auto_pad"] = auto_pad
+    node = helper.make_node("QLinearAveragePool", ["x", "sx", "zx", "sy", "zy"], ["y"],
+                            domain="com.microsoft", **attrs)
+    consts = [numpy_helper.from_array(np.asarray(v), n)
+              for n, v in (("sx", sx), ("zx", zx), ("sy", sy), ("zy", zy))]
+    g = helper.make_graph([node], name, [helper.make_tensor_value_info("x", ONNX[t], list(shape))],
+                          [helper.make_tensor_value_info("y", ONNX[t], list(want.shape))], consts)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid("com.microsoft", 1)])
+    write_case(exact_dir, name, m, [("x", x)], [("y", want)])
+    return name
+
+
+qcases += [
+    qavgpool_case("qavgpool_3x3_pads", (2, 3, 9, 9), [3, 3], [1, 1], [1, 1, 1, 1]),
+    qavgpool_case("qavgpool_include_pad_s8", (1, 4, 8, 8), [3, 3], [2, 2], [1, 1, 1, 1],
+                  include_pad=1, t=np.int8),
+    qavgpool_case("qavgpool_channels_last", (2, 6, 6, 5), [2, 2], [2, 2], last=1),
+    qavgpool_case("qavgpool_ceil_mode", (1, 2, 8, 8), [3, 3], [2, 2], ceil=1),
+    qavgpool_case("qavgpool_same_upper", (1, 3, 7, 7), [3, 3], [2, 2], auto_pad="SAME_UPPER"),
+    qavgpool_case("qavgpool_1d", (2, 3, 11), [3], [1], [1, 0]),
+    qavgpool_case("qavgpool_3d", (1, 2, 4, 5, 4), [2, 2, 2], [1, 2, 1]),
 ]
 
 
@@ -314,6 +408,18 @@ def k_mismatch(consts, ins):
     consts["B"] = codes(np.int8, (7, 4))
 
 
+def qavgpool_dilated():
+    node = helper.make_node("QLinearAveragePool", ["x", "sx", "zx", "sy", "zy"], ["y"],
+                            domain="com.microsoft", kernel_shape=[2, 2], dilations=[2, 2])
+    consts = [numpy_helper.from_array(np.asarray(v), n) for n, v in
+              (("sx", f32(0.1)), ("zx", np.uint8(0)), ("sy", f32(0.1)), ("zy", np.uint8(0)))]
+    g = helper.make_graph([node], "dilated",
+                          [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 1, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], consts)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                               helper.make_opsetid("com.microsoft", 1)])
+
+
 bad_dir = os.path.join(args.outdir, "bad")
 os.makedirs(bad_dir)
 for name, mutate, says in (("c_int8", c_int8, "expected int32"),
@@ -327,6 +433,11 @@ for name, mutate, says in (("c_int8", c_int8, "expected int32"),
         a = codes(np.uint8, (1, 2, 8) if name == "a_rank3" else (2, 8))
         f.write(numpy_helper.from_array(a, "A").SerializeToString())
     failed += expect_error(exe, name, path, [("A", a_pb)], says)
+path, x_pb = os.path.join(bad_dir, "qavgpool_dilated.onnx"), os.path.join(bad_dir, "x.pb")
+onnx.save(qavgpool_dilated(), path)
+with open(x_pb, "wb") as f:
+    f.write(numpy_helper.from_array(codes(np.uint8, (1, 1, 6, 6)), "x").SerializeToString())
+failed += expect_error(exe, "qavgpool_dilated", path, [("x", x_pb)], "dilations other than 1")
 
 if args.ort_dir:
     failed += ort_oracle.compare(exact_dir, qcases, args.ort_dir)
