@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Backend-layout cases for ONNX Runtime's quantized operators that its quantizer writes in
 the QOperator format and onnxexec's CPU runs since stop 37 (domain com.microsoft: QGemm,
-QLinearAveragePool), and for the QDQ Gemm that onnxexec runs as its twin of QGemm
+QLinearAveragePool, QLinearSoftmax), and for the QDQ Gemm that onnxexec runs as its twin of QGemm
 (graph/optimize.c fold_qgemm), with numpy as the oracle.
 
     tests/qop_cases.py OUTDIR --onnxexec BIN [--ort-dir DIR]
@@ -25,6 +25,12 @@ dequantized in float32, each window summed in float32 in row-major order, divide
 count, then round(v / y_scale + y_zero_point) saturated; 2-D with and without
 count_include_pad, int8, channels_last, ceil_mode, SAME_UPPER, 1-D and 3-D; exact. Dilations
 are refused.
+
+QLinearSoftmax's oracle is ONNX Runtime's lookup-table arithmetic (qlinear_softmax.cc) in
+numpy float32: exp((i - 255 + shift) x_scale) for the 256 codes, rows shifted to their max,
+float32 sums in order, round(t floor(1 / y_scale) / sum) + y_zero_point with only the upper
+end saturated; uint8 and int8, opset 13 on the last axis and on a middle one, opset 12's
+flattened rows; exact.
 
 The QDQ cases' oracle is the float graph written in numpy, within one step of the output's
 scale (the
@@ -246,6 +252,65 @@ qcases += [
     qavgpool_case("qavgpool_same_upper", (1, 3, 7, 7), [3, 3], [2, 2], auto_pad="SAME_UPPER"),
     qavgpool_case("qavgpool_1d", (2, 3, 11), [3], [1], [1, 0]),
     qavgpool_case("qavgpool_3d", (1, 2, 4, 5, 4), [2, 2, 2], [1, 2, 1]),
+]
+
+
+# ---- QLinearSoftmax ---------------------------------------------------------------------
+def qsoftmax_ref(x, sx, sy, zy, axis, opset):
+    sgn = x.dtype == np.int8
+    shape = x.shape
+    ax = axis % x.ndim
+    if opset < 13:
+        rows = x.reshape(int(np.prod(shape[:ax], dtype=np.int64)), -1)
+    else:
+        rows = np.moveaxis(x, ax, -1).reshape(-1, shape[ax])
+    D = rows.shape[1]
+    shift = max(0.0, np.log(np.finfo(np.float32).max / D) - 5) / float(sx)
+    table = np.zeros(256, f32)
+    for i in range(256):
+        table[(i - 128) & 0xFF if sgn else i] = f32(np.exp((i - 255 + shift) * float(sx)))
+    ysf = f32(np.floor(f32(1) / f32(sy)))
+    out = np.zeros(rows.shape, np.int64)
+    for r in range(rows.shape[0]):
+        v = rows[r].astype(np.int64)
+        adj = (127 if sgn else 255) - int(v.max())
+        idx = (v + adj) & 0xFF
+        tot = f32(0)
+        for t in table[idx]:
+            tot = f32(tot + t)
+        q = np.rint((table[idx] * ysf).astype(f32) / tot).astype(np.int64) + int(zy)
+        out[r] = np.where(q > 255, 255, q)
+    out = (out & 0xFF).astype(np.uint8).view(x.dtype)
+    if opset < 13:
+        return out.reshape(shape)
+    moved = list(shape)
+    moved.append(moved.pop(ax))
+    return np.moveaxis(out.reshape(moved), -1, ax)
+
+
+def qsoftmax_case(name, shape, t=np.uint8, axis=-1, opset=13, sx=0.1, sy=1 / 256.0):
+    x = codes(t, shape)
+    zx = t(0) if t == np.uint8 else t(-5)
+    zy = t(0) if t == np.uint8 else t(-128)
+    want = qsoftmax_ref(x, f32(sx), f32(sy), zy, axis, opset)
+    node = helper.make_node("QLinearSoftmax", ["x", "sx", "zx", "sy", "zy"], ["y"],
+                            domain="com.microsoft", axis=axis, opset=opset)
+    consts = [numpy_helper.from_array(np.asarray(v), n)
+              for n, v in (("sx", f32(sx)), ("zx", zx), ("sy", f32(sy)), ("zy", zy))]
+    g = helper.make_graph([node], name, [helper.make_tensor_value_info("x", ONNX[t], list(shape))],
+                          [helper.make_tensor_value_info("y", ONNX[t], list(shape))], consts)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13),
+                                            helper.make_opsetid("com.microsoft", 1)])
+    write_case(exact_dir, name, m, [("x", x)], [("y", want)])
+    return name
+
+
+qcases += [
+    qsoftmax_case("qsoftmax_u8_last", (4, 10)),
+    qsoftmax_case("qsoftmax_s8_last", (3, 1000), t=np.int8, sx=0.05),
+    qsoftmax_case("qsoftmax_u8_middle_axis", (2, 7, 5), axis=1, sx=0.2, sy=1 / 128.0),
+    qsoftmax_case("qsoftmax_opset12_flattened", (2, 3, 4), axis=1, opset=12),
+    qsoftmax_case("qsoftmax_s8_small_scale", (5, 16), t=np.int8, sx=0.01, sy=0.003),
 ]
 
 

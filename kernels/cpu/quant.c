@@ -5,7 +5,8 @@
  * QLinearConv and ConvInteger. Domain ai.onnxexec: QuantizeDequantize, the two first ops'
  * round trip with one set of parameters (a QDQ model's Q -> DQ pairs, graph/optimize.c). Domain
  * com.microsoft: QGemm, QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu,
- * QLinearAveragePool, QLinearGlobalAveragePool and QLinearConcat, as onnxruntime defines them.
+ * QLinearSoftmax, QLinearAveragePool, QLinearGlobalAveragePool and QLinearConcat, as onnxruntime
+ * defines them.
  *
  * Integer results are exact. Products of zero-point-shifted 8-bit operands (widened to int16
  * in scratch) are summed in int32; the sum is requantized in double with a multiplier rounded
@@ -1950,6 +1951,85 @@ ox_status ox_q_cpu_qlinear_leaky_relu(struct ox_kernel_ctx *ctx, const struct ox
                                       const ox_tensor *const *in, ox_tensor *const *out) {
     (void)ctx;
     return qlinear_lookup(n, in, out[0], f_leaky, ox_attr_float(n, "alpha", 0.01f));
+}
+
+/* ---- QLinearSoftmax (com.microsoft) ---------------------------------------------------- */
+
+/* Softmax of 8-bit values as ONNX Runtime computes it (qlinear_softmax.cc), which is not the
+ * float Softmax requantized: a table of 256 float exponentials exp((i - 255 + shift) x_scale),
+ * shift = max(0, ln(FLT_MAX / D) - 5) / x_scale so that a row's sum stays finite, rows shifted
+ * so that their largest code meets the table's top (int8: codes offset by 127 - max, wrapping
+ * as bytes); the row's table values summed in float in order; each output
+ * round(t floor(1 / y_scale) / sum) + y_zero_point, in float, only its upper end saturated at
+ * 255 (int8 outputs wrap as ORT's do). x_zero_point is not read. The attribute opset (the
+ * Softmax version the node stands for, 13 if absent) says what a row is: below 13 the dims
+ * from axis (default 1) flattened, else axis (default -1) alone. */
+ox_status ox_q_infer_qlinear_softmax(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                     const ox_tensor *const *in, ox_tensor *const *out) {
+    ox_status st = ox_q_infer_qlinear_unary(ctx, n, in, out);
+    if (st) return st;
+    const ox_tensor *x = in[0];
+    int64_t opset = ox_attr_int(n, "opset", 13);
+    int ax;
+    if (x->rank == 0) return ox_node_err(n, OX_E_SHAPE, "a scalar input has no axis to reduce");
+    return ox_norm_axis(n, ox_attr_int(n, "axis", opset < 13 ? 1 : -1), x->rank, &ax);
+}
+
+ox_status ox_q_cpu_qlinear_softmax(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                   const ox_tensor *const *in, ox_tensor *const *out) {
+    (void)ctx;
+    const ox_tensor *x = in[0];
+    ox_tensor *y = out[0];
+    int64_t opset = ox_attr_int(n, "opset", 13);
+    int ax;
+    ox_status st = ox_norm_axis(n, ox_attr_int(n, "axis", opset < 13 ? 1 : -1), x->rank, &ax);
+    if (st) return st;
+    /* rows of D elements `inner` apart: [outer, D, inner] */
+    int64_t outer = 1, D = 1, inner = 1;
+    for (int i = 0; i < x->rank; i++) {
+        if (i < ax)
+            outer *= x->dims[i];
+        else if (i == ax || opset < 13)
+            D *= x->dims[i];
+        else
+            inner *= x->dims[i];
+    }
+    if (outer * D * inner == 0) return OX_OK;
+    bool sgn = x->dtype == OX_INT8;
+    float xs = f_scalar(in[1]);
+    float ysf = floorf(1.0f / f_scalar(in[3]));
+    int32_t yz = zp_of(ox_in(n, in, 4), 0);
+    double shift = log((double)FLT_MAX / (double)D) - 5;
+    shift = (shift > 0 ? shift : 0) / (double)xs;
+    float table[256];
+    for (int i = 0; i < 256; i++)
+        table[(uint8_t)(sgn ? i - 128 : i)] = (float)exp(((double)i - 255 + shift) * (double)xs);
+    const uint8_t *xb = x->data;
+    uint8_t *yb = y->data;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const int64_t base = o * D * inner + i;
+            int32_t mx = sgn ? -128 : 0;
+            for (int64_t k = 0; k < D; k++) {
+                int32_t v = sgn ? (int8_t)xb[base + k * inner] : xb[base + k * inner];
+                mx = v > mx ? v : mx;
+            }
+            /* the table index of element k: its code moved so that the row's max meets 255 */
+            const int32_t adj = sgn ? 127 - mx : 255 - mx;
+            float sum = 0;
+            for (int64_t k = 0; k < D; k++) {
+                int32_t v = sgn ? (int8_t)xb[base + k * inner] : xb[base + k * inner];
+                sum += table[(uint8_t)(v + adj)];
+            }
+            for (int64_t k = 0; k < D; k++) {
+                int32_t v = sgn ? (int8_t)xb[base + k * inner] : xb[base + k * inner];
+                int32_t q =
+                    sum == 0 ? 0 : (int32_t)nearbyintf(table[(uint8_t)(v + adj)] * ysf / sum);
+                q += yz;
+                yb[base + k * inner] = q > 255 ? 255 : (uint8_t)q; /* 255 is -1 as int8 */
+            }
+        }
+    return OX_OK;
 }
 
 /* ---- QLinearAveragePool (com.microsoft) ------------------------------------------------- */
