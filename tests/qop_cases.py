@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Backend-layout cases for ONNX Runtime's quantized operators that its quantizer writes in
 the QOperator format and onnxexec's CPU runs since stop 37 (domain com.microsoft: QGemm,
-QLinearAveragePool, QLinearSoftmax), and for the QDQ Gemm that onnxexec runs as its twin of QGemm
+QLinearAveragePool, QLinearSoftmax, QAttention), and for the QDQ Gemm that onnxexec runs as its twin of QGemm
 (graph/optimize.c fold_qgemm), with numpy as the oracle.
 
     tests/qop_cases.py OUTDIR --onnxexec BIN [--ort-dir DIR]
@@ -32,6 +32,11 @@ float32 sums in order, round(t floor(1 / y_scale) / sum) + y_zero_point with onl
 end saturated; uint8 and int8, opset 13 on the last axis and on a middle one, opset 12's
 flattened rows; exact.
 
+QAttention's oracle is BERT's attention in numpy (float64 heads) over ONNX Runtime's
+projection (int32 sums of the 8-bit input and weights times input_scale weight_scale[j] in
+float32, plus the bias): per-tensor and per-column weight scales, int8 and uint8 weights with
+zero points, a key-length mask, unidirectional; within 1e-4 relative (float).
+
 The QDQ cases' oracle is the float graph written in numpy, within one step of the output's
 scale (the
 integer form rounds its bias and scales once, like fold_qconv's QLinearConv); on a CPU with
@@ -61,8 +66,10 @@ ap.add_argument("--ort-dir", help="compare the QGemm cases with ONNX Runtime too
 args = ap.parse_args()
 shutil.rmtree(args.outdir, ignore_errors=True)
 exact_dir = os.path.join(args.outdir, "exact")
+float_dir = os.path.join(args.outdir, "float")
 qdq_dir = os.path.join(args.outdir, "qdq")
 os.makedirs(exact_dir)
+os.makedirs(float_dir)
 os.makedirs(qdq_dir)
 rng = np.random.default_rng(5)
 exe = args.onnxexec
@@ -314,6 +321,60 @@ qcases += [
 ]
 
 
+# ---- QAttention --------------------------------------------------------------------------
+def qattention_case(name, B=2, S=5, D=16, H=2, wt=np.int8, per_col=False, mask=True,
+                    causal=0):
+    x = codes(np.uint8, (B, S, D))
+    w = codes(wt, (D, 3 * D))
+    bias = (rng.standard_normal(3 * D) * 0.1).astype(f32)
+    xs, xz = f32(0.02), np.uint8(rng.integers(100, 140))
+    ws = (rng.uniform(0.5, 1.5, 3 * D) * 0.02).astype(f32) if per_col else f32(0.02)
+    wz = (np.zeros(3 * D, wt) if per_col else wt(0)) if wt == np.int8 else \
+        (rng.integers(120, 136, 3 * D).astype(wt) if per_col else wt(128))
+    acc = (x.reshape(B * S, D).astype(np.int64) - int(xz)) @ \
+        (w.astype(np.int64) - np.broadcast_to(np.asarray(wz, np.int64), (3 * D,))[None, :])
+    scale = (xs * np.broadcast_to(ws, (3 * D,))).astype(f32)
+    qkv = (acc.astype(np.int32).astype(f32) * scale[None, :]).astype(f32) + bias
+    qkv = qkv.astype(np.float64).reshape(B, S, 3, H, D // H)
+    q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
+    sc = q @ k.transpose(0, 1, 3, 2) / np.sqrt(D // H)
+    lens = rng.integers(2, S + 1, B).astype(np.int32)
+    if mask:
+        for b in range(B):
+            sc[b, :, :, lens[b]:] += -10000.0
+    if causal:
+        sc += np.triu(np.full((S, S), -np.inf), 1)[None, None]
+    p = np.exp(sc - sc.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    want = (p @ v).transpose(0, 2, 1, 3).reshape(B, S, D).astype(f32)
+    names = ["x", "w", "bias", "xs", "ws", "mask" if mask else "", "xz", "wz"]
+    node = helper.make_node("QAttention", names, ["y"], domain="com.microsoft", num_heads=H,
+                            unidirectional=causal)
+    consts = [numpy_helper.from_array(np.asarray(v), n) for n, v in
+              (("w", w), ("bias", bias), ("xs", xs), ("ws", ws), ("xz", xz), ("wz", wz))]
+    ins = [helper.make_tensor_value_info("x", TensorProto.UINT8, [B, S, D])]
+    feeds = [("x", x)]
+    if mask:
+        ins.append(helper.make_tensor_value_info("mask", TensorProto.INT32, [B]))
+        feeds.append(("mask", lens))
+    g = helper.make_graph([node], name, ins,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [B, S, D])],
+                          consts)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid("com.microsoft", 1)])
+    write_case(float_dir, name, m, feeds, [("y", want)])
+    return name
+
+
+fcases = [
+    qattention_case("qattention_s8"),
+    qattention_case("qattention_per_col", per_col=True, S=7, D=24, H=3),
+    qattention_case("qattention_u8_weights", wt=np.uint8, mask=False),
+    qattention_case("qattention_u8_per_col_causal", wt=np.uint8, per_col=True, mask=False,
+                    causal=1),
+]
+
+
 # ---- QDQ Gemm (torch's Linear) ---------------------------------------------------------
 def qdq_linear(name, M=4, K=48, N=24, act=None, per_col=True, bias="int32", alpha=1.0,
                w_input=False, fused=True):
@@ -416,6 +477,8 @@ for extra in ([], ["--no-optimize"], ["--roundtrip"]):
     run_test(exact_dir, ["--rtol", "0", "--atol", "0"] + extra)
 # OX_IGEMM8=0: the int16 products where the 8-bit ones would run
 run_test(exact_dir, ["--rtol", "0", "--atol", "0"], {"OX_IGEMM8": "0"})
+for extra in ([], ["--no-optimize"], ["--roundtrip"]):
+    run_test(float_dir, ["--rtol", "1e-4", "--atol", "1e-5"] + extra)
 # one step of the output's scale (0.05), and a little for float rounding
 for extra in ([], ["--no-optimize"], ["--roundtrip"]):
     run_test(qdq_dir, ["--rtol", "0", "--atol", "0.0501"] + extra)
@@ -506,5 +569,6 @@ failed += expect_error(exe, "qavgpool_dilated", path, [("x", x_pb)], "dilations 
 
 if args.ort_dir:
     failed += ort_oracle.compare(exact_dir, qcases, args.ort_dir)
+    failed += ort_oracle.compare(float_dir, fcases, args.ort_dir)
 print("%d failed" % failed if failed else "all passed")
 sys.exit(1 if failed else 0)

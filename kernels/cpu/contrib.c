@@ -17,7 +17,8 @@
  *       Y = X / sqrt(mean over axes axis.. of X^2 + epsilon) scale; outputs Y, inv_std_var?
  *   FusedMatMul(A, B; alpha = 1, transA, transB)   alpha op(A) op(B) as MatMul broadcasts,
  *       op transposing the last two axes (transBatchA/transBatchB are refused)
- *   EmbedLayerNormalization, Attention (BERT's, and GPT-2's with past and present),
+ *   EmbedLayerNormalization, Attention (BERT's, and GPT-2's with past and present; QAttention,
+ *   its dynamically quantized form, projecting through com.microsoft QGemm),
  *   MultiHeadAttention (Q, K and V given: encoder-decoder and diffusion models),
  *   GroupQueryAttention (LLM decoders: grouped KV heads, per-item cache lengths, rotary),
  *   RotaryEmbedding (through the default domain's row), MatMulNBits (block-quantized
@@ -565,6 +566,9 @@ struct attn_view {
 
 struct attn {
     const ox_tensor *x, *w, *bias, *mask, *ab, *past;
+    /* QAttention: x and w 8-bit, their scales and zero points (the projection a QGemm) */
+    bool quant;
+    const ox_tensor *xs, *ws, *xz, *wz;
     ox_tensor *y, *present;
     int64_t B, S, Din, H, dq, dk, dv, Dt;
     int64_t L, P, T; /* this step's keys, past keys, all keys (P + L) */
@@ -591,9 +595,16 @@ static ox_status attn_read(const struct ox_node *n, const ox_tensor *const *in,
                            ox_tensor *const *out, struct attn *a) {
     memset(a, 0, sizeof *a);
     a->x = ox_in(n, in, 0), a->w = ox_in(n, in, 1), a->bias = ox_in(n, in, 2);
-    a->mask = ox_in(n, in, 3), a->past = ox_in(n, in, 4), a->ab = ox_in(n, in, 5);
+    a->quant = strcmp(n->op_type, "QAttention") == 0;
+    if (a->quant) { /* input, weight, bias, input_scale, weight_scale, mask_index,
+                       input_zero_point, weight_zero_point, past */
+        a->xs = ox_in(n, in, 3), a->ws = ox_in(n, in, 4), a->mask = ox_in(n, in, 5);
+        a->xz = ox_in(n, in, 6), a->wz = ox_in(n, in, 7), a->past = ox_in(n, in, 8);
+    } else {
+        a->mask = ox_in(n, in, 3), a->past = ox_in(n, in, 4), a->ab = ox_in(n, in, 5);
+    }
     a->present = n->n_outputs > 1 ? out[1] : NULL;
-    if (ox_in(n, in, 6) || ox_attr_int(n, "past_present_share_buffer", 0))
+    if ((!a->quant && ox_in(n, in, 6)) || ox_attr_int(n, "past_present_share_buffer", 0))
         return ox_node_err(n, OX_E_UNSUPPORTED,
                            "past_sequence_length and a shared past/present buffer are not "
                            "supported");
@@ -601,10 +612,14 @@ static ox_status attn_read(const struct ox_node *n, const ox_tensor *const *in,
         return ox_node_err(n, OX_E_UNSUPPORTED, "do_rotary is not supported");
     if (!a->x || !a->w)
         return ox_node_err(n, OX_E_INVALID, "inputs input and weights are required");
-    if (a->x->dtype != OX_FLOAT || a->w->dtype != OX_FLOAT || a->x->rank != 3 || a->w->rank != 2 ||
-        a->w->dims[0] != a->x->dims[2])
-        return ox_node_err(n, OX_E_SHAPE,
-                           "input must be float [B, S, D] and weights [D, 3 x hidden]");
+    if (a->quant && (!a->xs || !a->ws))
+        return ox_node_err(n, OX_E_INVALID, "inputs input_scale and weight_scale are required");
+    bool q8 = (a->x->dtype == OX_UINT8 || a->x->dtype == OX_INT8) &&
+              (a->w->dtype == OX_UINT8 || a->w->dtype == OX_INT8);
+    if ((a->quant ? !q8 : a->x->dtype != OX_FLOAT || a->w->dtype != OX_FLOAT) || a->x->rank != 3 ||
+        a->w->rank != 2 || a->w->dims[0] != a->x->dims[2])
+        return ox_node_err(n, OX_E_SHAPE, "input must be %s [B, S, D] and weights [D, 3 x hidden]",
+                           a->quant ? "8-bit" : "float");
     a->B = a->x->dims[0], a->S = a->x->dims[1], a->Din = a->x->dims[2], a->Dt = a->w->dims[1];
     a->H = ox_attr_int(n, "num_heads", 0);
     if (a->H <= 0) return ox_node_err(n, OX_E_INVALID, "num_heads must be positive");
@@ -774,21 +789,33 @@ static size_t attn_qkv_bytes(const struct attn *a) {
  * when they are constant), in scratch after the scores. */
 static ox_status attn_project(struct ox_infer_ctx *ictx, struct ox_kernel_ctx *kctx,
                               const struct ox_node *n, struct attn *a, size_t off) {
+    /* QAttention: com.microsoft QGemm of the rows [B S, D] by the weights, its float output
+     * (ONNX Runtime's: int32 sums times input_scale weight_scale[j]) */
+    int ids[6] = {0, 1, 2, 3, 4, 5};
     struct ox_node mm = {.name = n->name,
-                         .domain = "",
-                         .op_type = "MatMul",
-                         .opset = 13,
-                         .n_inputs = 2,
-                         .inputs = n->inputs,
+                         .domain = a->quant ? "com.microsoft" : "",
+                         .op_type = a->quant ? "QGemm" : "MatMul",
+                         .opset = a->quant ? 1 : 13,
+                         .n_inputs = a->quant ? 6 : 2,
+                         .inputs = a->quant ? ids : n->inputs,
                          .n_outputs = 1,
                          .outputs = n->outputs};
-    const struct ox_op *row = ox_op_find("", "MatMul", 13);
-    const ox_tensor *ins[2] = {a->x, a->w};
+    const struct ox_op *row = ox_op_find(mm.domain, mm.op_type, mm.opset);
+    ox_tensor x2 = *a->x;
+    x2.rank = 2, x2.dims[0] = a->B * a->S, x2.dims[1] = a->Din;
+    const ox_tensor *ins[6] = {a->x, a->w};
+    if (a->quant)
+        ins[0] = &x2, ins[1] = a->xs, ins[2] = a->xz, ins[3] = a->w, ins[4] = a->ws, ins[5] = a->wz;
     ox_tensor qkv = {.dtype = OX_FLOAT, .rank = 3, .dims = {a->B, a->S, a->Dt}, .data = a->qkv};
+    if (a->quant) qkv.rank = 2, qkv.dims[0] = a->B * a->S, qkv.dims[1] = a->Dt;
     ox_tensor *outs[1] = {&qkv};
     if (ictx) {
         struct ox_infer_ctx sub = *ictx;
         sub.scratch_bytes = 0, sub.prepared_bytes = 0, sub.const_inputs = ictx->const_inputs & 2;
+        if (a->quant) /* the weights (1), their scale (4) and zero point (7) as QGemm's 3, 4, 5 */
+            sub.const_inputs = (ictx->const_inputs >> 1 & 1) << 3 |
+                               (ictx->const_inputs >> 4 & 1) << 4 |
+                               (ictx->const_inputs >> 7 & 1) << 5;
         ox_status st = row->infer(&sub, &mm, ins, outs);
         if (st) return st;
         ictx->prepared_bytes = sub.prepared_bytes;
