@@ -81,6 +81,12 @@ RANGE = {np.uint8: (0, 255), np.int8: (-128, 127)}
 f32 = np.float32
 
 
+def ms_model(graph, opset=17):
+    """A model of the graph importing the default domain at opset and com.microsoft 1."""
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                   helper.make_opsetid("com.microsoft", 1)])
+
+
 def codes(t, shape):
     lo, hi = RANGE[t]
     return rng.integers(lo, hi + 1, shape).astype(t)
@@ -155,8 +161,7 @@ def qgemm_case(name, M, K, N, at=np.uint8, bt=np.int8, per_col=True, zb_nonzero=
     yt = TensorProto.FLOAT if zy is None else ONNX[type(zy)]
     g = helper.make_graph([node], name, ins, [helper.make_tensor_value_info("Y", yt, [M, N])],
                           consts)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
-                                            helper.make_opsetid("com.microsoft", 1)])
+    m = ms_model(g, 17)
     write_case(exact_dir, name, m, feeds, [("Y", want)])
     return name
 
@@ -244,8 +249,7 @@ def qavgpool_case(name, shape, k, s, pads=None, include_pad=0, t=np.uint8, last=
               for n, v in (("sx", sx), ("zx", zx), ("sy", sy), ("zy", zy))]
     g = helper.make_graph([node], name, [helper.make_tensor_value_info("x", ONNX[t], list(shape))],
                           [helper.make_tensor_value_info("y", ONNX[t], list(want.shape))], consts)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
-                                            helper.make_opsetid("com.microsoft", 1)])
+    m = ms_model(g, 17)
     write_case(exact_dir, name, m, [("x", x)], [("y", want)])
     return name
 
@@ -306,8 +310,7 @@ def qsoftmax_case(name, shape, t=np.uint8, axis=-1, opset=13, sx=0.1, sy=1 / 256
               for n, v in (("sx", f32(sx)), ("zx", zx), ("sy", f32(sy)), ("zy", zy))]
     g = helper.make_graph([node], name, [helper.make_tensor_value_info("x", ONNX[t], list(shape))],
                           [helper.make_tensor_value_info("y", ONNX[t], list(shape))], consts)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13),
-                                            helper.make_opsetid("com.microsoft", 1)])
+    m = ms_model(g, 13)
     write_case(exact_dir, name, m, [("x", x)], [("y", want)])
     return name
 
@@ -360,8 +363,7 @@ def qattention_case(name, B=2, S=5, D=16, H=2, wt=np.int8, per_col=False, mask=T
     g = helper.make_graph([node], name, ins,
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [B, S, D])],
                           consts)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
-                                            helper.make_opsetid("com.microsoft", 1)])
+    m = ms_model(g, 17)
     write_case(float_dir, name, m, feeds, [("y", want)])
     return name
 
@@ -512,8 +514,7 @@ def bad_model(name, mutate):
         [node], name, [helper.make_tensor_value_info("A", TensorProto.UINT8, a_shape)],
         [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
         [numpy_helper.from_array(v, k) for k, v in consts.items()])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
-                                               helper.make_opsetid("com.microsoft", 1)])
+    return ms_model(g, 17)
 
 
 def c_int8(consts, ins):
@@ -544,8 +545,7 @@ def qavgpool_dilated():
     g = helper.make_graph([node], "dilated",
                           [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 1, 6, 6])],
                           [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], consts)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
-                                               helper.make_opsetid("com.microsoft", 1)])
+    return ms_model(g, 17)
 
 
 bad_dir = os.path.join(args.outdir, "bad")
