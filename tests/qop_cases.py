@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Backend-layout cases for ONNX Runtime's quantized operators that its quantizer writes in
 the QOperator format and onnxexec's CPU runs since stop 37 (domain com.microsoft: QGemm,
-QLinearAveragePool, QLinearSoftmax, QAttention), and for the QDQ Gemm that onnxexec runs as its twin of QGemm
+QLinearAveragePool, QLinearSoftmax, QAttention, DynamicQuantizeMatMul, MatMulIntegerToFloat), and for the QDQ Gemm that onnxexec runs as its twin of QGemm
 (graph/optimize.c fold_qgemm), with numpy as the oracle.
 
     tests/qop_cases.py OUTDIR --onnxexec BIN [--ort-dir DIR]
@@ -36,6 +36,11 @@ QAttention's oracle is BERT's attention in numpy (float64 heads) over ONNX Runti
 projection (int32 sums of the 8-bit input and weights times input_scale weight_scale[j] in
 float32, plus the bias): per-tensor and per-column weight scales, int8 and uint8 weights with
 zero points, a key-length mask, unidirectional; within 1e-4 relative (float).
+
+DynamicQuantizeMatMul and MatMulIntegerToFloat: A quantized as DynamicQuantizeLinear does
+(the range with 0, scale (max - min) / 255, the zero point rounded half to even) or given in
+8 bits, int32 sums against B, times a_scale b_scale[j] in float32, plus the bias; batched A,
+int8 and uint8 B with zero points, per-column scales; exact.
 
 The QDQ cases' oracle is the float graph written in numpy, within one step of the output's
 scale (the
@@ -374,6 +379,63 @@ fcases = [
     qattention_case("qattention_u8_weights", wt=np.uint8, mask=False),
     qattention_case("qattention_u8_per_col_causal", wt=np.uint8, per_col=True, mask=False,
                     causal=1),
+]
+
+
+# ---- DynamicQuantizeMatMul, MatMulIntegerToFloat ------------------------------------------
+def mm_float_case(name, a_shape, N, dynamic=True, bt=np.int8, per_col=False, bias=True,
+                  at=np.uint8):
+    K = a_shape[-1]
+    b = codes(bt, (K, N))
+    bs = (rng.uniform(0.5, 1.5, N) * 0.01).astype(f32) if per_col else f32(0.01)
+    bz = (rng.integers(120, 136, N) if per_col else 128) if bt == np.uint8 else \
+        (np.zeros(N) if per_col else 0)
+    bz = np.asarray(bz).astype(bt)
+    bias_v = (rng.standard_normal(N) * 0.1).astype(f32)
+    if dynamic:
+        a = (rng.standard_normal(a_shape) * 2).astype(f32)
+        mn, mx = min(f32(0), a.min()), max(f32(0), a.max())
+        sa = f32(1) if mx == mn else f32((mx - mn) / f32(255))
+        za = np.uint8(np.rint(np.clip(f32(0) - mn / sa, 0, 255)))
+        aq = np.clip(np.rint(a / sa) + f32(za), 0, 255).astype(np.uint8)
+    else:
+        aq = codes(at, a_shape)
+        a, sa = aq, f32(0.03)
+        za = at(7) if at == np.uint8 else at(-3)
+    acc = (aq.reshape(-1, K).astype(np.int64) - int(za)) @ \
+        (b.astype(np.int64) - np.broadcast_to(bz.astype(np.int64), (N,))[None, :])
+    y = acc.astype(np.int32).astype(f32) * (sa * np.broadcast_to(bs, (N,))).astype(f32)[None, :]
+    if bias:
+        y = y + bias_v
+    want = y.astype(f32).reshape(tuple(a_shape[:-1]) + (N,))
+    consts = [numpy_helper.from_array(b, "b"), numpy_helper.from_array(np.asarray(bs), "bs"),
+              numpy_helper.from_array(bz, "bz"), numpy_helper.from_array(bias_v, "bias")]
+    if dynamic:
+        names = ["a", "b", "bs", "bz", "bias" if bias else ""]
+        op, at_onnx = "DynamicQuantizeMatMul", TensorProto.FLOAT
+    else:
+        names = ["a", "b", "as", "bs", "az", "bz", "bias" if bias else ""]
+        op, at_onnx = "MatMulIntegerToFloat", ONNX[at]
+        consts += [numpy_helper.from_array(np.asarray(sa), "as"),
+                   numpy_helper.from_array(np.asarray(za), "az")]
+    while names[-1] == "":
+        names.pop()
+    node = helper.make_node(op, names, ["y"], domain="com.microsoft")
+    g = helper.make_graph([node], name, [helper.make_tensor_value_info("a", at_onnx,
+                                                                        list(a_shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                         list(want.shape))], consts)
+    write_case(exact_dir, name, ms_model(g), [("a", a)], [("y", want)])
+    return name
+
+
+qcases += [
+    mm_float_case("dqmatmul_s8", (2, 3, 40), 24),
+    mm_float_case("dqmatmul_u8_zp_no_bias", (5, 33), 17, bt=np.uint8, bias=False),
+    mm_float_case("dqmatmul_per_col", (4, 64), 40, per_col=True),
+    mm_float_case("mmint2float_u8", (3, 2, 48), 20, dynamic=False),
+    mm_float_case("mmint2float_u8_b_per_col", (6, 31), 9, dynamic=False, bt=np.uint8,
+                  per_col=True),
 ]
 
 

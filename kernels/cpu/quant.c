@@ -4,9 +4,9 @@
  * integer types down to 2 bits, float8 and float4e2m1), DynamicQuantizeLinear, QLinearMatMul,
  * QLinearConv and ConvInteger. Domain ai.onnxexec: QuantizeDequantize, the two first ops'
  * round trip with one set of parameters (a QDQ model's Q -> DQ pairs, graph/optimize.c). Domain
- * com.microsoft: QGemm, QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu,
- * QLinearSoftmax, QLinearAveragePool, QLinearGlobalAveragePool and QLinearConcat, as onnxruntime
- * defines them.
+ * com.microsoft: QGemm, DynamicQuantizeMatMul, MatMulIntegerToFloat, QLinearAdd, QLinearMul,
+ * QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearAveragePool, QLinearGlobalAveragePool
+ * and QLinearConcat, as onnxruntime defines them.
  *
  * Integer results are exact. Products of zero-point-shifted 8-bit operands (widened to int16
  * in scratch) are summed in int32; the sum is requantized in double with a multiplier rounded
@@ -1122,6 +1122,143 @@ ox_status ox_q_cpu_qgemm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
     }
     if (!bp) qgemm_widen_b(&qb, b16);
     igemm_emit(ctx, g.M, g.N, g.K, a16, b16, bp, qgemm_emit, &o, acc, p);
+    return OX_OK;
+}
+
+/* ---- DynamicQuantizeMatMul, MatMulIntegerToFloat (com.microsoft) ------------------------- */
+
+/* ONNX Runtime's fused forms of a dynamically quantized MatMul (its graph optimizer makes
+ * them; an optimized model saved from it holds them): A [..., K] (float, quantized here to
+ * uint8 as DynamicQuantizeLinear does; or 8-bit with its a_scale and a_zero_point) times a
+ * 2-D B [K, N] of 8 bits with b_scale and b_zero_point (one, or one per column), the int32
+ * sums times a_scale b_scale[j] in float, plus bias [N]: com.microsoft QGemm's float output
+ * over the rows of A, then the bias. Inputs: DynamicQuantizeMatMul A, B, b_scale,
+ * b_zero_point, bias; MatMulIntegerToFloat A, B, a_scale, b_scale, a_zero_point,
+ * b_zero_point, bias. */
+struct mm_float {
+    const ox_tensor *a, *b, *as, *bs, *az, *bz, *bias;
+    bool dynamic;
+    int64_t rows, K, N;
+};
+
+static ox_status mm_float_read(const struct ox_node *n, const ox_tensor *const *in,
+                               struct mm_float *m) {
+    char sa[256], sb[256];
+    m->dynamic = strcmp(n->op_type, "DynamicQuantizeMatMul") == 0;
+    m->a = ox_in(n, in, 0), m->b = ox_in(n, in, 1);
+    if (m->dynamic) {
+        m->as = m->az = NULL, m->bs = ox_in(n, in, 2), m->bz = ox_in(n, in, 3);
+        m->bias = ox_in(n, in, 4);
+    } else {
+        m->as = ox_in(n, in, 2), m->bs = ox_in(n, in, 3), m->az = ox_in(n, in, 4);
+        m->bz = ox_in(n, in, 5), m->bias = ox_in(n, in, 6);
+    }
+    if (!m->a || !m->b || !m->bs || (!m->dynamic && !m->as))
+        return ox_node_err(n, OX_E_INVALID, "expected inputs A, B and their scales");
+    if (m->dynamic ? m->a->dtype != OX_FLOAT : !is_q8(m->a->dtype))
+        return ox_node_err(n, OX_E_UNSUPPORTED, "A of type %s: expected %s",
+                           ox_dtype_name(m->a->dtype), m->dynamic ? "float" : "int8 or uint8");
+    if (m->a->rank < 1 || m->b->rank != 2 || m->b->dims[0] != m->a->dims[m->a->rank - 1])
+        return ox_node_err(n, OX_E_SHAPE, "A %s and B %s: expected [..., K] and [K, N]",
+                           ox_tensor_desc(m->a, sa, sizeof sa),
+                           ox_tensor_desc(m->b, sb, sizeof sb));
+    m->K = m->b->dims[0], m->N = m->b->dims[1];
+    m->rows = m->K ? ox_tensor_numel(m->a) / m->K : 0;
+    if (m->bias && (m->bias->dtype != OX_FLOAT || ox_tensor_numel(m->bias) != m->N))
+        return ox_node_err(n, OX_E_SHAPE, "bias %s: expected float [%lld]",
+                           ox_tensor_desc(m->bias, sa, sizeof sa), (long long)m->N);
+    return OX_OK;
+}
+
+/* The QGemm node and its inputs for the rows of A (a2: A's 8-bit rows; as/az: its
+ * parameters, made by DynamicQuantizeLinear for the dynamic form). */
+static const struct ox_op *mm_float_qgemm(const struct mm_float *m, struct ox_node *q, int *ids,
+                                          const ox_tensor **ins, const ox_tensor *a2,
+                                          const ox_tensor *as, const ox_tensor *az) {
+    for (int k = 0; k < 6; k++) ids[k] = k;
+    *q = (struct ox_node){.domain = "com.microsoft",
+                          .op_type = "QGemm",
+                          .opset = 1,
+                          .n_inputs = 6,
+                          .inputs = ids,
+                          .n_outputs = 1,
+                          .outputs = ids};
+    ins[0] = a2, ins[1] = as, ins[2] = az, ins[3] = m->b, ins[4] = m->bs, ins[5] = m->bz;
+    return ox_op_find("com.microsoft", "QGemm", 1);
+}
+
+ox_status ox_q_infer_matmul_float(struct ox_infer_ctx *ctx, const struct ox_node *n,
+                                  const ox_tensor *const *in, ox_tensor *const *out) {
+    struct mm_float m;
+    ox_status st = mm_float_read(n, in, &m);
+    if (st) return st;
+    ox_tensor a2 = {.dtype = m.dynamic ? OX_UINT8 : m.a->dtype, .rank = 2, .dims = {m.rows, m.K}};
+    ox_tensor as1 = {.dtype = OX_FLOAT}, az1 = {.dtype = OX_UINT8}, y2 = {0};
+    ox_tensor *y2p = &y2;
+    const ox_tensor *ins[6];
+    struct ox_node q;
+    int ids[6];
+    const struct ox_op *row =
+        mm_float_qgemm(&m, &q, ids, ins, &a2, m.dynamic ? &as1 : m.as, m.dynamic ? &az1 : m.az);
+    struct ox_infer_ctx sub = *ctx;
+    sub.scratch_bytes = sub.prepared_bytes = 0;
+    /* B (1) and its zero point (3 or 5) constant: QGemm's 3 and 5 */
+    int bzi = m.dynamic ? 3 : 5;
+    sub.const_inputs = (ctx->const_inputs >> 1 & 1) << 3 | (ctx->const_inputs >> bzi & 1) << 5;
+    if ((st = row->infer(&sub, &q, ins, &y2p))) return st;
+    ctx->prepared_bytes = sub.prepared_bytes;
+    /* the dynamic form's quantized A ahead of QGemm's own scratch */
+    size_t own = m.dynamic ? ox_align64((size_t)m.rows * (size_t)m.K) : 0;
+    if (!ox_add_size(own, sub.scratch_bytes, &ctx->scratch_bytes))
+        return ox_node_err(n, OX_E_NOMEM, "scratch size overflows");
+    int64_t dims[OX_MAX_RANK];
+    memcpy(dims, m.a->dims, sizeof(int64_t) * (size_t)m.a->rank);
+    dims[m.a->rank - 1] = m.N;
+    ox_set_shape(out[0], OX_FLOAT, m.a->rank, dims);
+    return OX_OK;
+}
+
+ox_status ox_q_cpu_matmul_float(struct ox_kernel_ctx *ctx, const struct ox_node *n,
+                                const ox_tensor *const *in, ox_tensor *const *out) {
+    struct mm_float m;
+    ox_status st = mm_float_read(n, in, &m);
+    if (st) return st;
+    ox_tensor a2 = {.dtype = m.dynamic ? OX_UINT8 : m.a->dtype,
+                    .rank = 2,
+                    .dims = {m.rows, m.K},
+                    .data = m.a->data};
+    float as_v = 0;
+    uint8_t az_v = 0;
+    ox_tensor as1 = {.dtype = OX_FLOAT, .data = &as_v}, az1 = {.dtype = OX_UINT8, .data = &az_v};
+    struct ox_kernel_ctx sub = *ctx;
+    if (m.dynamic) { /* A to uint8 as DynamicQuantizeLinear makes it */
+        size_t own = ox_align64((size_t)m.rows * (size_t)m.K);
+        a2.data = ctx->scratch;
+        sub.scratch = ox_scratch_at(ctx->scratch, own);
+        sub.scratch_bytes = ctx->scratch_bytes - own;
+        ox_tensor af = *m.a, *dq_out[3] = {&a2, &as1, &az1};
+        const ox_tensor *dq_in[1] = {&af};
+        int ids[3] = {0, 1, 2};
+        struct ox_node dq = {.domain = "",
+                             .op_type = "DynamicQuantizeLinear",
+                             .opset = 11,
+                             .n_inputs = 1,
+                             .inputs = ids,
+                             .n_outputs = 3,
+                             .outputs = ids};
+        if ((st = ox_q_cpu_dynamic_quantize(ctx, &dq, dq_in, dq_out))) return st;
+    }
+    ox_tensor y2 = {.dtype = OX_FLOAT, .rank = 2, .dims = {m.rows, m.N}, .data = out[0]->data};
+    ox_tensor *y2p = &y2;
+    const ox_tensor *ins[6];
+    struct ox_node q;
+    int ids[6];
+    const struct ox_op *row =
+        mm_float_qgemm(&m, &q, ids, ins, &a2, m.dynamic ? &as1 : m.as, m.dynamic ? &az1 : m.az);
+    if ((st = row->cpu(&sub, &q, ins, &y2p))) return st;
+    float *y = out[0]->data;
+    for (int64_t r = 0; m.bias && r < m.rows; r++)
+        for (int64_t j = 0; j < m.N; j++) y[r * m.N + j] += ((const float *)m.bias->data)[j];
     return OX_OK;
 }
 
