@@ -2112,9 +2112,48 @@ ox_status ox_q_infer_qlinear_softmax(struct ox_infer_ctx *ctx, const struct ox_n
     return ox_norm_axis(n, ox_attr_int(n, "axis", opset < 13 ? 1 : -1), x->rank, &ax);
 }
 
+struct qsm_job {
+    const uint8_t *x;
+    uint8_t *y;
+    const float *table;
+    int64_t D, inner;
+    float ysf;
+    int32_t yz;
+    bool sgn;
+};
+
+/* Rows [r0, r1) of QLinearSoftmax, row r = (outer index, inner index), its D elements
+ * `inner` apart. */
+static void qsm_rows(void *arg, int64_t r0, int64_t r1, int tid) {
+    (void)tid;
+    const struct qsm_job *j = arg;
+    const int64_t D = j->D, inner = j->inner;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t base = r / inner * D * inner + r % inner;
+        int32_t mx = j->sgn ? -128 : 0;
+        for (int64_t k = 0; k < D; k++) {
+            int32_t v = j->sgn ? (int8_t)j->x[base + k * inner] : j->x[base + k * inner];
+            mx = v > mx ? v : mx;
+        }
+        /* the table index of element k: its code moved so that the row's max meets 255 */
+        const int32_t adj = j->sgn ? 127 - mx : 255 - mx;
+        float sum = 0;
+        for (int64_t k = 0; k < D; k++) {
+            int32_t v = j->sgn ? (int8_t)j->x[base + k * inner] : j->x[base + k * inner];
+            sum += j->table[(uint8_t)(v + adj)];
+        }
+        for (int64_t k = 0; k < D; k++) {
+            int32_t v = j->sgn ? (int8_t)j->x[base + k * inner] : j->x[base + k * inner];
+            int32_t q =
+                sum == 0 ? 0 : (int32_t)nearbyintf(j->table[(uint8_t)(v + adj)] * j->ysf / sum);
+            q += j->yz;
+            j->y[base + k * inner] = q > 255 ? 255 : (uint8_t)q; /* 255 is -1 as int8 */
+        }
+    }
+}
+
 ox_status ox_q_cpu_qlinear_softmax(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                                    const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
     const ox_tensor *x = in[0];
     ox_tensor *y = out[0];
     int64_t opset = ox_attr_int(n, "opset", 13);
@@ -2141,31 +2180,8 @@ ox_status ox_q_cpu_qlinear_softmax(struct ox_kernel_ctx *ctx, const struct ox_no
     float table[256];
     for (int i = 0; i < 256; i++)
         table[(uint8_t)(sgn ? i - 128 : i)] = (float)exp(((double)i - 255 + shift) * (double)xs);
-    const uint8_t *xb = x->data;
-    uint8_t *yb = y->data;
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t i = 0; i < inner; i++) {
-            const int64_t base = o * D * inner + i;
-            int32_t mx = sgn ? -128 : 0;
-            for (int64_t k = 0; k < D; k++) {
-                int32_t v = sgn ? (int8_t)xb[base + k * inner] : xb[base + k * inner];
-                mx = v > mx ? v : mx;
-            }
-            /* the table index of element k: its code moved so that the row's max meets 255 */
-            const int32_t adj = sgn ? 127 - mx : 255 - mx;
-            float sum = 0;
-            for (int64_t k = 0; k < D; k++) {
-                int32_t v = sgn ? (int8_t)xb[base + k * inner] : xb[base + k * inner];
-                sum += table[(uint8_t)(v + adj)];
-            }
-            for (int64_t k = 0; k < D; k++) {
-                int32_t v = sgn ? (int8_t)xb[base + k * inner] : xb[base + k * inner];
-                int32_t q =
-                    sum == 0 ? 0 : (int32_t)nearbyintf(table[(uint8_t)(v + adj)] * ysf / sum);
-                q += yz;
-                yb[base + k * inner] = q > 255 ? 255 : (uint8_t)q; /* 255 is -1 as int8 */
-            }
-        }
+    struct qsm_job j = {x->data, y->data, table, D, inner, ysf, yz, sgn};
+    ox_parallel_for(ctx->pool, outer * inner, qsm_rows, &j);
     return OX_OK;
 }
 
@@ -2220,66 +2236,90 @@ ox_status ox_q_infer_qlinear_avgpool(struct ox_infer_ctx *ctx, const struct ox_n
     return OX_OK;
 }
 
+struct qpool_job {
+    const ox_tensor *x;
+    ox_tensor *y;
+    bool last, include_pad;
+    int64_t C, in_sp[3], out_sp[3], k[3], s[3], pb[3];
+    float xs, ys;
+    int32_t xzp, yzp, lo, hi;
+};
+
+/* Planes [u0, u1) of (image, channel): every output of each. */
+static void qpool_planes(void *arg, int64_t u0, int64_t u1, int tid) {
+    (void)tid;
+    const struct qpool_job *j = arg;
+    const int64_t *in_sp = j->in_sp, *out_sp = j->out_sp, C = j->C;
+    int64_t isz = in_sp[0] * in_sp[1] * in_sp[2], osz = out_sp[0] * out_sp[1] * out_sp[2];
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t b = u / C, c = u % C;
+        for (int64_t o = 0; o < osz; o++) {
+            int64_t op[3] = {o / (out_sp[1] * out_sp[2]), o / out_sp[2] % out_sp[1], o % out_sp[2]};
+            int64_t lo_[3], hi_[3];
+            for (int i = 0; i < 3; i++) {
+                int64_t st = op[i] * j->s[i] - j->pb[i], en = st + j->k[i];
+                lo_[i] = st < 0 ? 0 : st;
+                hi_[i] = en < in_sp[i] ? en : in_sp[i];
+            }
+            float sum = 0;
+            for (int64_t h = lo_[0]; h < hi_[0]; h++)
+                for (int64_t w = lo_[1]; w < hi_[1]; w++)
+                    for (int64_t dd = lo_[2]; dd < hi_[2]; dd++) {
+                        int64_t sp = (h * in_sp[1] + w) * in_sp[2] + dd;
+                        int64_t xi = j->last ? (b * isz + sp) * C + c : u * isz + sp;
+                        sum += j->xs * (float)(q_load(j->x, xi) - j->xzp);
+                    }
+            int64_t cnt = j->include_pad
+                              ? j->k[0] * j->k[1] * j->k[2]
+                              : (hi_[0] - lo_[0]) * (hi_[1] - lo_[1]) * (hi_[2] - lo_[2]);
+            float v = cnt > 0 ? sum / (float)cnt : 0.0f;
+            float r = nearbyintf(v / j->ys + (float)j->yzp);
+            int32_t q = !(r >= (float)j->lo) ? j->lo : r > (float)j->hi ? j->hi : (int32_t)r;
+            q_put(j->y, j->last ? (b * osz + o) * C + c : u * osz + o, q);
+        }
+    }
+}
+
 ox_status ox_q_cpu_qlinear_avgpool(struct ox_kernel_ctx *ctx, const struct ox_node *n,
                                    const ox_tensor *const *in, ox_tensor *const *out) {
-    (void)ctx;
     const ox_tensor *x = in[0], *xz = ox_in(n, in, 2), *yz = ox_in(n, in, 4);
     ox_tensor *y = out[0];
-    bool last = ox_attr_int(n, "channels_last", 0) != 0;
-    int nsp = x->rank - 2, cax = last ? x->rank - 1 : 1;
-    int64_t N = x->dims[0], C = x->dims[cax], in_sp[3] = {1, 1, 1}, out_sp[3] = {1, 1, 1};
-    int64_t k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, pb[3] = {0, 0, 0};
+    struct qpool_job j = {.x = x,
+                          .y = y,
+                          .last = ox_attr_int(n, "channels_last", 0) != 0,
+                          .include_pad = ox_attr_int(n, "count_include_pad", 0) != 0,
+                          .in_sp = {1, 1, 1},
+                          .out_sp = {1, 1, 1},
+                          .k = {1, 1, 1},
+                          .s = {1, 1, 1},
+                          .xs = *(const float *)in[1]->data,
+                          .ys = *(const float *)in[3]->data,
+                          .xzp = xz ? q_load(xz, 0) : 0,
+                          .yzp = yz ? q_load(yz, 0) : 0,
+                          .lo = q_lo(y->dtype),
+                          .hi = q_hi(y->dtype)};
+    int nsp = x->rank - 2;
+    j.C = x->dims[j.last ? x->rank - 1 : 1];
     for (int i = 0; i < nsp; i++) {
-        in_sp[i] = x->dims[last ? i + 1 : i + 2];
-        out_sp[i] = y->dims[last ? i + 1 : i + 2];
+        j.in_sp[i] = x->dims[j.last ? i + 1 : i + 2];
+        j.out_sp[i] = y->dims[j.last ? i + 1 : i + 2];
     }
     const int64_t *a;
     int na = ox_attr_ints(n, "kernel_shape", &a);
-    for (int i = 0; i < nsp && i < na; i++) k[i] = a[i];
+    for (int i = 0; i < nsp && i < na; i++) j.k[i] = a[i];
     na = ox_attr_ints(n, "strides", &a);
-    for (int i = 0; i < nsp && i < na; i++) s[i] = a[i];
+    for (int i = 0; i < nsp && i < na; i++) j.s[i] = a[i];
     const char *ap = ox_attr_str(n, "auto_pad", "NOTSET");
     if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
         for (int i = 0; i < nsp; i++) {
-            int64_t total = (out_sp[i] - 1) * s[i] + k[i] - in_sp[i];
+            int64_t total = (j.out_sp[i] - 1) * j.s[i] + j.k[i] - j.in_sp[i];
             if (total < 0) total = 0;
-            pb[i] = ap[5] == 'U' ? total / 2 : total - total / 2;
+            j.pb[i] = ap[5] == 'U' ? total / 2 : total - total / 2;
         }
     } else if (!strcmp(ap, "NOTSET") && (na = ox_attr_ints(n, "pads", &a)) >= 2 * nsp) {
-        for (int i = 0; i < nsp; i++) pb[i] = a[i];
+        for (int i = 0; i < nsp; i++) j.pb[i] = a[i];
     }
-    bool include_pad = ox_attr_int(n, "count_include_pad", 0) != 0;
-    float xs = *(const float *)in[1]->data, ys = *(const float *)in[3]->data;
-    int32_t xzp = xz ? q_load(xz, 0) : 0, yzp = yz ? q_load(yz, 0) : 0;
-    int32_t lo = q_lo(y->dtype), hi = q_hi(y->dtype);
-    int64_t isz = in_sp[0] * in_sp[1] * in_sp[2], osz = out_sp[0] * out_sp[1] * out_sp[2];
-    for (int64_t b = 0; b < N; b++)
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t o = 0; o < osz; o++) {
-                int64_t op[3] = {o / (out_sp[1] * out_sp[2]), o / out_sp[2] % out_sp[1],
-                                 o % out_sp[2]};
-                int64_t lo_[3], hi_[3];
-                for (int i = 0; i < 3; i++) {
-                    int64_t st = op[i] * s[i] - pb[i], en = st + k[i];
-                    lo_[i] = st < 0 ? 0 : st;
-                    hi_[i] = en < in_sp[i] ? en : in_sp[i];
-                }
-                float sum = 0;
-                for (int64_t h = lo_[0]; h < hi_[0]; h++)
-                    for (int64_t w = lo_[1]; w < hi_[1]; w++)
-                        for (int64_t dd = lo_[2]; dd < hi_[2]; dd++) {
-                            int64_t sp = (h * in_sp[1] + w) * in_sp[2] + dd;
-                            int64_t xi = last ? (b * isz + sp) * C + c : (b * C + c) * isz + sp;
-                            sum += xs * (float)(q_load(x, xi) - xzp);
-                        }
-                int64_t cnt = include_pad
-                                  ? k[0] * k[1] * k[2]
-                                  : (hi_[0] - lo_[0]) * (hi_[1] - lo_[1]) * (hi_[2] - lo_[2]);
-                float v = cnt > 0 ? sum / (float)cnt : 0.0f;
-                float r = nearbyintf(v / ys + (float)yzp);
-                int32_t q = !(r >= (float)lo) ? lo : r > (float)hi ? hi : (int32_t)r;
-                q_put(y, last ? (b * osz + o) * C + c : (b * C + c) * osz + o, q);
-            }
+    ox_parallel_for(ctx->pool, x->dims[0] * j.C, qpool_planes, &j);
     return OX_OK;
 }
 
