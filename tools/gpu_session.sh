@@ -118,10 +118,10 @@ PY
         nodes+=(--node $build/qdq_cases)
         for opt in "" --no-optimize; do
             $bin test $build/qdq_cases --device cuda --rtol 0 --atol 0 -v $opt \
-                >"$work/qdq_exact.txt" 2>&1
-            echo "qdq cases on the GPU, exact ${opt:-(optimized)}: exit $? ($(tail -1 "$work/qdq_exact.txt"))" |
+                >"$build/qdq_exact.txt" 2>&1
+            echo "qdq cases on the GPU, exact ${opt:-(optimized)}: exit $? ($(tail -1 "$build/qdq_exact.txt"))" |
                 tee -a "$out/gpu_check.txt"
-            grep -E "FAIL| [1-9][0-9]* on the CPU" "$work/qdq_exact.txt" | head -12 >>"$out/gpu_check.txt"
+            grep -E "FAIL| [1-9][0-9]* on the CPU" "$build/qdq_exact.txt" | head -12 >>"$out/gpu_check.txt"
         done
     fi
     stamp "gpu_check"
