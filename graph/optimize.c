@@ -734,7 +734,9 @@ static ox_status fold_qconv(struct opt *o, struct ox_node *q) {
 
 /* QuantizeLinear(Gemm(DequantizeLinear(a), DequantizeLinear(W), B) [-> Relu or Clip]), a QDQ
  * model's fully connected layer (torch's export of Linear: W int8 per output channel, B int32
- * through a DequantizeLinear), becomes onnxexec's twin of com.microsoft QGemm on a and W in
+ * through a DequantizeLinear), and QuantizeLinear(MatMul(DequantizeLinear(a),
+ * DequantizeLinear(W)) [-> ...]) with a constant 2-D W (onnxruntime's QDQ transformers: a of
+ * any rank), become onnxexec's twin of com.microsoft QGemm on a and W in
  * the QuantizeLinear's place: integer sums scaled once, as ONNX Runtime runs it, the weights
  * read as bytes instead of floats (MobileNetV2's 1280 x 1000 classifier: 1.3 MB instead of
  * 5). Like fold_qconv, the outputs may differ from the float graph's by one step of the
@@ -749,9 +751,13 @@ static ox_status fold_qgemm(struct opt *o, struct ox_node *q) {
     struct ox_node *act;
     float lo, hi;
     struct ox_node *gemm = q_source(o, q, &act, &lo, &hi);
-    if (!is_op(gemm, "Gemm") || gemm->n_outputs != 1 || gemm->n_inputs < 2 ||
-        !only_attrs(gemm, "alpha beta transA transB") ||
-        ox_attr_float(gemm, "alpha", 1.0f) != 1.0f || ox_attr_float(gemm, "beta", 1.0f) != 1.0f)
+    bool mm = is_op(gemm, "MatMul"); /* A [..., K] by a constant [K, N], no bias */
+    if (!(mm ? gemm->n_inputs == 2 && gemm->n_attrs == 0
+             : is_op(gemm, "Gemm") && gemm->n_inputs >= 2 &&
+                   only_attrs(gemm, "alpha beta transA transB") &&
+                   ox_attr_float(gemm, "alpha", 1.0f) == 1.0f &&
+                   ox_attr_float(gemm, "beta", 1.0f) == 1.0f) ||
+        gemm->n_outputs != 1)
         return OX_OK;
     bool tb = ox_attr_int(gemm, "transB", 0) != 0;
     const ox_tensor *sa, *za, *sw, *zw;

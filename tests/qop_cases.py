@@ -15,11 +15,13 @@ and the same B fed at run time; uint8 B with a zero point and transA; int8 again
 alpha and an int8 output; per-column zero points; each bias broadcast (one value, [N], [1, N],
 [M, 1], [M, N]); float outputs with and without y_scale; a K that is no multiple of 4 at one
 row (a classifier's GEMV); outputs that saturate at both ends. All exact (rtol 0, atol 0),
-optimized, unoptimized and through --roundtrip. Inputs QGemm refuses fail naming the fault.
+optimized, unoptimized, through --roundtrip, with the int16 products (OX_IGEMM8=0) and with
+the scalar loops (OX_SGEMM_PACKED=0). Inputs QGemm refuses fail naming the fault.
 
 The QDQ cases are torch's export of Linear between QuantizeLinear and DequantizeLinear (W
 int8 per output channel, the bias int32 through a DequantizeLinear with a ConstantOfShape zero
-point, transB), with no activation, Relu and Clip, per-tensor weights, a float bias and none;
+point, transB), with no activation, Relu and Clip, per-tensor weights, a float bias and none,
+and onnxruntime's QDQ MatMul by a constant [K, N] (3-D and 1-D A, per column and per tensor);
 QLinearAveragePool's oracle is ONNX Runtime's kernel (qlinear_pool.cc) in numpy: values
 dequantized in float32, each window summed in float32 in row-major order, divided by its
 count, then round(v / y_scale + y_zero_point) saturated; 2-D with and without
@@ -51,6 +53,7 @@ AVX-512 VNNI `onnxexec info` must show the QGemm, and the Gemms that must stay f
 the same bytes (floats within its tolerance).
 """
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -511,7 +514,47 @@ def qdq_linear(name, M=4, K=48, N=24, act=None, per_col=True, bias="int32", alph
     return name, fused
 
 
+def qdq_matmul(name, a_shape, N, per_col=True, relu=False, fused=True):
+    """QuantizeLinear(MatMul(DequantizeLinear(a), DequantizeLinear(W [K, N]))) as onnxruntime's
+    QDQ quantizer writes a transformer's projection (W per column: axis 1)."""
+    K = a_shape[-1]
+    x = rng.standard_normal(a_shape).astype(f32)
+    sx, zx = f32(0.03), np.uint8(120)
+    wq = rng.integers(-100, 101, (K, N)).astype(np.int8)
+    sw = (rng.uniform(0.5, 1.5, N) * 0.01).astype(f32) if per_col else f32(0.01)
+    zw = np.zeros(N, np.int8) if per_col else np.int8(0)
+    sy, zy = f32(0.05), np.uint8(100)
+    consts = [numpy_helper.from_array(np.asarray(v), n) for n, v in
+              (("sx", sx), ("zx", zx), ("sw", sw), ("zw", zw), ("sy", sy), ("zy", zy),
+               ("wq", wq))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"], axis=1),
+             helper.make_node("MatMul", ["xd", "wd"], ["m"])]
+    xq = np.clip(np.rint(x / sx) + f32(zx), 0, 255)
+    xd = ((xq - f32(zx)) * sx).astype(f32)
+    wd = ((wq.astype(f32) - np.broadcast_to(zw, (N,)).astype(f32)) * sw).astype(f32)
+    y, src = np.matmul(xd, wd).astype(f32), "m"
+    if relu:
+        nodes.append(helper.make_node("Relu", ["m"], ["r"]))
+        y, src = np.maximum(y, 0), "r"
+    nodes += [helper.make_node("QuantizeLinear", [src, "sy", "zy"], ["yq"]),
+              helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"])]
+    want = ((np.clip(np.rint(y / sy) + f32(zy), 0, 255) - f32(zy)) * sy).astype(f32)
+    out_shape = list(a_shape[:-1]) + [N]
+    g = helper.make_graph(nodes, name,
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(a_shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+                          consts)
+    write_case(qdq_dir, name, helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
+               [("x", x)], [("y", want)])
+    return name, fused
+
+
 qdq = [
+    qdq_matmul("qdq_matmul_3d", (2, 5, 64), 48),
+    qdq_matmul("qdq_matmul_1d_relu", (96,), 40, relu=True),
+    qdq_matmul("qdq_matmul_per_tensor", (3, 7, 33), 20, per_col=False),
     qdq_linear("qdq_linear"),
     qdq_linear("qdq_linear_relu", act="relu"),
     qdq_linear("qdq_linear_clip", act="clip", M=1, K=1280, N=100),
@@ -539,8 +582,10 @@ def run_test(d, extra, env=None):
 
 for extra in ([], ["--no-optimize"], ["--roundtrip"]):
     run_test(exact_dir, ["--rtol", "0", "--atol", "0"] + extra)
-# OX_IGEMM8=0: the int16 products where the 8-bit ones would run
+# OX_IGEMM8=0: the int16 products where the 8-bit ones would run; OX_SGEMM_PACKED=0: the
+# scalar loops of CPUs without AVX-512 (products and the scaling of the sums)
 run_test(exact_dir, ["--rtol", "0", "--atol", "0"], {"OX_IGEMM8": "0"})
+run_test(exact_dir, ["--rtol", "0", "--atol", "0"], {"OX_SGEMM_PACKED": "0"})
 for extra in ([], ["--no-optimize"], ["--roundtrip"]):
     run_test(float_dir, ["--rtol", "1e-4", "--atol", "1e-5"] + extra)
 # one step of the output's scale (0.05), and a little for float rounding
@@ -554,6 +599,17 @@ for name, fused in qdq:
     want = 1 if fused and vnni else 0
     ok = got == want
     print("%s %s: %s QGemm node(s), expected %d" % ("PASS" if ok else "FAIL", name, got, want))
+    failed += not ok
+    # info's FLOPs count the fused node as the float Gemm or MatMul it stands for
+    fl = []
+    for extra in ([], ["--no-optimize"]):
+        r = subprocess.run([exe, "info", os.path.join(qdq_dir, name, "model.onnx"), "--json"] +
+                           extra, capture_output=True, text=True)
+        j = json.loads(r.stdout) if r.returncode == 0 else {}
+        fl.append((j.get("flops"), j.get("flop_nodes_unknown")))
+    ok = fl[0] == fl[1] and fl[0][0] and fl[0][1] == 0
+    print("%s %s: FLOPs %s optimized, %s as the file has it" % ("PASS" if ok else "FAIL", name,
+                                                                fl[0], fl[1]))
     failed += not ok
     if fused and vnni:  # the same model for a GPU keeps its float Gemm
         r = subprocess.run([exe, "info", os.path.join(qdq_dir, name, "model.onnx"), "--device",

@@ -213,9 +213,9 @@ static bool node_flops(const struct ox_plan *p, const struct ox_node *n, const c
         *flops = 2 * (strcmp(op, "Conv") == 0 ? numel_of(y) : numel_of(a)) * per;
         return true;
     }
-    if (strcmp(op, "Gemm") == 0) {
-        if (a->rank != 2) return false;
-        k = (double)(attr_int(n, "transA", 0) ? a->dims[0] : a->dims[1]);
+    if (strcmp(op, "Gemm") == 0) { /* onnxexec's QGemm also takes A [..., K] */
+        if (a->rank < 1 || (a->rank != 2 && attr_int(n, "transA", 0))) return false;
+        k = (double)(attr_int(n, "transA", 0) ? a->dims[0] : a->dims[a->rank - 1]);
     } else {
         if (a->rank < 1) return false;
         k = (double)a->dims[a->rank - 1];

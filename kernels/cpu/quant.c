@@ -896,10 +896,14 @@ static ox_status qgemm_shape(const struct ox_node *n, const ox_tensor *a, const 
                              struct qgemm_shape *g) {
     char sa[256], sb[256];
     g->ta = ox_attr_int(n, "transA", 0) != 0, g->tb = ox_attr_int(n, "transB", 0) != 0;
-    if (a->rank != 2 || b->rank != 2)
+    /* onnxexec's twin also takes A [..., K] (a QDQ MatMul's), its leading dims the rows */
+    bool rows = !strcmp(n->domain, OX_DOMAIN_ONNXEXEC) && !g->ta && a->rank >= 1;
+    if ((a->rank != 2 && !rows) || b->rank != 2)
         return ox_node_err(n, OX_E_SHAPE, "A %s and B %s: expected matrices",
                            ox_tensor_desc(a, sa, sizeof sa), ox_tensor_desc(b, sb, sizeof sb));
-    g->M = a->dims[g->ta ? 1 : 0], g->K = a->dims[g->ta ? 0 : 1];
+    g->K = a->dims[g->ta ? 0 : a->rank - 1];
+    g->M = g->ta ? a->dims[1] : 1;
+    for (int i = 0; !g->ta && i < a->rank - 1; i++) g->M *= a->dims[i];
     g->N = b->dims[g->tb ? 0 : 1];
     if (b->dims[g->tb ? 1 : 0] != g->K)
         return ox_node_err(n, OX_E_SHAPE, "A %s and B %s (transA %d, transB %d) do not multiply",
@@ -943,8 +947,14 @@ ox_status ox_q_infer_qgemm(struct ox_infer_ctx *ctx, const struct ox_node *n,
         return ox_node_err(n, OX_E_SHAPE, "C %s does not broadcast to [%lld, %lld]",
                            ox_tensor_desc(c, s, sizeof s), (long long)g.M, (long long)g.N);
     if ((st = check_y_range(n, yz ? yz->dtype : OX_FLOAT))) return st;
-    int64_t dims[2] = {g.M, g.N};
-    ox_set_shape(out[0], yz ? yz->dtype : OX_FLOAT, 2, dims);
+    int64_t dims[OX_MAX_RANK] = {g.M, g.N};
+    int rank = 2;
+    if (a->rank != 2 && !g.ta) { /* A [..., K]: y [..., N] */
+        rank = a->rank;
+        memcpy(dims, a->dims, sizeof(int64_t) * (size_t)rank);
+        dims[rank - 1] = g.N;
+    }
+    ox_set_shape(out[0], yz ? yz->dtype : OX_FLOAT, rank, dims);
     size_t total = 0;
     if (!add_piece(&total, g.M, g.K, 2) || !add_piece(&total, g.K, g.N, 2) ||
         !add_piece(&total, g.M, g.N, 4) || !add_piece(&total, g.N, 1, 4) ||
@@ -1031,8 +1041,51 @@ struct qgemm_out {
     float lo, hi;
 };
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* qgemm_emit's arithmetic on 16 columns at a time (the same operations lane by lane). */
+__attribute__((target("avx512f"))) static void
+qgemm_emit16(const struct qgemm_out *o, int64_t i, int64_t n0, int64_t nn, const int32_t *acc) {
+    const int32_t *c = o->c ? o->c->data : NULL;
+    /* C's broadcast (qgemm_bias): 0 one value, 1 [M, N], 2 [M, 1], 3 a row of N */
+    int kind = 0;
+    if (c && ox_tensor_numel(o->c) != 1)
+        kind = o->c->rank == 2 && o->c->dims[0] == o->M && o->c->dims[1] == o->N ? 1
+               : o->c->rank == 2 && o->c->dims[1] == 1                           ? 2
+                                                                                 : 3;
+    __m512i bias1 = _mm512_set1_epi32(!c ? 0 : kind == 2 ? c[i] : c[0]);
+    __m512i za = _mm512_set1_epi32(o->za);
+    __m512 yzp = _mm512_set1_ps(o->yzp), lo = _mm512_set1_ps(o->lo), hi = _mm512_set1_ps(o->hi);
+    for (int64_t j = n0; j < n0 + nn; j += 16) {
+        __mmask16 m = tail_mask16(n0 + nn - j);
+        __m512i s = _mm512_maskz_loadu_epi32(m, acc + (j - n0));
+        if (o->colsum)
+            s = _mm512_sub_epi32(
+                s, _mm512_mullo_epi32(za, _mm512_maskz_loadu_epi32(m, o->colsum + j)));
+        s = _mm512_add_epi32(s, kind == 1   ? _mm512_maskz_loadu_epi32(m, c + i * o->N + j)
+                                : kind == 3 ? _mm512_maskz_loadu_epi32(m, c + j)
+                                            : bias1);
+        __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_maskz_loadu_ps(m, o->scale + j));
+        int64_t k = i * o->N + j;
+        if (!o->quantized) {
+            _mm512_mask_storeu_ps((float *)o->y->data + k, m, v);
+            continue;
+        }
+        __m512 r = _mm512_add_ps(
+            _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), yzp);
+        r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+        store_bytes16((char *)o->y->data + k, n0 + nn - j, _mm512_cvtps_epi32(r));
+    }
+}
+#endif
+
 static void qgemm_emit(void *arg, int64_t i, int64_t n0, int64_t nn, const int32_t *acc) {
     const struct qgemm_out *o = arg;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (ox_sgemm_is_fast()) {
+        qgemm_emit16(o, i, n0, nn, acc);
+        return;
+    }
+#endif
     for (int64_t j = n0; j < n0 + nn; j++) {
         /* the bias wraps into the int32 sum, as ONNX Runtime adds it to the accumulator */
         uint32_t raw = (uint32_t)acc[j - n0];
