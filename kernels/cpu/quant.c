@@ -727,8 +727,8 @@ static ox_status check_per_col(const struct ox_node *n, const ox_tensor *t, int6
     return OX_OK;
 }
 
-/* A product's 8-bit types: a, b and y's zero point int8 or uint8, each zero point of its
- * input's type. */
+/* A product's 8-bit types (QLinearMatMul, QGemm, QLinearConv): a, b and y's zero point int8 or
+ * uint8, each zero point of its input's type. */
 static ox_status check_mm_types(const struct ox_node *n, const ox_tensor *a, const ox_tensor *az,
                                 const ox_tensor *b, const ox_tensor *bz, const ox_tensor *yz) {
     if (!is_q8(a->dtype) || !is_q8(b->dtype) || (yz && !is_q8(yz->dtype)))
@@ -1772,18 +1772,13 @@ ox_status ox_q_infer_qlinear_conv(struct ox_infer_ctx *ctx, const struct ox_node
     const ox_tensor *ys = ox_in(n, in, 6), *yz = ox_in(n, in, 7), *b = ox_in(n, in, 8);
     if (!x || !xs || !w || !ws || !ys)
         return ox_node_err(n, OX_E_INVALID, "expected inputs x, x_scale, w, w_scale and y_scale");
-    if (!is_q8(x->dtype) || !is_q8(w->dtype) || (yz && !is_q8(yz->dtype)))
-        return ox_node_err(n, OX_E_UNSUPPORTED, "types %s, %s, %s: supported are int8 and uint8",
-                           ox_dtype_name(x->dtype), ox_dtype_name(w->dtype),
-                           yz ? ox_dtype_name(yz->dtype) : "-");
-    if ((xz && xz->dtype != x->dtype) || (wz && wz->dtype != w->dtype))
-        return ox_node_err(n, OX_E_INVALID, "zero point types must match their inputs");
+    ox_status st = check_mm_types(n, x, xz, w, wz, yz);
+    if (st) return st;
     if (xs->dtype != OX_FLOAT || ws->dtype != OX_FLOAT || ys->dtype != OX_FLOAT)
         return ox_node_err(n, OX_E_UNSUPPORTED, "scales must be float");
     struct cgeom g;
-    ox_status st = conv_geom(n, x, w, &g);
-    if (st || (st = check_scalar(n, xs, "x_scale")) || (st = check_scalar(n, xz, "x_zero_point")) ||
-        (st = check_per_m(n, ws, g.M, "w_scale")) ||
+    if ((st = conv_geom(n, x, w, &g)) || (st = check_scalar(n, xs, "x_scale")) ||
+        (st = check_scalar(n, xz, "x_zero_point")) || (st = check_per_m(n, ws, g.M, "w_scale")) ||
         (st = check_per_m(n, wz, g.M, "w_zero_point")) || (st = check_scalar(n, ys, "y_scale")) ||
         (st = check_scalar(n, yz, "y_zero_point")))
         return st;
