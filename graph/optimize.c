@@ -54,6 +54,12 @@
  * - DequantizeLinear(QuantizeLinear(x, s, z), s, z) with the same constant parameters (a
  *   QDQ model's round trip between float operators, through a Cast of the quantized type to
  *   itself as torch exports it) becomes one ai.onnxexec QuantizeDequantize node.
+ * - First of all, ONNX Runtime's FusedConv and FusedGemm (com.microsoft, in the models its
+ *   optimizer saves) become onnxexec's own ops, an activation other than a clamp as its own
+ *   node after them (adopt_ms_fused); its FusedMatMul takes the place of either MatMul of an
+ *   attention (the first with any transposes and alpha, which go into the views and the
+ *   scale; the second with the softmax's output as it is), so such an attention fuses too.
+ *   QuickGelu of alpha 1 (its SiLU) after a Conv, Gemm or MatMul joins the epilogue.
  * - Nodes whose outputs nothing reads (and that have no side effects: every op here) are
  *   removed; so are initializers that nothing reads any more.
  *
@@ -249,6 +255,8 @@ static ox_status fold_bn(struct opt *o, struct ox_node *conv) {
     return count_uses(o);
 }
 
+static int prog_ops(const int64_t *pg, int len);
+
 /* ---- fusions into the GEMM epilogue ---------------------------------------------------- */
 
 /* The clamp of an activation node reading v: Relu, or Clip with constant bounds. */
@@ -292,6 +300,13 @@ static bool silu_of(struct opt *o, int v, struct ox_node **sig, struct ox_node *
         return false;
     *mul = m;
     return true;
+}
+
+/* SiLU as ONNX Runtime's optimizer saves it: com.microsoft QuickGelu of alpha 1 reading v. */
+static bool quick_silu(const struct ox_node *n, int v) {
+    return !strcmp(n->domain, "com.microsoft") && !strcmp(n->op_type, "QuickGelu") &&
+           n->n_inputs == 1 && n->inputs[0] == v && n->n_outputs == 1 &&
+           ox_attr_float(n, "alpha", 1.702f) == 1.0f;
 }
 
 /* The Add reading v whose other operand is z (not v itself), or NULL. */
@@ -362,6 +377,10 @@ static ox_status fuse(struct opt *o, struct ox_node *n) {
         out = mul->outputs[0];
         dead[n_dead++] = sig;
         dead[n_dead++] = mul; /* the last of the chain */
+    } else if (act && quick_silu(act, out)) {
+        act_name = "Silu";
+        out = act->outputs[0];
+        dead[n_dead++] = act;
     }
     if (!n_dead) return OX_OK;
     /* inputs: the op's own (Conv X, W, B; Gemm A, B, C; MatMul A, B), then Z */
@@ -1324,6 +1343,29 @@ static ox_status add_ints(struct ox_graph *g, struct ox_attr *at, const char *na
     return OX_OK;
 }
 
+/* ONNX Runtime's FusedMatMul (com.microsoft; its optimizer's MatMul with Transposes and a
+ * scale folded in), as attention's first product (any attributes) or second (second: the
+ * softmax's output taken as it is, alpha 1). */
+static bool ms_matmul(const struct ox_node *n, bool second) {
+    if (!n || strcmp(n->domain, "com.microsoft") || strcmp(n->op_type, "FusedMatMul")) return false;
+    return !second || (!ox_attr_int(n, "transA", 0) && !ox_attr_int(n, "transBatchA", 0) &&
+                       ox_attr_float(n, "alpha", 1.0f) == 1.0f);
+}
+
+/* FusedMatMul n's permutation of an operand (its attributes trans and batch) at the end of
+ * program `which`; false when the program has no room. */
+static bool prog_matperm(struct attn_match *m, int which, const struct ox_node *n,
+                         const char *trans, const char *batch) {
+    int64_t t = ox_attr_int(n, trans, 0) != 0, b = ox_attr_int(n, batch, 0) != 0;
+    if (!t && !b) return true;
+    int len = m->prog_len[which], ops = prog_ops(m->prog[which], len);
+    if (ops < 0 || ops + 1 > OX_VIEW_MAX_OPS || len + 3 > ATTN_PROG_MAX) return false;
+    int64_t *p = m->prog[which] + len;
+    p[0] = OX_VIEW_MATPERM, p[1] = t, p[2] = b;
+    m->prog_len[which] = len + 3;
+    return true;
+}
+
 /* MatMul(Q', KT') [-> factors] [-> Add(mask)] -> Softmax(axis -1) -> MatMul(., V'), where
  * Q' and KT' are Q and KT through factors then view ops, V' is V through view ops, and the
  * product may feed one Transpose: one FusedAttention node. Every piece but the view ops and
@@ -1358,7 +1400,8 @@ static ox_status fold_attention(struct opt *o, struct ox_node *sm) {
             s = in;
         }
         struct ox_node *p = producer_once(o, s);
-        if (is_op(p, "MatMul") && p->n_inputs == 2 && p->n_outputs == 1)
+        if ((is_op(p, "MatMul") || ms_matmul(p, false)) && p->n_inputs == 2 &&
+            p->n_outputs == 1)
             mm1 = p;
         else
             m = keep, mask = -1;
@@ -1366,12 +1409,22 @@ static ox_status fold_attention(struct opt *o, struct ox_node *sm) {
     if (!mm1) return OX_OK;
     m.chain[m.n_chain++] = mm1;
     struct ox_node *mm2 = only_reader(o, sm->outputs[0]);
-    if (!is_op(mm2, "MatMul") || mm2->n_inputs != 2 || mm2->inputs[0] != sm->outputs[0] ||
-        mm2->inputs[1] == sm->outputs[0] || mm2->n_outputs != 1)
+    if (!(is_op(mm2, "MatMul") || ms_matmul(mm2, true)) || mm2->n_inputs != 2 ||
+        mm2->inputs[0] != sm->outputs[0] || mm2->inputs[1] == sm->outputs[0] ||
+        mm2->n_outputs != 1)
         return OX_OK;
     int q = peel_operand(o, &m, mm1->inputs[0], 0, 0);
     int k = peel_operand(o, &m, mm1->inputs[1], 1, 1);
     int vv = peel_operand(o, &m, mm2->inputs[1], -1, 2);
+    /* ONNX Runtime's FusedMatMul: its alpha scales the scores, its operands' permutations end
+     * their programs */
+    if (!is_op(mm1, "MatMul")) {
+        m.scale *= ox_attr_float(mm1, "alpha", 1.0f);
+        if (!prog_matperm(&m, 0, mm1, "transA", "transBatchA") ||
+            !prog_matperm(&m, 1, mm1, "transB", "transBatchB"))
+            return OX_OK;
+    }
+    if (!is_op(mm2, "MatMul") && !prog_matperm(&m, 2, mm2, "transB", "transBatchB")) return OX_OK;
     struct ox_node *last = mm2, *ty = only_reader(o, mm2->outputs[0]);
     const struct ox_attr *py = ty && is_op(ty, "Transpose") ? ox_node_attr(ty, "perm") : NULL;
     if (py && py->type == OX_ATTR_INTS && py->n >= 2 && py->n <= OX_MAX_RANK) {
@@ -1491,10 +1544,10 @@ static int prog_ops(const int64_t *pg, int len) {
         if (op == OX_VIEW_TRANSPOSE || op == OX_VIEW_SQUEEZE || op == OX_VIEW_UNSQUEEZE)
             at += k < 0 || k > OX_MAX_RANK ? len + 1 : 2 + (int)k;
         else
-            at += op == OX_VIEW_RESHAPE  ? 3
-                  : op == OX_VIEW_GATHER ? 4
-                  : op == OX_VIEW_SLICE  ? 5
-                                         : len + 1;
+            at += op == OX_VIEW_RESHAPE || op == OX_VIEW_MATPERM ? 3
+                  : op == OX_VIEW_GATHER                         ? 4
+                  : op == OX_VIEW_SLICE                          ? 5
+                                                                 : len + 1;
         if (at > len) return -1;
     }
     return ops;
@@ -1680,6 +1733,78 @@ static ox_status hoist_transpose(struct opt *o, int fi, bool *added) {
     return OX_OK;
 }
 
+/* ---- ONNX Runtime's fused operators ------------------------------------------------------ */
+
+/* A com.microsoft FusedConv or FusedGemm (ONNX Runtime's optimizer saves them; their kernels,
+ * kernels/cpu/ortopt.c) becomes onnxexec's own op, which the GPU has too: the activation
+ * stays in it when it is a clamp (Relu, Clip) or none; any other becomes its default-domain
+ * node after it, reading a new value (appended: *added asks for the sort). An activation the
+ * kernel would refuse is left for it to report. */
+static ox_status adopt_ms_fused(struct opt *o, int i, bool *added) {
+    struct ox_graph *g = o->g;
+    struct ox_node *n = &g->nodes[i];
+    bool conv = !strcmp(n->op_type, "FusedConv");
+    if (strcmp(n->domain, "com.microsoft") || !(conv || !strcmp(n->op_type, "FusedGemm")) ||
+        n->n_outputs != 1 || n->outputs[0] < 0)
+        return OX_OK;
+    struct ox_ms_activation act;
+    if (ox_ms_activation(n, &act)) return OX_OK; /* the kernel says so when planned */
+    const struct ox_op *row = ox_op_find(OX_DOMAIN_ONNXEXEC, conv ? "FusedConv" : "FusedGemm", 1);
+    int64_t opset = ox_graph_opset(g, "");
+    const struct ox_op *post = act.post ? ox_op_find("", act.post, (int)opset) : NULL;
+    if (!row || (act.post && !post)) return OX_OK;
+    struct ox_attr *attrs = ox_graph_alloc(g, sizeof *attrs * (size_t)(n->n_attrs + 2));
+    float *clamp = ox_graph_alloc(g, sizeof(float) * 2);
+    if (!attrs || !clamp) return ox_err(OX_E_NOMEM, "out of memory adopting a fused node");
+    int na = 0;
+    for (int k = 0; k < n->n_attrs; k++)
+        if (strncmp(n->attrs[k].name, "activation", 10) != 0) attrs[na++] = n->attrs[k];
+    bool clamps = act.lo > -INFINITY || act.hi < INFINITY;
+    const char *name = !clamps ? "" : act.lo == 0 && act.hi == INFINITY ? "Relu" : "Clip";
+    clamp[0] = act.lo, clamp[1] = act.hi;
+    attrs[na++] = (struct ox_attr){
+        .name = "activation", .type = OX_ATTR_STRING, .s = name, .s_len = strlen(name)};
+    attrs[na++] = (struct ox_attr){
+        .name = "activation_params", .type = OX_ATTR_FLOATS, .n = 2, .floats = clamp};
+    if (act.post) { /* y = post(y'), y' the fused op's output */
+        int y = n->outputs[0], y2 = -1;
+        char vname[256];
+        for (int k = 0; k < 1000 && y2 < 0; k++) {
+            snprintf(vname, sizeof vname, k ? "%s_preactivation_%d" : "%s_preactivation",
+                     g->values[y].name, k);
+            if (ox_graph_find_value(g, vname) < 0) y2 = ox_graph_add_value(g, vname);
+        }
+        bool *dead = realloc(o->dead, sizeof(bool) * (size_t)(g->n_nodes + 1));
+        struct ox_attr *pa = ox_graph_alloc(g, sizeof *pa * 2);
+        if (y2 < 0 || !dead || !pa) return ox_err(OX_E_NOMEM, "out of memory adopting a node");
+        o->dead = dead;
+        dead[g->n_nodes] = false;
+        g->values[y2].kind = g->values[y].kind;
+        g->values[y2].dtype = g->values[y].dtype;
+        g->values[y2].rank = -1; /* left to the plan */
+        memcpy(pa, act.attrs, sizeof *pa * (size_t)act.n_attrs);
+        snprintf(vname, sizeof vname, "%s/%s", n->name ? n->name : "", act.post);
+        struct ox_node *pn = ox_graph_add_node(g, vname, "", act.post, 1, &y2, 1, &y);
+        if (!pn) return ox_err(OX_E_NOMEM, "out of memory adopting a fused node");
+        pn->opset = (int)opset;
+        pn->op = post;
+        pn->attrs = pa;
+        pn->n_attrs = act.n_attrs;
+        n = &g->nodes[i]; /* the node array may have moved */
+        n->outputs[0] = y2;
+        g->values[y2].producer = i;
+        *added = true;
+    }
+    n->domain = OX_DOMAIN_ONNXEXEC;
+    n->op_type = conv ? "FusedConv" : "FusedGemm";
+    n->opset = 1;
+    n->op = row;
+    n->attrs = attrs;
+    n->n_attrs = na;
+    o->st->adopted_nodes++;
+    return count_uses(o);
+}
+
 /* ---- dead code ------------------------------------------------------------------------- */
 
 static void remove_dead(struct opt *o) {
@@ -1734,6 +1859,14 @@ ox_status ox_graph_optimize(struct ox_graph *g, unsigned flags, struct ox_opt_st
                     .st = st,
                     .move_transposes = !(fm && !strcmp(fm, "0"))};
     ox_status rc = o.dead ? count_uses(&o) : ox_err(OX_E_NOMEM, "out of memory");
+    /* first, so that what follows sees onnxexec's ops, in order again */
+    bool adopted = false;
+    for (int i = 0, n0 = g->n_nodes; i < n0 && !rc && !standard_only; i++)
+        rc = adopt_ms_fused(&o, i, &adopted);
+    if (!rc && adopted && !(rc = ox_graph_sort(g))) {
+        memset(o.dead, 0, sizeof(bool) * (size_t)g->n_nodes);
+        rc = count_uses(&o);
+    }
     /* before fold_qdq, which would take the QuantizeLinear -> DequantizeLinear pairs apart */
     const char *fq = getenv("OX_FUSE_QCONV");
     bool qconv = !standard_only && cpu && ox_qconv8_available() && !(fq && !strcmp(fq, "0"));

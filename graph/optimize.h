@@ -12,6 +12,7 @@ struct ox_opt_stats {
     int moved_transposes;     /* batch-first Transposes moved into FusedAttention views */
     int removed_nodes;        /* nodes whose outputs nothing read */
     int removed_constants;    /* initializers nothing read any more */
+    int adopted_nodes;        /* ONNX Runtime's FusedConv/FusedGemm made onnxexec's own */
 };
 
 /* What the optimized graph is for (ox_graph_optimize's flags, or-ed). */

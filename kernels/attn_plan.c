@@ -209,6 +209,23 @@ static ox_status view_build(const struct ox_node *n, const ox_tensor *const *in,
         struct ox_view_axis na[OX_MAX_RANK];
         int nr = rank, k = at + 1 < len ? (int)pg[at + 1] : -1;
         switch (sg->op) {
+        case OX_VIEW_MATPERM: { /* becomes the Transpose it is at this rank */
+            if (at + 3 > len) return bad_view(n, name, "a truncated FusedMatMul permutation");
+            bool trans = pg[at + 1] != 0, batch = pg[at + 2] != 0;
+            for (int i = 0; i < rank; i++) sg->p[i] = i;
+            if (rank >= 2 && batch) {
+                for (int i = 0; i < rank - 2; i++) sg->p[i] = i + 1;
+                sg->p[rank - 2] = 0;
+            }
+            if (rank >= 2 && trans) {
+                int64_t t = sg->p[rank - 1];
+                sg->p[rank - 1] = sg->p[rank - 2], sg->p[rank - 2] = t;
+            }
+            sg->op = OX_VIEW_TRANSPOSE;
+            for (int i = 0; i < rank; i++) nd[i] = dims[sg->p[i]], na[i] = ax[sg->p[i]];
+            at += 3;
+            break;
+        }
         case OX_VIEW_TRANSPOSE: {
             if (k != rank || at + 2 + k > len) return bad_view(n, name, "a perm of the wrong rank");
             bool seen[OX_MAX_RANK] = {false};

@@ -338,6 +338,23 @@ double ox_mt_gauss(struct ox_mt19937 *m);
 bool ox_tail_broadcasts(const ox_tensor *p, const ox_tensor *x, int axis);
 int64_t ox_tail_index(const ox_tensor *p, const ox_tensor *x, int axis, int64_t j);
 
+/* dst (its dims and data set) = src transposed by perm, through the Transpose kernel (no
+ * scratch); errors name node n. */
+ox_status ox_transpose_run(struct ox_kernel_ctx *ctx, const struct ox_node *n, const ox_tensor *src,
+                           ox_tensor *dst, const int64_t *perm);
+
+/* The activation of ONNX Runtime's FusedConv or FusedGemm (com.microsoft; kernels/cpu/ortopt.c)
+ * as onnxexec's fused ops take it: the clamp [lo, hi] (Relu, Clip) in the op, and any other
+ * as the default-domain op `post` (NULL: none) with its float attributes, run after it.
+ * Refuses (naming the node) an activation ORT's kernels do not take. */
+struct ox_ms_activation {
+    float lo, hi;
+    const char *post;
+    int n_attrs;
+    struct ox_attr attrs[2];
+};
+ox_status ox_ms_activation(const struct ox_node *n, struct ox_ms_activation *a);
+
 /* Vectorized float rows (kernels/cpu/vecmath.c): y = softmax(x) over n floats; y = f(x) for
  * exp, the sigmoid, GELU (erf and tanh forms), tanh and erf. y may be x. */
 void ox_softmax_row(const float *x, float *y, int64_t n);
@@ -346,6 +363,7 @@ void ox_sigmoid_floats(const float *x, float *y, int64_t n);
 void ox_gelu_floats(const float *x, float *y, int64_t n);
 void ox_gelu_tanh_floats(const float *x, float *y, int64_t n);
 void ox_tanh_floats(const float *x, float *y, int64_t n);
+void ox_quick_gelu_floats(const float *x, float *y, int64_t n, float alpha); /* x sigmoid(ax) */
 void ox_erf_floats(const float *x, float *y, int64_t n);
 
 /* ---- FusedAttention (ai.onnxexec; graph/optimize.c, kernels/attn_plan.c) -------------------
@@ -371,6 +389,9 @@ enum {
     OX_VIEW_SQUEEZE = 4,   /* n, axes[n] (n 0: every axis of size 1) */
     OX_VIEW_UNSQUEEZE = 5, /* n, axes[n] (of the output) */
     OX_VIEW_SLICE = 6,     /* input slots of starts, ends, axes, steps (-1: absent) */
+    OX_VIEW_MATPERM = 7,   /* trans, batch: ONNX Runtime FusedMatMul's operand permutation
+                              for the rank the plan finds (batch: axis 0 moved before the
+                              last axis; then trans: the last two swapped; rank < 2: none) */
 };
 #define OX_VIEW_MAX_OPS 8
 struct ox_view_stage { /* one op, with the dims it reads and its parameters per input axis */

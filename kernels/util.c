@@ -578,6 +578,26 @@ void ox_tensor_set(ox_tensor *t, int64_t i, double v) {
     ox_set_f64(t, i, v);
 }
 
+/* ---- a transpose for kernels that permute an operand ----------------------------------- */
+
+ox_status ox_transpose_run(struct ox_kernel_ctx *ctx, const struct ox_node *n, const ox_tensor *src,
+                           ox_tensor *dst, const int64_t *perm) {
+    int v[1] = {0};
+    struct ox_attr pa = {
+        .name = "perm", .type = OX_ATTR_INTS, .n = src->rank, .ints = (int64_t *)perm};
+    struct ox_node tn = {.name = n->name,
+                         .domain = "",
+                         .op_type = "Transpose",
+                         .opset = 13,
+                         .n_inputs = 1,
+                         .inputs = v,
+                         .n_outputs = 1,
+                         .outputs = v,
+                         .attrs = &pa,
+                         .n_attrs = 1};
+    return ox_op_find("", "Transpose", 13)->cpu(ctx, &tn, &src, &dst);
+}
+
 /* ---- fused ops (graph/optimize.c) ------------------------------------------------------ */
 
 void ox_fused_clamp(const struct ox_node *n, float *lo, float *hi) {

@@ -5,18 +5,22 @@ import argparse
 import os
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
-def case_args(doc):
+def case_args(doc, ort=None):
     """The command line of a case script that writes its cases to OUTDIR (emptied first) and
-    checks them with `onnxexec test`: OUTDIR --onnxexec BIN. Returns the parsed arguments."""
+    checks them with `onnxexec test`: OUTDIR --onnxexec BIN, and [--ort-dir DIR] (help: ort)
+    where ort is given. Returns the parsed arguments."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("outdir")
     ap.add_argument("--onnxexec", required=True)
+    if ort:
+        ap.add_argument("--ort-dir", help=ort)
     args = ap.parse_args()
     shutil.rmtree(args.outdir, ignore_errors=True)
     return args
@@ -83,16 +87,34 @@ def map_type(key_type, value_type):
     return mt
 
 
-def expect_error(exe, tag, model, x_pb, expect):
-    """`onnxexec run MODEL -i X=X_PB` must fail with `expect` in its message: prints PASS or
-    FAIL bad/TAG and returns the number of failures (0 or 1). X_PB may also be a list of
-    (input name, .pb path), one -i each."""
+def expect_error(exe, tag, model, x_pb, expect, extra=()):
+    """`onnxexec run MODEL -i X=X_PB [EXTRA...]` must fail with `expect` in its message: prints
+    PASS or FAIL bad/TAG and returns the number of failures (0 or 1). X_PB may also be a list
+    of (input name, .pb path), one -i each."""
     inputs = [("X", x_pb)] if isinstance(x_pb, str) else x_pb
-    r = subprocess.run([exe, "run", model] + [a for k, p in inputs for a in ("-i", k + "=" + p)],
-                       capture_output=True, text=True)
+    r = subprocess.run([exe, "run", model] + [a for k, p in inputs for a in ("-i", k + "=" + p)] +
+                       list(extra), capture_output=True, text=True)
     if r.returncode == 0 or expect not in r.stderr:
-        print("FAIL bad/%s: rc %d, expected an error with %r, got: %s"
-              % (tag, r.returncode, expect, r.stderr.strip()))
+        print("FAIL bad/%s%s: rc %d, expected an error with %r, got: %s"
+              % (tag, " " + " ".join(extra) if extra else "", r.returncode, expect,
+                 r.stderr.strip()))
         return 1
-    print("PASS bad/%s: %s" % (tag, r.stderr.strip().splitlines()[-1]))
+    print("PASS bad/%s%s: %s" % (tag, " " + " ".join(extra) if extra else "",
+                                 r.stderr.strip().splitlines()[-1]))
     return 0
+
+
+def run_test(exe, d, extra, env=None):
+    """`onnxexec test D --threads 2 EXTRA...` (environment env added): prints its summary line
+    and the FAIL lines; returns the number of failures (0 or 1)."""
+    r = subprocess.run([exe, "test", d, "--threads", "2"] + extra, capture_output=True,
+                       text=True, env=dict(os.environ, **(env or {})))
+    tail = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+    print("onnxexec test %s %s%s: %s" % (os.path.basename(d), " ".join(extra),
+                                         "".join(" %s=%s" % kv for kv in (env or {}).items()),
+                                         tail))
+    if not r.returncode:
+        return 0
+    sys.stdout.write("".join(l + "\n" for l in r.stdout.splitlines() if "FAIL" in l))
+    sys.stdout.write(r.stderr)
+    return 1

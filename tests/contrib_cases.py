@@ -28,7 +28,8 @@ an attention bias and a right-padded prompt; RotaryEmbedding on 3-D and 4-D inpu
 position_ids or an offset, half and interleaved pairs, part of the head; MatMulNBits with 2, 4 and
 8 bits, packed, float and default zero points, a K that is no multiple of the block, constant
 weights and weights fed at run time. Each runs optimized, with --no-optimize and through --roundtrip. Models
-that break the operators' rules (a rank-4 input, a gamma of the wrong size, transBatchA,
+that break the operators' rules (a rank-4 input, a gamma of the wrong size, transBatchA on
+operands of two ranks (tests/ort_fused_cases.py has the batch transposes that run),
 GroupQueryAttention's quantized cache, qk_output, sliding_window_cache, causal = 0, heads that
 do not group, a seqlens_k past its past; RotaryEmbedding's is_packed_batching, a cache of the
 wrong width) must fail naming the fault. With --ort-dir (onnxruntime-node from npm), the float32 cases

@@ -65,7 +65,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ort_oracle  # noqa: E402
-from case_dir import expect_error, op_count, write_case  # noqa: E402
+from case_dir import expect_error, op_count, run_test, write_case  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("outdir")
@@ -566,31 +566,17 @@ qdq = [
 ]
 
 
-def run_test(d, extra, env=None):
-    global failed
-    r = subprocess.run([exe, "test", d, "--threads", "2"] + extra, capture_output=True,
-                       text=True, env=dict(os.environ, **(env or {})))
-    tail = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
-    print("onnxexec test %s %s%s: %s" % (os.path.basename(d), " ".join(extra),
-                                         "".join(" %s=%s" % kv for kv in (env or {}).items()),
-                                         tail))
-    if r.returncode:
-        failed += 1
-        sys.stdout.write("".join(l + "\n" for l in r.stdout.splitlines() if "FAIL" in l))
-        sys.stdout.write(r.stderr)
-
-
 for extra in ([], ["--no-optimize"], ["--roundtrip"]):
-    run_test(exact_dir, ["--rtol", "0", "--atol", "0"] + extra)
+    failed += run_test(exe, exact_dir, ["--rtol", "0", "--atol", "0"] + extra)
 # OX_IGEMM8=0: the int16 products where the 8-bit ones would run; OX_SGEMM_PACKED=0: the
 # scalar loops of CPUs without AVX-512 (products and the scaling of the sums)
-run_test(exact_dir, ["--rtol", "0", "--atol", "0"], {"OX_IGEMM8": "0"})
-run_test(exact_dir, ["--rtol", "0", "--atol", "0"], {"OX_SGEMM_PACKED": "0"})
+failed += run_test(exe, exact_dir, ["--rtol", "0", "--atol", "0"], {"OX_IGEMM8": "0"})
+failed += run_test(exe, exact_dir, ["--rtol", "0", "--atol", "0"], {"OX_SGEMM_PACKED": "0"})
 for extra in ([], ["--no-optimize"], ["--roundtrip"]):
-    run_test(float_dir, ["--rtol", "1e-4", "--atol", "1e-5"] + extra)
+    failed += run_test(exe, float_dir, ["--rtol", "1e-4", "--atol", "1e-5"] + extra)
 # one step of the output's scale (0.05), and a little for float rounding
 for extra in ([], ["--no-optimize"], ["--roundtrip"]):
-    run_test(qdq_dir, ["--rtol", "0", "--atol", "0.0501"] + extra)
+    failed += run_test(exe, qdq_dir, ["--rtol", "0", "--atol", "0.0501"] + extra)
 
 cpu = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
 vnni = " avx512_vnni" in cpu and " avx512bw" in cpu

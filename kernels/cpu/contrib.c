@@ -15,8 +15,10 @@
  *       output, mean? (0), inv_std_var?, s?
  *   SimplifiedLayerNormalization(X, scale; axis = -1, epsilon = 1e-5)   (RMS norm)
  *       Y = X / sqrt(mean over axes axis.. of X^2 + epsilon) scale; outputs Y, inv_std_var?
- *   FusedMatMul(A, B; alpha = 1, transA, transB)   alpha op(A) op(B) as MatMul broadcasts,
- *       op transposing the last two axes (transBatchA/transBatchB are refused)
+ *   FusedMatMul(A, B; alpha = 1, transA, transB, transBatchA, transBatchB)   alpha op(A) op(B)
+ *       as MatMul broadcasts; op moves axis 0 before the last axis (transBatch: both operands
+ *       of one rank, 3 or more, as ONNX Runtime requires), then swaps the last two (trans); a
+ *       vector is taken as it is
  *   EmbedLayerNormalization, Attention (BERT's, and GPT-2's with past and present; QAttention,
  *   its dynamically quantized form, projecting through com.microsoft QGemm),
  *   MultiHeadAttention (Q, K and V given: encoder-decoder and diffusion models),
@@ -140,9 +142,8 @@ static void qg_piece(void *arg, int64_t i0, int64_t i1, int tid) {
     (void)tid;
     const struct qg_job *j = arg;
     if (j->x->dtype == OX_FLOAT) {
-        const float *x = j->x->data;
-        float *y = j->y->data;
-        for (int64_t i = i0; i < i1; i++) y[i] = (float)(x[i] / (1.0 + exp(-j->alpha * x[i])));
+        ox_quick_gelu_floats((const float *)j->x->data + i0, (float *)j->y->data + i0, i1 - i0,
+                             (float)j->alpha);
         return;
     }
     for (int64_t i = i0; i < i1; i++) {
@@ -325,56 +326,56 @@ ox_status ox_ms_cpu_rmsnorm(struct ox_kernel_ctx *ctx, const struct ox_node *n,
 
 /* ---- FusedMatMul -------------------------------------------------------------------------- */
 
-/* Operand t with its last two axes swapped: its shape (data set by the caller). */
-static void swapped(const ox_tensor *t, ox_tensor *s) {
-    *s = *t;
-    s->data = NULL;
-    int64_t d = s->dims[s->rank - 1];
-    s->dims[s->rank - 1] = s->dims[s->rank - 2];
-    s->dims[s->rank - 2] = d;
+/* The permutation FusedMatMul applies to an operand of rank r (ONNX Runtime's
+ * FusedMatMulShapeInference): transBatch moves axis 0 to just before the last axis
+ * ([1, ..., r-2, 0, r-1]), then trans swaps the last two; a vector is taken as it is. Whether
+ * that moves anything. */
+static bool operand_perm(int r, bool trans, bool trans_batch, int64_t *perm) {
+    for (int d = 0; d < r; d++) perm[d] = d;
+    if (r < 2) return false;
+    if (trans_batch) {
+        for (int d = 0; d < r - 2; d++) perm[d] = d + 1;
+        perm[r - 2] = 0;
+    }
+    if (trans) {
+        int64_t t = perm[r - 1];
+        perm[r - 1] = perm[r - 2];
+        perm[r - 2] = t;
+    }
+    for (int d = 0; d < r; d++)
+        if (perm[d] != d) return true;
+    return false;
 }
 
-/* Scratch: A and B transposed where asked, then MatMul's own scratch. */
+/* Scratch: A and B permuted where asked, then MatMul's own scratch. */
 static ox_status fused_matmul(struct ox_infer_ctx *ictx, struct ox_kernel_ctx *kctx,
                               const struct ox_node *n, const ox_tensor *const *in,
                               ox_tensor *const *out) {
     const ox_tensor *ab[2] = {ox_in(n, in, 0), ox_in(n, in, 1)};
     if (!ab[0] || !ab[1]) return ox_node_err(n, OX_E_INVALID, "inputs A and B are required");
-    if (ox_attr_int(n, "transBatchA", 0) || ox_attr_int(n, "transBatchB", 0))
-        return ox_node_err(n, OX_E_UNSUPPORTED, "transBatchA and transBatchB are not supported");
     bool trans[2] = {ox_attr_int(n, "transA", 0) != 0, ox_attr_int(n, "transB", 0) != 0};
+    bool batch[2] = {ox_attr_int(n, "transBatchA", 0) != 0, ox_attr_int(n, "transBatchB", 0) != 0};
+    if ((batch[0] || batch[1]) && !(ab[0]->rank > 2 && ab[0]->rank == ab[1]->rank))
+        return ox_node_err(n, OX_E_SHAPE,
+                           "transBatchA or transBatchB on operands of ranks %d and %d: they "
+                           "must have one rank, 3 or more",
+                           ab[0]->rank, ab[1]->rank);
     ox_tensor moved[2];
     const ox_tensor *mm_in[2] = {ab[0], ab[1]};
     size_t off = 0;
-    int perm_v[OX_MAX_RANK];
     int64_t perm[OX_MAX_RANK];
     for (int k = 0; k < 2; k++) {
-        if (!trans[k]) continue;
         const ox_tensor *t = ab[k];
-        if (t->rank < 2)
-            return ox_node_err(n, OX_E_SHAPE, "trans%c on an operand of rank %d", "AB"[k],
-                               t -> rank);
-        swapped(t, &moved[k]);
+        if (!operand_perm(t->rank, trans[k], batch[k], perm)) continue;
+        moved[k] = *t;
+        moved[k].data = NULL;
+        for (int d = 0; d < t->rank; d++) moved[k].dims[d] = t->dims[perm[d]];
         size_t bytes;
         if (!ox_tensor_bytes(t->dtype, t->rank, t->dims, &bytes))
             return ox_node_err(n, OX_E_NOMEM, "operand too large");
         if (kctx) {
             moved[k].data = ox_scratch_at(kctx->scratch, off);
-            for (int d = 0; d < t->rank; d++) perm[d] = d;
-            perm[t->rank - 2] = t->rank - 1, perm[t->rank - 1] = t->rank - 2;
-            struct ox_attr pa = {.name = "perm", .type = OX_ATTR_INTS, .n = t->rank, .ints = perm};
-            struct ox_node tn = {.name = n->name,
-                                 .domain = "",
-                                 .op_type = "Transpose",
-                                 .opset = 13,
-                                 .n_inputs = 1,
-                                 .inputs = perm_v,
-                                 .n_outputs = 1,
-                                 .outputs = perm_v,
-                                 .attrs = &pa,
-                                 .n_attrs = 1};
-            ox_tensor *mo = &moved[k];
-            ox_status st = ox_op_find("", "Transpose", 13)->cpu(kctx, &tn, &t, &mo);
+            ox_status st = ox_transpose_run(kctx, n, t, &moved[k], perm);
             if (st) return st;
         }
         off += ox_align64(bytes);
