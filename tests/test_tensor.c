@@ -222,6 +222,51 @@ static void test_flatten_transpose(void) {
     one_free(&t);
 }
 
+/* Transposes whose last two output dims read the input across (NHWC <-> NCHW and the like,
+ * copied in tiles: kernels/cpu/tensor.c) and the rest, of 1-, 2-, 4- and 8-byte elements,
+ * every perm of a 4-D shape whose dims are no multiples of the tile, against the definition:
+ * out[i0, i1, i2, i3] = x[the i's put back through perm]. */
+static void test_transpose_tiles(void) {
+    static const ox_dtype types[] = {OX_UINT8, OX_INT16, OX_FLOAT, OX_DOUBLE};
+    int64_t xd[4] = {2, 9, 35, 41};
+    int64_t total = 2 * 9 * 35 * 41;
+    unsigned char *x = malloc((size_t)total * 8);
+    for (int64_t i = 0; i < total * 8; i++) x[i] = (unsigned char)(i * 7 + i / 251);
+    int perms = 0, bad = 0;
+    for (int ti = 0; ti < 4; ti++) {
+        ox_tensor X = tens(types[ti], 4, xd, x);
+        size_t es = ox_dtype_size(types[ti]);
+        for (int p = 0; p < 256; p++) {
+            int64_t perm[4] = {p & 3, (p >> 2) & 3, (p >> 4) & 3, (p >> 6) & 3};
+            if (perm[0] == perm[1] || perm[0] == perm[2] || perm[0] == perm[3] ||
+                perm[1] == perm[2] || perm[1] == perm[3] || perm[2] == perm[3])
+                continue;
+            struct one t;
+            one_init(&t, "Transpose", 13, 1, 1);
+            one_attr_ints(&t, "perm", perm, 4);
+            EXPECT(one_run(&t, (const ox_tensor *[]){&X}) == OX_OK);
+            const unsigned char *y = t.out[0].data;
+            int64_t od[4], i[4], src[4];
+            for (int d = 0; d < 4; d++) od[d] = xd[perm[d]];
+            for (i[0] = 0; i[0] < od[0]; i[0]++)
+                for (i[1] = 0; i[1] < od[1]; i[1]++)
+                    for (i[2] = 0; i[2] < od[2]; i[2]++)
+                        for (i[3] = 0; i[3] < od[3]; i[3]++) {
+                            for (int d = 0; d < 4; d++) src[perm[d]] = i[d];
+                            int64_t so =
+                                ((src[0] * xd[1] + src[1]) * xd[2] + src[2]) * xd[3] + src[3];
+                            int64_t yo = ((i[0] * od[1] + i[1]) * od[2] + i[2]) * od[3] + i[3];
+                            bad += memcmp(y + yo * (int64_t)es, x + so * (int64_t)es, es) != 0;
+                        }
+            perms++;
+            one_free(&t);
+        }
+    }
+    EXPECT(perms == 96);
+    EXPECT(bad == 0);
+    free(x);
+}
+
 static void test_slice(void) {
     struct one t;
     int32_t v[5] = {0, 1, 2, 3, 4};
@@ -763,6 +808,7 @@ int main(void) {
     for (int i = 0; i < 24; i++) iota24[i] = (float)i;
     test_reshape();
     test_flatten_transpose();
+    test_transpose_tiles();
     test_slice();
     test_split();
     test_pad();

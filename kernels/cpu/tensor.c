@@ -195,6 +195,37 @@ static void fill_elems(char *dst, const void *val, size_t es, int64_t cnt) {
 
 #define SC_MAX_RANK (2 * OX_MAX_RANK)
 
+/* dst[i][k] (rows x cols, contiguous) = src[i + k * cs] (elements of es bytes), in tiles of
+ * 32 x 32. */
+static void tile_transpose(char *dst, const char *src, size_t es, int64_t rows, int64_t cols,
+                           int64_t cs) {
+    enum { T = 32 };
+    for (int64_t i0 = 0; i0 < rows; i0 += T) {
+        int64_t i1 = i0 + T < rows ? i0 + T : rows;
+        for (int64_t k0 = 0; k0 < cols; k0 += T) {
+            int64_t k1 = k0 + T < cols ? k0 + T : cols;
+            for (int64_t i = i0; i < i1; i++) {
+                char *d = dst + (size_t)(i * cols) * es;
+                const char *sp = src + (size_t)i * es;
+                switch (es) {
+                case 1:
+                    for (int64_t k = k0; k < k1; k++) d[k] = sp[k * cs];
+                    break;
+                case 2:
+                    for (int64_t k = k0; k < k1; k++) memcpy(d + k * 2, sp + k * cs * 2, 2);
+                    break;
+                case 4:
+                    for (int64_t k = k0; k < k1; k++) memcpy(d + k * 4, sp + k * cs * 4, 4);
+                    break;
+                default:
+                    for (int64_t k = k0; k < k1; k++)
+                        memcpy(d + (size_t)k * es, sp + (size_t)(k * cs) * es, es);
+                }
+            }
+        }
+    }
+}
+
 /* Copy a strided view of src (element strides, any sign, 0 for broadcast) into contiguous
  * dst: dst[i0,..,ik] = src[sum i_d * strides[d]]. Adjacent dims that are contiguous in src
  * are merged so that the innermost copy is a memcpy where possible. */
@@ -221,6 +252,24 @@ static void strided_copy(char *dst, const char *src, size_t es, int rank, const 
     int64_t inner = dims[r - 1], is = st[r - 1], outer = prod(dims, 0, r - 1);
     int64_t idx[SC_MAX_RANK] = {0}, off = 0;
     size_t row = (size_t)inner * es;
+    if (r >= 2 && is > 1 && st[r - 2] == 1 && dims[r - 2] >= 8 && inner >= 8) {
+        /* the last two dims are a transpose (NCHW <-> NHWC): in tiles, so that the strided
+         * reads of a tile's rows share their cache lines (each row of the output otherwise
+         * reads one line per element, lines a later row reads again after eviction) */
+        int64_t rows = dims[r - 2], plane = rows * inner, outer2 = prod(dims, 0, r - 2);
+        for (int64_t o = 0; o < outer2; o++) {
+            tile_transpose(dst, src + off * (int64_t)es, es, rows, inner, is);
+            dst += (size_t)plane * es;
+            for (int d = r - 3; d >= 0; d--) {
+                idx[d]++;
+                off += st[d];
+                if (idx[d] < dims[d]) break;
+                off -= st[d] * dims[d];
+                idx[d] = 0;
+            }
+        }
+        return;
+    }
     for (int64_t o = 0; o < outer; o++) {
         const char *s = src + off * (int64_t)es;
         if (is == 1) {
