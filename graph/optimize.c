@@ -60,6 +60,10 @@
  *   attention (the first with any transposes and alpha, which go into the views and the
  *   scale; the second with the softmax's output as it is), so such an attention fuses too.
  *   QuickGelu of alpha 1 (its SiLU) after a Conv, Gemm or MatMul joins the epilogue.
+ * - Then its channels-last operators (quantized models saved at its "all" level) become the
+ *   channels-first ones between two Transposes, Transposes move past elementwise ops where
+ *   that brings them to their inverse, and inverse pairs cancel (layouts; OX_MOVE_LAYOUTS=0:
+ *   not done). Only data moves: the results are the same bytes.
  * - Nodes whose outputs nothing reads (and that have no side effects: every op here) are
  *   removed; so are initializers that nothing reads any more.
  *
@@ -256,6 +260,7 @@ static ox_status fold_bn(struct opt *o, struct ox_node *conv) {
 }
 
 static int prog_ops(const int64_t *pg, int len);
+static void remove_dead(struct opt *o);
 
 /* ---- fusions into the GEMM epilogue ---------------------------------------------------- */
 
@@ -1400,8 +1405,7 @@ static ox_status fold_attention(struct opt *o, struct ox_node *sm) {
             s = in;
         }
         struct ox_node *p = producer_once(o, s);
-        if ((is_op(p, "MatMul") || ms_matmul(p, false)) && p->n_inputs == 2 &&
-            p->n_outputs == 1)
+        if ((is_op(p, "MatMul") || ms_matmul(p, false)) && p->n_inputs == 2 && p->n_outputs == 1)
             mm1 = p;
         else
             m = keep, mask = -1;
@@ -1410,8 +1414,7 @@ static ox_status fold_attention(struct opt *o, struct ox_node *sm) {
     m.chain[m.n_chain++] = mm1;
     struct ox_node *mm2 = only_reader(o, sm->outputs[0]);
     if (!(is_op(mm2, "MatMul") || ms_matmul(mm2, true)) || mm2->n_inputs != 2 ||
-        mm2->inputs[0] != sm->outputs[0] || mm2->inputs[1] == sm->outputs[0] ||
-        mm2->n_outputs != 1)
+        mm2->inputs[0] != sm->outputs[0] || mm2->inputs[1] == sm->outputs[0] || mm2->n_outputs != 1)
         return OX_OK;
     int q = peel_operand(o, &m, mm1->inputs[0], 0, 0);
     int k = peel_operand(o, &m, mm1->inputs[1], 1, 1);
@@ -1805,6 +1808,342 @@ static ox_status adopt_ms_fused(struct opt *o, int i, bool *added) {
     return count_uses(o);
 }
 
+/* ---- layouts: ONNX Runtime's NHWC operators, and Transposes that cancel ------------------ */
+
+/* The perm of a live default-domain Transpose with an explicit, valid perm (its rank in *r). */
+static bool transpose_perm(const struct ox_node *t, int64_t *p, int *r) {
+    const struct ox_attr *a = is_op(t, "Transpose") ? ox_node_attr(t, "perm") : NULL;
+    if (!a || a->type != OX_ATTR_INTS || a->n < 1 || a->n > OX_MAX_RANK || t->n_inputs != 1 ||
+        t->inputs[0] < 0 || t->n_outputs != 1 || t->outputs[0] < 0)
+        return false;
+    bool seen[OX_MAX_RANK] = {false};
+    for (int i = 0; i < a->n; i++) {
+        if (a->ints[i] < 0 || a->ints[i] >= a->n || seen[a->ints[i]]) return false;
+        seen[a->ints[i]] = true;
+        p[i] = a->ints[i];
+    }
+    *r = a->n;
+    return true;
+}
+
+/* [N, spatial..., C] -> [N, C, spatial...] (to_first) and back, for rank r. */
+static void nhwc_perms(int r, int64_t *to_first, int64_t *to_last) {
+    to_first[0] = to_last[0] = 0;
+    for (int d = 1; d < r; d++) {
+        to_first[d] = d == 1 ? r - 1 : d - 1;
+        to_last[d] = d == r - 1 ? 1 : d + 1;
+    }
+}
+
+/* A new value like `like` (its kind and type; rank left to the plan) named after it. */
+static int value_like(struct opt *o, int like, const char *suffix) {
+    struct ox_graph *g = o->g;
+    char name[256];
+    int v = -1;
+    for (int k = 0; k < 1000 && v < 0; k++) {
+        snprintf(name, sizeof name, k ? "%s%s_%d" : "%s%s", g->values[like].name, suffix, k);
+        if (ox_graph_find_value(g, name) < 0) v = ox_graph_add_value(g, name);
+    }
+    if (v >= 0) {
+        g->values[v].kind = g->values[like].kind;
+        g->values[v].dtype = g->values[like].dtype;
+        g->values[v].rank = -1;
+    }
+    return v;
+}
+
+/* dst = Transpose(src, p[r]), appended (the graph is sorted after the sweep). */
+static ox_status append_transpose(struct opt *o, int src, int dst, const int64_t *p, int r) {
+    struct ox_graph *g = o->g;
+    int64_t opset = ox_graph_opset(g, "");
+    const struct ox_op *row = ox_op_find("", "Transpose", (int)(opset < 1 ? 1 : opset));
+    bool *dead = realloc(o->dead, sizeof(bool) * (size_t)(g->n_nodes + 1));
+    if (!dead) return ox_err(OX_E_NOMEM, "out of memory moving a Transpose");
+    o->dead = dead;
+    dead[g->n_nodes] = false;
+    char name[256];
+    snprintf(name, sizeof name, "%s/transpose", g->values[dst].name);
+    struct ox_attr *a = ox_graph_alloc(g, sizeof *a);
+    struct ox_node *t = a ? ox_graph_add_node(g, name, "", "Transpose", 1, &src, 1, &dst) : NULL;
+    if (!t || add_ints(g, a, "perm", p, r))
+        return ox_err(OX_E_NOMEM, "out of memory moving a Transpose");
+    t->opset = (int)opset;
+    t->op = row;
+    t->attrs = a;
+    t->n_attrs = 1;
+    return OX_OK;
+}
+
+/* Node i reads x through Transpose(x, in_perm) and writes y through Transpose(., out_perm):
+ * its input 0 and output 0 become new values between it and two appended Transposes. */
+static ox_status wrap_transposes(struct opt *o, int i, const int64_t *in_perm,
+                                 const int64_t *out_perm, int r) {
+    struct ox_graph *g = o->g;
+    int x = g->nodes[i].inputs[0], y = g->nodes[i].outputs[0];
+    int xt = value_like(o, x, "_channels_first"), yt = value_like(o, y, "_channels_first");
+    if (xt < 0 || yt < 0) return ox_err(OX_E_NOMEM, "out of memory moving a Transpose");
+    ox_status st = append_transpose(o, x, xt, in_perm, r);
+    if (!st) st = append_transpose(o, yt, y, out_perm, r);
+    if (st) return st;
+    struct ox_node *n = &g->nodes[i]; /* the node array may have moved */
+    n->inputs[0] = xt;
+    n->outputs[0] = yt;
+    g->values[yt].producer = i;
+    return OX_OK;
+}
+
+/* n's attributes without `drop` (a new array from the graph's arena), or NULL on OOM. */
+static struct ox_attr *attrs_without(struct ox_graph *g, const struct ox_node *n, const char *drop,
+                                     int *count) {
+    struct ox_attr *a = ox_graph_alloc(g, sizeof *a * (size_t)(n->n_attrs ? n->n_attrs : 1));
+    if (!a) return NULL;
+    *count = 0;
+    for (int k = 0; k < n->n_attrs; k++)
+        if (strcmp(n->attrs[k].name, drop) != 0) a[(*count)++] = n->attrs[k];
+    return a;
+}
+
+/* One of ONNX Runtime's channels-last operators (below). */
+static bool channels_last_op(const struct ox_node *n) {
+    if (strcmp(n->domain, "com.microsoft")) return false;
+    if (!strcmp(n->op_type, "NhwcMaxPool")) return true;
+    return (!strcmp(n->op_type, "QLinearConv") || !strcmp(n->op_type, "QLinearAveragePool") ||
+            !strcmp(n->op_type, "QLinearGlobalAveragePool")) &&
+           ox_attr_int(n, "channels_last", 0);
+}
+
+/* ONNX Runtime's channels-last operators (its NHWC transformer, "all" level on x86) become
+ * the default domain's channels-first ones between two Transposes, which then cancel with
+ * their neighbours (below): com.microsoft QLinearConv with channels_last (rank from its
+ * kernel_shape or W), NhwcMaxPool (the default domain's MaxPool of bytes from opset 12), and
+ * QLinearAveragePool / QLinearGlobalAveragePool with channels_last (staying com.microsoft;
+ * the global one where its input comes through a Transpose that gives the rank). */
+static ox_status lower_nhwc(struct opt *o, int i, bool *changed) {
+    struct ox_graph *g = o->g;
+    struct ox_node *n = &g->nodes[i];
+    if (!channels_last_op(n)) return OX_OK;
+    bool conv = !strcmp(n->op_type, "QLinearConv"), pool = !strcmp(n->op_type, "NhwcMaxPool");
+    bool gap = !strcmp(n->op_type, "QLinearGlobalAveragePool");
+    if (n->n_inputs < 1 || n->inputs[0] < 0 || n->n_outputs != 1 || n->outputs[0] < 0) return OX_OK;
+    int64_t opset = ox_graph_opset(g, "");
+    const int64_t *ks;
+    int r = -1, nk = ox_attr_ints(n, "kernel_shape", &ks);
+    if (nk >= 1) r = nk + 2;
+    const ox_tensor *w = conv && n->n_inputs > 3 ? const_of(o, n->inputs[3]) : NULL;
+    if (r < 0 && w) r = w->rank;
+    int64_t pp[OX_MAX_RANK];
+    int pr;
+    if (r < 0 && gap && transpose_perm(producer_of(o, n->inputs[0]), pp, &pr)) r = pr;
+    if (r < 3 || r > OX_MAX_RANK || (conv && opset < 10) || (pool && opset < 12)) return OX_OK;
+    const struct ox_op *row = conv   ? ox_op_find("", "QLinearConv", (int)opset)
+                              : pool ? ox_op_find("", "MaxPool", (int)opset)
+                                     : n->op;
+    int na;
+    struct ox_attr *attrs = attrs_without(g, n, "channels_last", &na);
+    if (!row || !attrs) return attrs ? OX_OK : ox_err(OX_E_NOMEM, "out of memory");
+    if (conv || pool) {
+        n->domain = "";
+        n->op_type = conv ? "QLinearConv" : "MaxPool";
+        n->opset = (int)opset;
+        n->op = row;
+    }
+    n->attrs = attrs;
+    n->n_attrs = na;
+    int64_t to_first[OX_MAX_RANK], to_last[OX_MAX_RANK];
+    nhwc_perms(r, to_first, to_last);
+    *changed = true;
+    ox_status st = wrap_transposes(o, i, to_first, to_last, r);
+    return st ? st : count_uses(o);
+}
+
+/* Transpose(Transpose(x, p), q) with q after p the identity: its readers read x (a graph
+ * output, or a value a subgraph reads by name, becomes Identity(x), a view). */
+static ox_status cancel_transpose(struct opt *o, int i, bool *changed) {
+    struct ox_graph *g = o->g;
+    struct ox_node *t2 = &g->nodes[i];
+    int64_t p[OX_MAX_RANK], q[OX_MAX_RANK];
+    int rp, rq;
+    struct ox_node *t1 = transpose_perm(t2, q, &rq) ? producer_of(o, t2->inputs[0]) : NULL;
+    if (!t1 || !transpose_perm(t1, p, &rp) || rp != rq) return OX_OK;
+    for (int d = 0; d < rq; d++)
+        if (p[q[d]] != d) return OX_OK;
+    int y = t2->outputs[0], x = t1->inputs[0];
+    if (o->uses[y] >= OX_USES_OUTSIDE) { /* a graph output, or read by name: y stays, a view */
+        const struct ox_op *id = ox_op_find("", "Identity", t2->opset);
+        if (!id) return OX_OK;
+        t2->op_type = "Identity";
+        t2->op = id;
+        t2->n_attrs = 0; /* (the perm was in the arena) */
+        t2->inputs[0] = x;
+        *changed = true;
+        o->st->moved_transposes++;
+        return count_uses(o);
+    }
+    for (int k = 0; k < g->n_nodes; k++) {
+        if (o->dead[k]) continue;
+        struct ox_node *n = &g->nodes[k];
+        for (int j = 0; j < n->n_inputs; j++)
+            if (n->inputs[j] == y) n->inputs[j] = x;
+    }
+    o->dead[i] = true;
+    g->values[y].producer = -1;
+    *changed = true;
+    o->st->moved_transposes++;
+    return count_uses(o);
+}
+
+/* Elementwise ops a Transpose may move past: their data inputs (-1: none), every other input
+ * absent or a constant of one element. */
+static const struct {
+    const char *domain, *type;
+    int data[2];
+} eltwise[] = {
+    {"", "Relu", {0, -1}},
+    {"", "Sigmoid", {0, -1}},
+    {"", "Tanh", {0, -1}},
+    {"", "HardSigmoid", {0, -1}},
+    {"", "HardSwish", {0, -1}},
+    {"", "LeakyRelu", {0, -1}},
+    {"", "Clip", {0, -1}},
+    {"", "Cast", {0, -1}},
+    {"", "QuantizeLinear", {0, -1}},
+    {"", "DequantizeLinear", {0, -1}},
+    {"", "Add", {0, 1}},
+    {"", "Sub", {0, 1}},
+    {"", "Mul", {0, 1}},
+    {"", "Div", {0, 1}},
+    {"com.microsoft", "QLinearAdd", {0, 3}},
+    {"com.microsoft", "QLinearMul", {0, 3}},
+    {"com.microsoft", "QLinearSigmoid", {0, -1}},
+    {"com.microsoft", "QLinearLeakyRelu", {0, -1}},
+    {"com.microsoft", "QuickGelu", {0, -1}},
+};
+
+static int eltwise_row(const struct ox_node *e) {
+    for (size_t k = 0; k < sizeof eltwise / sizeof *eltwise; k++)
+        if (!strcmp(e->domain, eltwise[k].domain) && !strcmp(e->op_type, eltwise[k].type))
+            return (int)k;
+    return -1;
+}
+
+/* Whether every reader of v is a node (no graph output, no subgraph) of the elementwise ops
+ * above: a Transpose writing v can move past all of them and go. */
+static bool read_by_eltwise(struct opt *o, int v) {
+    if (o->uses[v] >= OX_USES_OUTSIDE) return false;
+    struct ox_graph *g = o->g;
+    for (int k = 0; k < g->n_nodes; k++) {
+        if (o->dead[k]) continue;
+        const struct ox_node *n = &g->nodes[k];
+        for (int j = 0; j < n->n_inputs; j++)
+            if (n->inputs[j] == v && eltwise_row(n) < 0) return false;
+    }
+    return true;
+}
+
+/* Whether a Transpose(p) writing v would meet its inverse: every reader of v is a Transpose
+ * undoing p, or an elementwise op above whose output leads to one in turn (depth bounds the
+ * walk). Only then does moving a Transpose past an op pay. */
+static bool meets_inverse(struct opt *o, int v, const int64_t *p, int r, int depth) {
+    struct ox_graph *g = o->g;
+    if (o->uses[v] == 0 || o->uses[v] >= OX_USES_OUTSIDE || depth > 16) return false;
+    for (int k = 0; k < g->n_nodes; k++) {
+        if (o->dead[k]) continue;
+        const struct ox_node *n = &g->nodes[k];
+        bool reads = false;
+        for (int j = 0; j < n->n_inputs; j++) reads |= n->inputs[j] == v;
+        if (!reads) continue;
+        int64_t q[OX_MAX_RANK], to_first[OX_MAX_RANK], to_last[OX_MAX_RANK];
+        int rq;
+        nhwc_perms(r, to_first, to_last);
+        if (transpose_perm(n, q, &rq)) {
+            bool inverse = rq == r;
+            for (int d = 0; d < r && inverse; d++) inverse = p[q[d]] == d;
+            if (!inverse) return false;
+        } else if (channels_last_op(n) && n->inputs[0] == v) {
+            /* lowered (lower_nhwc) it reads v through Transpose(to_first) */
+            if (memcmp(p, to_last, sizeof(int64_t) * (size_t)r) != 0) return false;
+        } else if (eltwise_row(n) < 0 || n->n_outputs != 1 || n->outputs[0] < 0 ||
+                   !meets_inverse(o, n->outputs[0], p, r, depth + 1)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool scalar_const(struct opt *o, int v) {
+    const ox_tensor *t = v >= 0 ? const_of(o, v) : NULL;
+    return t && t->kind == OX_IO_TENSOR && ox_tensor_numel(t) == 1;
+}
+
+/* E(Transpose(a, p) [, Transpose(b, p)]) -> Transpose(E(a [, b]), p), for the elementwise ops
+ * above, where only such ops read the Transposes (each of them takes its own Transpose after
+ * it, the one before goes; a data input may instead be a constant of one element) and the
+ * moved Transpose meets its inverse further on (meets_inverse): it moves toward the one that
+ * cancels it, and nowhere else. */
+static ox_status sink_transpose(struct opt *o, int i, bool *changed) {
+    struct ox_graph *g = o->g;
+    struct ox_node *e = &g->nodes[i];
+    int row = eltwise_row(e);
+    if (row < 0 || e->n_outputs != 1 || e->outputs[0] < 0) return OX_OK;
+    int64_t p[OX_MAX_RANK] = {0}, q[OX_MAX_RANK];
+    int r = 0, moved = 0, src[2] = {-1, -1};
+    for (int k = 0; k < e->n_inputs; k++) {
+        int v = e->inputs[k], which = eltwise[row].data[0] == k   ? 0
+                                      : eltwise[row].data[1] == k ? 1
+                                                                  : -1;
+        if (which < 0) {
+            if (v >= 0 && !scalar_const(o, v)) return OX_OK;
+            continue;
+        }
+        if (v < 0) return OX_OK;
+        struct ox_node *t = producer_of(o, v);
+        int rq;
+        if (!transpose_perm(t, q, &rq)) {
+            if (!scalar_const(o, v)) return OX_OK;
+            continue;
+        }
+        if (!read_by_eltwise(o, v) || (r && (rq != r || memcmp(p, q, sizeof(int64_t) * (size_t)r))))
+            return OX_OK;
+        r = rq;
+        memcpy(p, q, sizeof(int64_t) * (size_t)r);
+        src[which] = t->inputs[0];
+        moved++;
+    }
+    if (!moved || !meets_inverse(o, e->outputs[0], p, r, 0)) return OX_OK;
+    int y = e->outputs[0], y2 = value_like(o, y, "_unpermuted");
+    if (y2 < 0) return ox_err(OX_E_NOMEM, "out of memory moving a Transpose");
+    for (int w = 0; w < 2; w++)
+        if (src[w] >= 0) e->inputs[eltwise[row].data[w]] = src[w];
+    e->outputs[0] = y2;
+    g->values[y2].producer = i;
+    ox_status st = append_transpose(o, y2, y, p, r);
+    if (st) return st;
+    *changed = true;
+    return count_uses(o);
+}
+
+/* The sweeps: channels-last operators lowered, then Transposes moved down and cancelled
+ * until nothing changes (each sweep ends sorted, without the dead). */
+static ox_status layouts(struct opt *o) {
+    struct ox_graph *g = o->g;
+    ox_status rc = OX_OK;
+    for (int sweep = 0; sweep < 64 && !rc; sweep++) {
+        bool changed = false;
+        for (int i = 0, n0 = g->n_nodes; i < n0 && !rc; i++) {
+            if (o->dead[i]) continue;
+            if (!(rc = lower_nhwc(o, i, &changed)) && !o->dead[i])
+                rc = cancel_transpose(o, i, &changed);
+            if (!rc && !o->dead[i]) rc = sink_transpose(o, i, &changed);
+        }
+        if (rc || !changed) break;
+        remove_dead(o);
+        if ((rc = ox_graph_sort(g))) break;
+        memset(o->dead, 0, sizeof(bool) * (size_t)g->n_nodes);
+        rc = count_uses(o);
+    }
+    return rc;
+}
+
 /* ---- dead code ------------------------------------------------------------------------- */
 
 static void remove_dead(struct opt *o) {
@@ -1867,6 +2206,8 @@ ox_status ox_graph_optimize(struct ox_graph *g, unsigned flags, struct ox_opt_st
         memset(o.dead, 0, sizeof(bool) * (size_t)g->n_nodes);
         rc = count_uses(&o);
     }
+    const char *fl = getenv("OX_MOVE_LAYOUTS");
+    if (!rc && !standard_only && !(fl && !strcmp(fl, "0"))) rc = layouts(&o);
     /* before fold_qdq, which would take the QuantizeLinear -> DequantizeLinear pairs apart */
     const char *fq = getenv("OX_FUSE_QCONV");
     bool qconv = !standard_only && cpu && ox_qconv8_available() && !(fq && !strcmp(fq, "0"));

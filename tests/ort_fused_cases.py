@@ -42,7 +42,9 @@ com.microsoft.nchwc operators (ORT's channel-blocked layout, "all" level), namin
 With --ort-dir (onnxruntime-node from npm), every case runs in ONNX Runtime too: floats within
 its tolerance, codes equal (by hand: CI has no ONNX Runtime).
 """
+import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -458,6 +460,170 @@ count_check("conv_quick_gelu_silu", ("com.microsoft.QuickGelu",), 0)
 count_check("conv_quick_gelu_1702", ("com.microsoft.QuickGelu",), 1)
 
 
+# ---- NHWC graphs: Transposes cancelled ----------------------------------------------------
+# ONNX Runtime's NHWC transformer ("all" level, quantized models): a Transpose to channels-last
+# after the QuantizeLinear, the channels-last operators, elementwise ops between them on
+# NHWC tensors, a Transpose back before the classifier. The graph pass lowers each
+# channels-last op to the channels-first one between Transposes and moves and cancels them;
+# the oracle is the same model run as the file has it (each com.microsoft kernel, checked
+# against numpy above), equal byte for byte, and `info` must count the Transposes left.
+layout_dir = os.path.join(args.outdir, "layout")
+os.makedirs(layout_dir)
+layouts = []
+
+
+def q_scalars(prefix, scale, zp):
+    return {prefix + "_s": np.asarray(f32(scale)), prefix + "_z": np.asarray(np.uint8(zp))}
+
+
+def nhwc_qconv(consts, name, x, c_in, m, k=3, pads=1, group=1):
+    w = rng.integers(-127, 128, (m, c_in // group, k, k)).astype(np.int8)
+    consts.update({name + "_w": w, name + "_ws": (rng.uniform(0.5, 1.5, m) * 0.004).astype(f32),
+                   name + "_wz": np.zeros(m, np.int8),
+                   name + "_b": rng.integers(-5000, 5000, m).astype(np.int32)})
+    consts.update(q_scalars(name + "_y", 0.05 * np.sqrt(c_in // group), 120))
+    return helper.make_node(
+        "QLinearConv", [x, "x_s", "x_z", name + "_w", name + "_ws", name + "_wz", name + "_y_s",
+                        name + "_y_z", name + "_b"], [name], domain="com.microsoft",
+        kernel_shape=[k, k], pads=[pads] * 4, group=group, channels_last=1)
+
+
+def layout_case(name, extra, want_transposes):
+    """extra(nodes, consts, last) appends to the NHWC body after the first convolution and
+    returns the value it ends in (NHWC uint8 with scale x_s / zero point x_z)."""
+    consts = {"in_s": np.asarray(f32(0.02)), "in_z": np.asarray(np.uint8(128))}
+    consts.update(q_scalars("x", 0.05, 120))
+    x = rng.standard_normal((1, 8, 10, 10)).astype(f32)
+    nodes = [helper.make_node("QuantizeLinear", ["X", "in_s", "in_z"], ["xq"]),
+             helper.make_node("Transpose", ["xq"], ["xt"], perm=[0, 2, 3, 1]),
+             nhwc_qconv(consts, "c1", "xt", 8, 8)]
+    nodes.append(helper.make_node("QLinearConv", ["c1", "c1_y_s", "c1_y_z", "c1_w", "c1_ws",
+                                                  "c1_wz", "x_s", "x_z", "c1_b"], ["c1n"],
+                                  domain="com.microsoft", kernel_shape=[3, 3], pads=[1] * 4,
+                                  channels_last=1))
+    last = extra(nodes, consts, "c1n")
+    nodes += [helper.make_node("QLinearGlobalAveragePool", [last, "x_s", "x_z", "x_s", "x_z"],
+                               ["gap"], domain="com.microsoft", channels_last=1),
+              helper.make_node("Transpose", ["gap"], ["gapt"], perm=[0, 3, 1, 2]),
+              helper.make_node("DequantizeLinear", ["gapt", "x_s", "x_z"], ["Y"])]
+    y = np.zeros((1, 8, 1, 1), f32)
+    model = ms_model(nodes, [("X", x)], [("Y", y)], consts)
+    write_case(layout_dir, name, model, [("X", x)], [("Y", y)])
+    layouts.append((name, want_transposes))
+
+
+def residual(nodes, consts, last):
+    """A depthwise branch and a residual QLinearAdd, a NhwcMaxPool, QLinearLeakyRelu."""
+    nodes.append(nhwc_qconv(consts, "dw", last, 8, 8, group=8))
+    nodes.append(helper.make_node("QLinearAdd", [last, "x_s", "x_z", "dw", "dw_y_s", "dw_y_z",
+                                                 "x_s", "x_z"], ["sum"], domain="com.microsoft"))
+    nodes.append(helper.make_node("NhwcMaxPool", ["sum"], ["mp"], domain="com.microsoft",
+                                  kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
+    nodes.append(helper.make_node("QLinearLeakyRelu", ["mp", "x_s", "x_z", "x_s", "x_z"],
+                                  ["lr"], domain="com.microsoft", alpha=0.1))
+    return "lr"
+
+
+def hardswish(nodes, consts, last):
+    """MobileNetV3's x * HardSigmoid(x) in float between a DequantizeLinear pair reading one
+    NHWC tensor (two readers of one Transpose) and a QuantizeLinear."""
+    nodes += [helper.make_node("DequantizeLinear", [last, "x_s", "x_z"], ["d1"]),
+              helper.make_node("DequantizeLinear", [last, "x_s", "x_z"], ["d2"]),
+              helper.make_node("HardSigmoid", ["d2"], ["hs"], alpha=1 / 6, beta=0.5),
+              helper.make_node("Mul", ["d1", "hs"], ["hsw"]),
+              helper.make_node("QuantizeLinear", ["hsw", "x_s", "x_z"], ["hq"])]
+    return "hq"
+
+
+def channel_bias(nodes, consts, last):
+    """An Add of a per-channel constant on the NHWC tensor: the Transposes stay around it."""
+    consts["bias"] = rng.standard_normal(8).astype(f32)
+    nodes += [helper.make_node("DequantizeLinear", [last, "x_s", "x_z"], ["d"]),
+              helper.make_node("Add", ["d", "bias"], ["a"]),
+              helper.make_node("QuantizeLinear", ["a", "x_s", "x_z"], ["aq"])]
+    return "aq"
+
+
+def algebra_case(name, nodes, inputs, outputs, want_transposes, consts=None):
+    """Transposes around float elementwise ops, numpy's outputs expected (exact: only data
+    moves, and the ops are the same either way)."""
+    model = ms_model(nodes, inputs, outputs, consts or {})
+    write_case(layout_dir, name, model, inputs, outputs)
+    layouts.append((name, want_transposes))
+
+
+xa = rng.standard_normal((2, 3, 4, 5)).astype(f32)
+# two rotations that are not inverse: both stay
+algebra_case("two_rotations", [helper.make_node("Transpose", ["X"], ["t1"], perm=[0, 2, 3, 1]),
+                               helper.make_node("Transpose", ["t1"], ["Y"], perm=[0, 2, 3, 1])],
+             [("X", xa)], [("Y", xa.transpose(0, 2, 3, 1).transpose(0, 2, 3, 1))], 2)
+# Add of two differently permuted operands: nothing moves
+xb = rng.standard_normal((2, 5, 4, 3)).astype(f32)
+algebra_case("different_perms",
+             [helper.make_node("Transpose", ["X"], ["ta"], perm=[0, 2, 3, 1]),
+              helper.make_node("Transpose", ["B"], ["tb"], perm=[0, 2, 1, 3]),
+              helper.make_node("Add", ["ta", "tb"], ["Y"])],
+             [("X", xa), ("B", xb)], [("Y", xa.transpose(0, 2, 3, 1) + xb.transpose(0, 2, 1, 3))],
+             2)
+# a Transpose moved past a scalar Add and a Relu meets its inverse, which wrote the graph's
+# output (an Identity now): none left
+algebra_case("sink_and_cancel",
+             [helper.make_node("Transpose", ["X"], ["t"], perm=[0, 2, 3, 1]),
+              helper.make_node("Add", ["t", "half"], ["a"]),
+              helper.make_node("Relu", ["a"], ["s"]),
+              helper.make_node("Transpose", ["s"], ["Y"], perm=[0, 3, 1, 2])],
+             [("X", xa)], [("Y", np.maximum(xa + f32(0.5), 0))], 0,
+             {"half": np.asarray(f32(0.5))})
+# the first Transpose is a graph output too: it stays, and so does the one after the Relu
+algebra_case("transpose_is_output",
+             [helper.make_node("Transpose", ["X"], ["T"], perm=[0, 2, 3, 1]),
+              helper.make_node("Relu", ["T"], ["r"]),
+              helper.make_node("Transpose", ["r"], ["Y"], perm=[0, 3, 1, 2])],
+             [("X", xa)], [("T", xa.transpose(0, 2, 3, 1)), ("Y", np.maximum(xa, 0))], 2)
+# two elementwise readers of a Transpose whose results meet no inverse: it stays where it is
+# (moved, it would become two)
+ta = xa.transpose(0, 2, 3, 1)
+algebra_case("no_inverse_ahead",
+             [helper.make_node("Transpose", ["X"], ["t"], perm=[0, 2, 3, 1]),
+              helper.make_node("Relu", ["t"], ["Y1"]),
+              helper.make_node("Clip", ["t", "lo", "hi"], ["Y2"])],
+             [("X", xa)], [("Y1", np.maximum(ta, 0)), ("Y2", np.clip(ta, -0.5, 0.5))], 1,
+             {"lo": np.asarray(f32(-0.5)), "hi": np.asarray(f32(0.5))})
+layout_case("nhwc_residual", residual, 0)
+layout_case("nhwc_hardswish", hardswish, 0)
+layout_case("nhwc_channel_bias", channel_bias, 2)
+for name, want in layouts:
+    model = os.path.join(layout_dir, name, "model.onnx")
+    ins = []
+    for k in range(2):
+        pb = os.path.join(layout_dir, name, "test_data_set_0", "input_%d.pb" % k)
+        if os.path.exists(pb):
+            ins += ["-i", "%s=%s" % (onnx.load_tensor(pb).name, pb)]
+    r = subprocess.run([exe, "compare", model, "cpu", "cpu:noopt", "--outputs-only", "--json"] +
+                       ins, capture_output=True, text=True)
+    try:
+        worst = max(v["max_abs"] for v in json.loads(r.stdout)["values"])
+    except (ValueError, KeyError, TypeError):
+        worst = None
+    ok = r.returncode == 0 and worst == 0
+    print("%s %s: optimized against as the file has it, exact%s" % (
+        "PASS" if ok else "FAIL", name, "" if ok else ":\n" + r.stdout + r.stderr))
+    failed += not ok
+    count_check_dir = float_dir
+    float_dir = layout_dir
+    count_check(name, ("Transpose",), want)
+    float_dir = count_check_dir
+algebra = ["two_rotations", "different_perms", "sink_and_cancel", "transpose_is_output",
+           "no_inverse_ahead"]
+for extra in ([], ["--no-optimize"]):
+    d = os.path.join(args.outdir, "algebra")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    for name in algebra:
+        shutil.copytree(os.path.join(layout_dir, name), os.path.join(d, name))
+    failed += run_test(exe, d, ["--rtol", "0", "--atol", "0"] + extra)
+
+
 # ---- what is refused ------------------------------------------------------------------------
 bad_dir = os.path.join(args.outdir, "bad")
 os.makedirs(bad_dir)
@@ -517,6 +683,16 @@ failed += expect_error(exe, "nchwc", path, [("X", x_pb)],
                        "optimization level (ORT_ENABLE_EXTENDED)")
 
 if args.ort_dir:
+    for name, _ in layouts:  # ONNX Runtime's output on the model as the expected one
+        if name in algebra:
+            continue
+        r = subprocess.run([exe, "run", os.path.join(layout_dir, name, "model.onnx"), "-i",
+                            "X=" + os.path.join(layout_dir, name, "test_data_set_0", "input_0.pb"),
+                            "-o", os.path.join(layout_dir, name, "out")], capture_output=True)
+        y = np.load(os.path.join(layout_dir, name, "out", "Y.npy"))
+        with open(os.path.join(layout_dir, name, "test_data_set_0", "output_0.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(y, "Y").SerializeToString())
+    failed += ort_oracle.compare(layout_dir, [n for n, _ in layouts], args.ort_dir)
     failed += ort_oracle.compare(float_dir, fcases, args.ort_dir)
     failed += ort_oracle.compare(exact_dir, qcases, args.ort_dir)
 print("%d failed" % failed if failed else "all passed")
