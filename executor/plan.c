@@ -435,10 +435,10 @@ static bool check_op(const struct ox_graph *g, const struct ox_node *n, ox_statu
     }
     if (!strcmp(n->domain, "com.microsoft.nchwc"))
         *st = ox_node_err(n, OX_E_UNSUPPORTED,
-                          "op %s in domain com.microsoft.nchwc: ONNX Runtime's channel-blocked "
-                          "layout, whose block size (the saving machine's SIMD width) the file "
-                          "does not record; save the model from ONNX Runtime at the 'extended' "
-                          "optimization level (ORT_ENABLE_EXTENDED), or use the unoptimized model",
+                          "op %s in domain com.microsoft.nchwc (ONNX Runtime's channel-blocked "
+                          "layout) inside a subgraph: only a main graph's are rewritten "
+                          "(graph/nchwc.c); save the model from ONNX Runtime at the 'extended' "
+                          "optimization level (ORT_ENABLE_EXTENDED)",
                           n->op_type);
     else if (ox_op_known(n->domain, n->op_type))
         *st = ox_node_err(n, OX_E_UNSUPPORTED, "op %s%s%s is not supported at opset %d", n->domain,

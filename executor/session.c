@@ -4,6 +4,7 @@
 #include "exporter/onnx.h"
 #include "graph/opset.h"
 #include "graph/autograd.h"
+#include "graph/nchwc.h"
 #include "graph/batch.h"
 #include "graph/optimize.h"
 #include "importer/onnx.h"
@@ -105,8 +106,10 @@ static ox_status model_start(ox_model *m, const ox_model_options *opt) {
 }
 
 static ox_status model_finish(ox_model *m, const ox_model_options *opt, ox_model **out) {
-    /* Gradient nodes (ai.onnx.preview.training) become the nodes that compute them */
-    ox_status st = ox_autograd_expand_gradient_ops(m->graph);
+    /* ONNX Runtime's channel-blocked nodes become default-domain ones (graph/nchwc.c), and
+     * Gradient nodes (ai.onnx.preview.training) the nodes that compute them */
+    ox_status st = ox_graph_lower_nchwc(m->graph);
+    if (!st) st = ox_autograd_expand_gradient_ops(m->graph);
     if (!st && (!opt || !opt->no_optimize)) {
         st = ox_graph_optimize(m->graph, optimize_flags(m, opt && opt->standard_ops_only), NULL);
         m->optimized = true;

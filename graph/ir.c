@@ -609,6 +609,21 @@ int ox_graph_add_value(struct ox_graph *g, const char *name) {
     return id;
 }
 
+int ox_graph_add_value_like(struct ox_graph *g, int like, const char *suffix) {
+    char name[256];
+    int v = -1;
+    for (int k = 0; k < 1000 && v < 0; k++) {
+        snprintf(name, sizeof name, k ? "%s%s_%d" : "%s%s", g->values[like].name, suffix, k);
+        if (ox_graph_find_value(g, name) < 0) v = ox_graph_add_value(g, name);
+    }
+    if (v >= 0) {
+        g->values[v].kind = g->values[like].kind;
+        g->values[v].dtype = g->values[like].dtype;
+        g->values[v].rank = -1;
+    }
+    return v;
+}
+
 static ox_status add_io(struct ox_graph *g, int **list, int *n, int v) {
     int *a = ox_graph_alloc(g, sizeof(int) * (size_t)(*n + 1));
     if (!a) return ox_err(OX_E_NOMEM, "out of memory");

@@ -239,6 +239,9 @@ int ox_graph_find_value(const struct ox_graph *g, const char *name);
  * a second call with the same name returns the same id. NULL or "" names get a fresh
  * unique name. */
 int ox_graph_add_value(struct ox_graph *g, const char *name);
+/* A new value named after value `like` with `suffix` (made unique: _1, _2, ...), of its kind
+ * and element type, rank unknown (left to the plan); -1 on OOM. */
+int ox_graph_add_value_like(struct ox_graph *g, int like, const char *suffix);
 /* Append value v to the graph's inputs or outputs (OX_E_NOMEM on failure). */
 ox_status ox_graph_add_input(struct ox_graph *g, int v);
 ox_status ox_graph_add_output(struct ox_graph *g, int v);

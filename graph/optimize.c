@@ -1835,23 +1835,6 @@ static void nhwc_perms(int r, int64_t *to_first, int64_t *to_last) {
     }
 }
 
-/* A new value like `like` (its kind and type; rank left to the plan) named after it. */
-static int value_like(struct opt *o, int like, const char *suffix) {
-    struct ox_graph *g = o->g;
-    char name[256];
-    int v = -1;
-    for (int k = 0; k < 1000 && v < 0; k++) {
-        snprintf(name, sizeof name, k ? "%s%s_%d" : "%s%s", g->values[like].name, suffix, k);
-        if (ox_graph_find_value(g, name) < 0) v = ox_graph_add_value(g, name);
-    }
-    if (v >= 0) {
-        g->values[v].kind = g->values[like].kind;
-        g->values[v].dtype = g->values[like].dtype;
-        g->values[v].rank = -1;
-    }
-    return v;
-}
-
 /* dst = Transpose(src, p[r]), appended (the graph is sorted after the sweep). */
 static ox_status append_transpose(struct opt *o, int src, int dst, const int64_t *p, int r) {
     struct ox_graph *g = o->g;
@@ -1880,7 +1863,8 @@ static ox_status wrap_transposes(struct opt *o, int i, const int64_t *in_perm,
                                  const int64_t *out_perm, int r) {
     struct ox_graph *g = o->g;
     int x = g->nodes[i].inputs[0], y = g->nodes[i].outputs[0];
-    int xt = value_like(o, x, "_channels_first"), yt = value_like(o, y, "_channels_first");
+    int xt = ox_graph_add_value_like(o->g, x, "_channels_first"),
+        yt = ox_graph_add_value_like(o->g, y, "_channels_first");
     if (xt < 0 || yt < 0) return ox_err(OX_E_NOMEM, "out of memory moving a Transpose");
     ox_status st = append_transpose(o, x, xt, in_perm, r);
     if (!st) st = append_transpose(o, yt, y, out_perm, r);
@@ -2110,7 +2094,7 @@ static ox_status sink_transpose(struct opt *o, int i, bool *changed) {
         moved++;
     }
     if (!moved || !meets_inverse(o, e->outputs[0], p, r, 0)) return OX_OK;
-    int y = e->outputs[0], y2 = value_like(o, y, "_unpermuted");
+    int y = e->outputs[0], y2 = ox_graph_add_value_like(o->g, y, "_unpermuted");
     if (y2 < 0) return ox_err(OX_E_NOMEM, "out of memory moving a Transpose");
     for (int w = 0; w < 2; w++)
         if (src[w] >= 0) e->inputs[eltwise[row].data[w]] = src[w];

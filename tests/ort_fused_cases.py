@@ -671,16 +671,131 @@ for name, a_shape, b_shape in (("fused_matmul_batch_rank2", (3, 4), (4, 5)),
                        {"B": rng.standard_normal(b_shape).astype(f32)}), path)
     failed += expect_error(exe, name, path, [("A", ab_pb)],
                            "they must have one rank, 3 or more")
-# ONNX Runtime's channel-blocked layout ("all" level on x86): refused, saying what to do
-nodes = [helper.make_node("ReorderInput", ["X"], ["r"], domain="com.microsoft.nchwc"),
-         helper.make_node("ReorderOutput", ["r"], ["Y"], domain="com.microsoft.nchwc",
-                          channels=2)]
-m = ms_model(nodes, [("X", x)], [("Y", x)], {})
-m.opset_import.append(helper.make_opsetid("com.microsoft.nchwc", 1))
-path = os.path.join(bad_dir, "nchwc.onnx")
+# ONNX Runtime's channel-blocked layout ("all" level on x86, float models): its filters
+# reordered as graph/nchwc.c describes, in numpy here; the oracle is the unblocked network in
+# numpy. bs 16 with channel counts padded from 24 and 40 (both 8 and 16 would fit the file:
+# OX_NCHWC_BLOCK=16 says which), and bs 8 with 24 and 40 (no padding; 16 does not fit: found).
+nchwc_dir = os.path.join(args.outdir, "nchwc")
+os.makedirs(nchwc_dir)
+
+
+def pad_to(n, bs):
+    return (n + bs - 1) // bs * bs
+
+
+def reorder_bo(w, bs):
+    """OIHWBo: (o, i, kh, kw) at (((o // bs) I + i) KH + kh) KW + kw) bs + o % bs."""
+    O, I, KH, KW = w.shape
+    return np.ascontiguousarray(w.reshape(O // bs, bs, I, KH, KW).transpose(0, 2, 3, 4, 1)
+                                ).reshape(O, I, KH, KW)
+
+
+def reorder_bibo(w, bs):
+    """OIHWBiBo: (o, i, kh, kw) at ((((o // bs) I/bs + i // bs) KH + kh) KW + kw) bs^2 +
+    (i % bs) bs + o % bs."""
+    O, I, KH, KW = w.shape
+    return np.ascontiguousarray(w.reshape(O // bs, bs, I // bs, bs, KH, KW)
+                                .transpose(0, 2, 4, 5, 3, 1)).reshape(O, I, KH, KW)
+
+
+def padded(w, o, i):
+    out = np.zeros((o, i) + w.shape[2:], f32)
+    out[:w.shape[0], :w.shape[1]] = w
+    return out
+
+
+def nchwc_case(name, bs, c1, c2):
+    """X [1, 3, 12, 12] -> Conv 3x3 (c1, Relu; an NCHW input) -> depthwise 3x3 (Clip 0..6) ->
+    pointwise (c2) -> Conv 3x3 (c2) + the pointwise's output (Sum), LeakyRelu -> MaxPool 2x2 ->
+    GlobalAveragePool -> ReorderOutput: Y [1, c2, 1, 1]; and X2 [1, c1, 6, 6] (its channel
+    count symbolic) -> ReorderInput -> pointwise (c2) -> ReorderOutput -> Sigmoid: Y2; the
+    pointwise's output -> ReorderOutput -> Relu -> ReorderInput -> pointwise (c1) ->
+    ReorderOutput: Y3."""
+    p1, p2 = pad_to(c1, bs), pad_to(c2, bs)
+    w1 = (rng.standard_normal((c1, 3, 3, 3)) / 4).astype(f32)
+    b1 = rng.standard_normal(c1).astype(f32) * 0.1
+    wd = (rng.standard_normal((c1, 1, 3, 3)) / 3).astype(f32)
+    wp = (rng.standard_normal((c2, c1, 1, 1)) / np.sqrt(c1)).astype(f32)
+    w4 = (rng.standard_normal((c2, c2, 3, 3)) / np.sqrt(9 * c2)).astype(f32)
+    b4 = rng.standard_normal(c2).astype(f32) * 0.1
+    w5 = (rng.standard_normal((c2, c1, 1, 1)) / np.sqrt(c1)).astype(f32)
+    x = rng.standard_normal((1, 3, 12, 12)).astype(f32)
+    x2 = rng.standard_normal((1, c1, 6, 6)).astype(f32)
+    # the network in numpy
+    h = np.maximum(conv_ref(x, w1, b1, None, [1, 1, 1, 1]), 0)
+    h = np.clip(conv_ref(h, wd, None, None, [1, 1, 1, 1], None, c1), 0, 6)
+    pw = conv_ref(h, wp)
+    h = conv_ref(pw, w4, b4, None, [1, 1, 1, 1]) + pw
+    h = np.where(h >= 0, h, 0.1 * h)
+    h = h.reshape(1, c2, 6, 2, 6, 2).max(axis=(3, 5))
+    y = h.mean(axis=(2, 3), keepdims=True).astype(f32)
+    y2 = (1 / (1 + np.exp(-conv_ref(x2, w5)))).astype(f32)
+    w6 = (rng.standard_normal((c1, c2, 1, 1)) / np.sqrt(c2)).astype(f32)
+    y3 = conv_ref(np.maximum(pw, 0), w6).astype(f32)
+    consts = {"w1": reorder_bo(padded(w1, p1, 3), bs), "b1": np.pad(b1, (0, p1 - c1)),
+              "wd": reorder_bo(padded(wd, p1, 1), bs), "bd": np.zeros(p1, f32),
+              "wp": reorder_bibo(padded(wp, p2, p1), bs), "bp": np.zeros(p2, f32),
+              "w4": reorder_bibo(padded(w4, p2, p2), bs), "b4": np.pad(b4, (0, p2 - c2)),
+              "w5": reorder_bibo(padded(w5, p2, p1), bs), "b5": np.zeros(p2, f32),
+              "w6": reorder_bibo(padded(w6, p1, p2), bs), "b6": np.zeros(p1, f32)}
+    N = "com.microsoft.nchwc"
+    nodes = [
+        helper.make_node("Conv", ["X", "w1", "b1"], ["t1"], domain=N, kernel_shape=[3, 3],
+                         pads=[1, 1, 1, 1], activation="Relu"),
+        helper.make_node("Conv", ["t1", "wd", "bd"], ["t2"], domain=N, kernel_shape=[3, 3],
+                         pads=[1, 1, 1, 1], group=p1, activation="Clip",
+                         activation_params=[0.0, 6.0]),
+        helper.make_node("Conv", ["t2", "wp", "bp"], ["t3"], domain=N, kernel_shape=[1, 1]),
+        helper.make_node("Conv", ["t3", "w4", "b4", "t3"], ["t4"], domain=N, kernel_shape=[3, 3],
+                         pads=[1, 1, 1, 1], activation="LeakyRelu", activation_params=[0.1]),
+        helper.make_node("MaxPool", ["t4"], ["t5"], domain=N, kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["t5"], ["t6"], domain=N),
+        helper.make_node("ReorderOutput", ["t6"], ["Y"], domain=N, channels=c2),
+        helper.make_node("ReorderInput", ["X2"], ["u1"], domain=N),
+        helper.make_node("Conv", ["u1", "w5", "b5"], ["u2"], domain=N, kernel_shape=[1, 1]),
+        helper.make_node("ReorderOutput", ["u2"], ["u3"], domain=N, channels=c2),
+        helper.make_node("Sigmoid", ["u3"], ["Y2"]),
+        # the count known (ReorderOutput's channels, through a Relu): constant pads
+        helper.make_node("ReorderOutput", ["t3"], ["v1"], domain=N, channels=c2),
+        helper.make_node("Relu", ["v1"], ["v2"]),
+        helper.make_node("ReorderInput", ["v2"], ["v3"], domain=N),
+        helper.make_node("Conv", ["v3", "w6", "b6"], ["v4"], domain=N, kernel_shape=[1, 1]),
+        helper.make_node("ReorderOutput", ["v4"], ["Y3"], domain=N, channels=c1)]
+    g = helper.make_graph(
+        nodes, name, [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 3, 12, 12]),
+                      helper.make_tensor_value_info("X2", TensorProto.FLOAT, [1, "C", 6, 6])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("Y2", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("Y3", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v, f32), k) for k, v in consts.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid(N, 1)])
+    write_case(nchwc_dir, name, m, [("X", x), ("X2", x2)], [("Y", y), ("Y2", y2), ("Y3", y3)])
+
+
+nchwc_case("nchwc_bs16", 16, 24, 40)
+nchwc_case("nchwc_bs8", 8, 24, 40)
+for extra in ([], ["--no-optimize"], ["--roundtrip"]):
+    for env, case in (({"OX_NCHWC_BLOCK": "16"}, "nchwc_bs16"), ({}, "nchwc_bs8")):
+        d = os.path.join(args.outdir, "nchwc_run")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        shutil.copytree(os.path.join(nchwc_dir, case), os.path.join(d, case))
+        failed += run_test(exe, d, ["--rtol", "1e-4", "--atol", "1e-5"] + extra, env)
+# the counts fit no block size; OX_NCHWC_BLOCK that does not fit; an nchwc op not known
+for name, model, env, says in (
+        ("nchwc_no_block", "nchwc_bs16", {"OX_NCHWC_BLOCK": "32"}, "OX_NCHWC_BLOCK=32 does not fit"),
+        ("nchwc_bad_env", "nchwc_bs8", {"OX_NCHWC_BLOCK": "x"}, "expected a block size")):
+    r = subprocess.run([exe, "run", os.path.join(nchwc_dir, model, "model.onnx")],
+                       capture_output=True, text=True, env=dict(os.environ, **env))
+    ok = r.returncode != 0 and says in r.stderr
+    print("%s bad/%s: %s" % ("PASS" if ok else "FAIL", name, r.stderr.strip()))
+    failed += not ok
+m = onnx.load(os.path.join(nchwc_dir, "nchwc_bs8", "model.onnx"))
+m.graph.node[4].op_type = "MaxPoolish"
+path = os.path.join(bad_dir, "nchwc_unknown.onnx")
 onnx.save(m, path)
-failed += expect_error(exe, "nchwc", path, [("X", x_pb)],
-                       "optimization level (ORT_ENABLE_EXTENDED)")
+failed += expect_error(exe, "nchwc_unknown", path, [], "op MaxPoolish in domain com.microsoft.nchwc")
 
 if args.ort_dir:
     for name, _ in layouts:  # ONNX Runtime's output on the model as the expected one
@@ -693,6 +808,7 @@ if args.ort_dir:
         with open(os.path.join(layout_dir, name, "test_data_set_0", "output_0.pb"), "wb") as f:
             f.write(numpy_helper.from_array(y, "Y").SerializeToString())
     failed += ort_oracle.compare(layout_dir, [n for n, _ in layouts], args.ort_dir)
+    failed += ort_oracle.compare(nchwc_dir, ["nchwc_bs16"], args.ort_dir)  # its block size here
     failed += ort_oracle.compare(float_dir, fcases, args.ort_dir)
     failed += ort_oracle.compare(exact_dir, qcases, args.ort_dir)
 print("%d failed" % failed if failed else "all passed")

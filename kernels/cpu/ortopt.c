@@ -23,8 +23,8 @@
  * activation into onnxexec's ops themselves (graph/optimize.c), which the GPU has too.
  *
  * ONNX Runtime's "all" level on x86 also writes the com.microsoft.nchwc operators (ReorderInput,
- * Conv, MaxPool, ...): tensors in channel blocks whose size is the saving machine's SIMD width,
- * recorded nowhere in the file. They are refused by the importer with that explanation. */
+ * Conv, MaxPool, ...) on channel-blocked tensors: graph/nchwc.c rewrites those into
+ * default-domain ones when the model is loaded. */
 #include "kernels/op.h"
 
 #include <stdio.h>
