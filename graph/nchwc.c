@@ -51,10 +51,11 @@
 
 struct lower {
     struct ox_graph *g;
-    int opset;     /* the default domain's, for the new nodes */
-    int bs;        /* the block size */
-    bool *blocked; /* per value: an NCHWc tensor in ONNX Runtime's graph */
-    int64_t *chan; /* per value: its channel count where the file says it, else -1 */
+    int opset;       /* the default domain's, for the new nodes */
+    int bs;          /* the block size */
+    bool *blocked;   /* per value: an NCHWc tensor in ONNX Runtime's graph */
+    int64_t *chan;   /* per value: its channel count where the file says it, else -1 */
+    bool *reordered; /* per value: a blocked filter replaced (dropped when nothing reads it) */
 };
 
 static bool is_nchwc(const struct ox_node *n) {
@@ -382,6 +383,7 @@ static ox_status conv(struct lower *l, struct ox_node *n) {
     if (ai < 0 || (acts[ai].n_params && np != acts[ai].n_params))
         return ox_node_err(n, OX_E_UNSUPPORTED, "activation '%s' with %d activation_params", act,
                            np < 0 ? 0 : np);
+    l->reordered[n->inputs[1]] = true;
     int wv = unreordered_filter(l, n, w, l->blocked[n->inputs[0]]);
     if (wv < 0) return nomem();
     n = &g->nodes[g->values[n->outputs[0]].producer];
@@ -521,8 +523,11 @@ ox_status ox_graph_lower_nchwc(struct ox_graph *g) {
             if (n->outputs[k] >= 0) l.blocked[n->outputs[k]] = b;
     }
     l.chan = malloc(sizeof(int64_t) * (size_t)(g->n_values ? g->n_values : 1));
-    if (!l.chan) {
+    l.reordered = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof(bool));
+    if (!l.chan || !l.reordered) {
         free(l.blocked);
+        free(l.chan);
+        free(l.reordered);
         return nomem();
     }
     channel_counts(g, l.chan);
@@ -531,5 +536,18 @@ ox_status ox_graph_lower_nchwc(struct ox_graph *g) {
         if (is_nchwc(&g->nodes[i])) st = lower_node(&l, i);
     free(l.blocked);
     free(l.chan);
-    return st ? st : ox_graph_sort(g);
+    if (!st) st = ox_graph_sort(g);
+    /* the reordered filters nothing reads now go (the file keeps them, the graph need not) */
+    int *uses = st ? NULL : malloc(sizeof(int) * (size_t)(g->n_values ? g->n_values : 1));
+    if (!st && !uses) return nomem();
+    if (uses) ox_graph_count_uses(g, NULL, uses);
+    for (int v = 0; uses && v < g->n_values; v++) {
+        struct ox_value *val = &g->values[v];
+        if (!val->init || uses[v] || ox_graph_is_input(g, v) || !l.reordered[v]) continue;
+        if (!val->init_borrowed) ox_tensor_free_data(val->init);
+        val->init = NULL;
+    }
+    free(uses);
+    free(l.reordered);
+    return st;
 }

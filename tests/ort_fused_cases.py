@@ -764,9 +764,9 @@ def nchwc_case(name, bs, c1, c2):
     g = helper.make_graph(
         nodes, name, [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 3, 12, 12]),
                       helper.make_tensor_value_info("X2", TensorProto.FLOAT, [1, "C", 6, 6])],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None),
-         helper.make_tensor_value_info("Y2", TensorProto.FLOAT, None),
-         helper.make_tensor_value_info("Y3", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, c2, 1, 1]),
+         helper.make_tensor_value_info("Y2", TensorProto.FLOAT, [1, c2, 6, 6]),
+         helper.make_tensor_value_info("Y3", TensorProto.FLOAT, [1, c1, 12, 12])],
         [numpy_helper.from_array(np.asarray(v, f32), k) for k, v in consts.items()])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
                                             helper.make_opsetid(N, 1)])
@@ -782,6 +782,27 @@ for extra in ([], ["--no-optimize"], ["--roundtrip"]):
         os.makedirs(d)
         shutil.copytree(os.path.join(nchwc_dir, case), os.path.join(d, case))
         failed += run_test(exe, d, ["--rtol", "1e-4", "--atol", "1e-5"] + extra, env)
+# `convert` writes the rewritten graph: portable ONNX (onnx.checker's full check), no nchwc
+# node, no reordered filter left, the same outputs
+port = os.path.join(args.outdir, "nchwc_portable")
+shutil.copytree(os.path.join(nchwc_dir, "nchwc_bs8"), os.path.join(port, "nchwc_bs8"))
+pm = os.path.join(port, "nchwc_bs8", "model.onnx")
+r = subprocess.run([exe, "convert", os.path.join(nchwc_dir, "nchwc_bs8", "model.onnx"), pm],
+                   capture_output=True, text=True)
+ok = r.returncode == 0
+if ok:
+    m = onnx.load(pm)
+    try:
+        onnx.checker.check_model(m, full_check=True)
+    except Exception as e:  # noqa: BLE001 (any checker complaint fails the case)
+        ok = False
+        print("checker: %s" % e)
+    blocked = [n.op_type for n in m.graph.node if n.domain == "com.microsoft.nchwc"]
+    names = {i.name for i in m.graph.initializer}
+    ok &= not blocked and not names & {"w1", "wd", "wp", "w4", "w5", "w6"}
+print("%s convert nchwc_bs8: portable (%s)" % ("PASS" if ok else "FAIL", r.stderr.strip()))
+failed += not ok
+failed += run_test(exe, port, ["--rtol", "1e-4", "--atol", "1e-5"])
 # the counts fit no block size; OX_NCHWC_BLOCK that does not fit; an nchwc op not known
 for name, model, env, says in (
         ("nchwc_no_block", "nchwc_bs16", {"OX_NCHWC_BLOCK": "32"}, "OX_NCHWC_BLOCK=32 does not fit"),
