@@ -253,6 +253,8 @@ static ox_status reorder_input(struct lower *l, struct ox_node *n) {
     if (vs < 0 || vc < 0 || vm < 0 || vd < 0 || vp < 0 || vp1 < 0 || vpads < 0 || c1 < 0 ||
         cb < 0 || c5 < 0 || c2 < 0 || shape1 < 0)
         return nomem();
+    for (int k = 0, ints[] = {vs, vc, vm, vd, vp, vp1, vpads}; k < 7; k++)
+        g->values[ints[k]].dtype = OX_INT64; /* shape arithmetic, not y's type */
     struct ox_node *s;
     snprintf(nm, sizeof nm, "%s/shape", base);
     if (!add_node(l, nm, "Shape", 1, &x, vs, 0)) return nomem();
