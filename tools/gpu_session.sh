@@ -124,6 +124,14 @@ PY
             grep -E "FAIL| [1-9][0-9]* on the CPU" "$build/qdq_exact.txt" | head -12 >>"$out/gpu_check.txt"
         done
     fi
+    # ONNX Runtime's saved-model operators (tests/ort_fused_cases.py, stop 38): FusedConv and
+    # FusedGemm as onnxexec's fused ops, attention through FusedMatMul (OX_VIEW_MATPERM in the
+    # views of the CUDA FusedAttention), the channel-blocked networks rewritten: each case
+    # that passes on the CPU must pass on the GPU
+    python3 tests/ort_fused_cases.py $build/ort_fused_cases --onnxexec $bin >>"$out/build.log" 2>&1
+    for d in float nchwc; do
+        [ -d $build/ort_fused_cases/$d ] && nodes+=(--node $build/ort_fused_cases/$d)
+    done
     stamp "gpu_check"
     timeout ${CHECK_TIMEOUT:-200} python3 tests/gpu_check.py --onnxexec $bin "${nodes[@]}" "${models[@]}" \
         --work $build/gpu_check --timeout 20 --json-out "$out/gpu_check.json" >"$out/gpu_check.txt" 2>&1
