@@ -805,7 +805,8 @@ failed += not ok
 failed += run_test(exe, port, ["--rtol", "1e-4", "--atol", "1e-5"])
 # the counts fit no block size; OX_NCHWC_BLOCK that does not fit; an nchwc op not known
 for name, model, env, says in (
-        ("nchwc_no_block", "nchwc_bs16", {"OX_NCHWC_BLOCK": "32"}, "OX_NCHWC_BLOCK=32 does not fit"),
+        ("nchwc_no_block", "nchwc_bs16", {"OX_NCHWC_BLOCK": "32"},
+         "OX_NCHWC_BLOCK=32 does not fit"),
         ("nchwc_bad_env", "nchwc_bs8", {"OX_NCHWC_BLOCK": "x"}, "expected a block size")):
     r = subprocess.run([exe, "run", os.path.join(nchwc_dir, model, "model.onnx")],
                        capture_output=True, text=True, env=dict(os.environ, **env))
@@ -816,7 +817,8 @@ m = onnx.load(os.path.join(nchwc_dir, "nchwc_bs8", "model.onnx"))
 m.graph.node[4].op_type = "MaxPoolish"
 path = os.path.join(bad_dir, "nchwc_unknown.onnx")
 onnx.save(m, path)
-failed += expect_error(exe, "nchwc_unknown", path, [], "op MaxPoolish in domain com.microsoft.nchwc")
+failed += expect_error(exe, "nchwc_unknown", path, [],
+                       "op MaxPoolish in domain com.microsoft.nchwc")
 
 if args.ort_dir:
     for name, _ in layouts:  # ONNX Runtime's output on the model as the expected one

@@ -44,7 +44,8 @@ const fs = require('fs');
 const ort = require(process.argv[2] + '/node_modules/onnxruntime-node');
 (async () => {
   const meta = JSON.parse(fs.readFileSync(process.argv[4]));
-  const s = await ort.InferenceSession.create(process.argv[3], {graphOptimizationLevel: 'disabled'});
+  const s = await ort.InferenceSession.create(process.argv[3],
+                                              {graphOptimizationLevel: 'disabled'});
   const feeds = {};
   for (const i of meta) {
     const b = fs.readFileSync(i.file);
