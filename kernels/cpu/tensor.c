@@ -195,33 +195,40 @@ static void fill_elems(char *dst, const void *val, size_t es, int64_t cnt) {
 
 #define SC_MAX_RANK (2 * OX_MAX_RANK)
 
+/* n elements of es bytes to contiguous dst from src, bs bytes apart. */
+static void gather(char *dst, const char *src, size_t es, int64_t n, int64_t bs) {
+    switch (es) {
+    case 1:
+        for (int64_t k = 0; k < n; k++) dst[k] = src[k * bs];
+        break;
+    case 2:
+        for (int64_t k = 0; k < n; k++) memcpy(dst + k * 2, src + k * bs, 2);
+        break;
+    case 4:
+        for (int64_t k = 0; k < n; k++) memcpy(dst + k * 4, src + k * bs, 4);
+        break;
+    case 8:
+        for (int64_t k = 0; k < n; k++) memcpy(dst + k * 8, src + k * bs, 8);
+        break;
+    default:
+        for (int64_t k = 0; k < n; k++) memcpy(dst + (size_t)k * es, src + k * bs, es);
+        break;
+    }
+}
+
 /* dst[i][k] (rows x cols, contiguous) = src[i + k * cs] (elements of es bytes), in tiles of
  * 32 x 32. */
 static void tile_transpose(char *dst, const char *src, size_t es, int64_t rows, int64_t cols,
                            int64_t cs) {
     enum { T = 32 };
+    int64_t bs = cs * (int64_t)es;
     for (int64_t i0 = 0; i0 < rows; i0 += T) {
         int64_t i1 = i0 + T < rows ? i0 + T : rows;
         for (int64_t k0 = 0; k0 < cols; k0 += T) {
-            int64_t k1 = k0 + T < cols ? k0 + T : cols;
-            for (int64_t i = i0; i < i1; i++) {
-                char *d = dst + (size_t)(i * cols) * es;
-                const char *sp = src + (size_t)i * es;
-                switch (es) {
-                case 1:
-                    for (int64_t k = k0; k < k1; k++) d[k] = sp[k * cs];
-                    break;
-                case 2:
-                    for (int64_t k = k0; k < k1; k++) memcpy(d + k * 2, sp + k * cs * 2, 2);
-                    break;
-                case 4:
-                    for (int64_t k = k0; k < k1; k++) memcpy(d + k * 4, sp + k * cs * 4, 4);
-                    break;
-                default:
-                    for (int64_t k = k0; k < k1; k++)
-                        memcpy(d + (size_t)k * es, sp + (size_t)(k * cs) * es, es);
-                }
-            }
+            int64_t n = (k0 + T < cols ? k0 + T : cols) - k0;
+            for (int64_t i = i0; i < i1; i++)
+                gather(dst + (size_t)(i * cols + k0) * es, src + (size_t)i * es + k0 * bs, es, n,
+                       bs);
         }
     }
 }
@@ -249,53 +256,26 @@ static void strided_copy(char *dst, const char *src, size_t es, int rank, const 
         memcpy(dst, src, es);
         return;
     }
-    int64_t inner = dims[r - 1], is = st[r - 1], outer = prod(dims, 0, r - 1);
+    int64_t inner = dims[r - 1], is = st[r - 1];
     int64_t idx[SC_MAX_RANK] = {0}, off = 0;
     size_t row = (size_t)inner * es;
-    if (r >= 2 && is > 1 && st[r - 2] == 1 && dims[r - 2] >= 8 && inner >= 8) {
-        /* the last two dims are a transpose (NCHW <-> NHWC): in tiles, so that the strided
-         * reads of a tile's rows share their cache lines (each row of the output otherwise
-         * reads one line per element, lines a later row reads again after eviction) */
-        int64_t rows = dims[r - 2], plane = rows * inner, outer2 = prod(dims, 0, r - 2);
-        for (int64_t o = 0; o < outer2; o++) {
-            tile_transpose(dst, src + off * (int64_t)es, es, rows, inner, is);
-            dst += (size_t)plane * es;
-            for (int d = r - 3; d >= 0; d--) {
-                idx[d]++;
-                off += st[d];
-                if (idx[d] < dims[d]) break;
-                off -= st[d] * dims[d];
-                idx[d] = 0;
-            }
-        }
-        return;
-    }
+    /* the last two dims a transpose (NCHW <-> NHWC): copied a plane at a time in tiles, so
+     * that the strided reads of a tile's rows share their cache lines (each row of the output
+     * otherwise reads one line per element, lines a later row reads again after eviction) */
+    bool tiles = r >= 2 && is > 1 && st[r - 2] == 1 && dims[r - 2] >= 8 && inner >= 8;
+    int last = tiles ? r - 2 : r - 1; /* the dims one step copies */
+    size_t step = tiles ? (size_t)dims[r - 2] * row : row;
+    int64_t outer = prod(dims, 0, last);
     for (int64_t o = 0; o < outer; o++) {
         const char *s = src + off * (int64_t)es;
-        if (is == 1) {
+        if (tiles)
+            tile_transpose(dst, s, es, dims[r - 2], inner, is);
+        else if (is == 1)
             memcpy(dst, s, row);
-        } else {
-            int64_t bs = is * (int64_t)es;
-            switch (es) {
-            case 1:
-                for (int64_t k = 0; k < inner; k++) dst[k] = s[k * bs];
-                break;
-            case 2:
-                for (int64_t k = 0; k < inner; k++) memcpy(dst + k * 2, s + k * bs, 2);
-                break;
-            case 4:
-                for (int64_t k = 0; k < inner; k++) memcpy(dst + k * 4, s + k * bs, 4);
-                break;
-            case 8:
-                for (int64_t k = 0; k < inner; k++) memcpy(dst + k * 8, s + k * bs, 8);
-                break;
-            default:
-                for (int64_t k = 0; k < inner; k++) memcpy(dst + (size_t)k * es, s + k * bs, es);
-                break;
-            }
-        }
-        dst += row;
-        for (int d = r - 2; d >= 0; d--) {
+        else
+            gather(dst, s, es, inner, is * (int64_t)es);
+        dst += step;
+        for (int d = last - 1; d >= 0; d--) {
             idx[d]++;
             off += st[d];
             if (idx[d] < dims[d]) break;
