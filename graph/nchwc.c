@@ -216,8 +216,10 @@ static ox_status reorder_input(struct lower *l, struct ox_node *n) {
     const char *base = n->name ? n->name : "ReorderInput";
     if (ox_attr_int(n, "channels_last", 0)) {
         int xt = ox_graph_add_value_like(l->g, x, "_nchw");
+        int64_t to_first[4], to_last[4];
+        ox_nhwc_perms(4, to_first, to_last);
         snprintf(nm, sizeof nm, "%s/to_nchw", base);
-        if (xt < 0 || add_transpose(l, nm, x, xt, (int64_t[]){0, 3, 1, 2})) return nomem();
+        if (xt < 0 || add_transpose(l, nm, x, xt, to_first)) return nomem();
         x = xt;
     }
     int64_t known = ox_attr_int(n, "channels_last", 0) ? -1 : l->chan[n->inputs[0]];
@@ -324,7 +326,9 @@ static ox_status reorder_output(struct lower *l, struct ox_node *n) {
     if (!last) return OX_OK;
     char nm[300];
     snprintf(nm, sizeof nm, "%s/to_nhwc", base);
-    return add_transpose(l, nm, ys, y, (int64_t[]){0, 2, 3, 1});
+    int64_t to_first[4], to_last[4];
+    ox_nhwc_perms(4, to_first, to_last);
+    return add_transpose(l, nm, ys, y, to_last);
 }
 
 /* The filter of nchwc Conv n in the default domain's layout, as a new initializer. */

@@ -1826,15 +1826,6 @@ static bool transpose_perm(const struct ox_node *t, int64_t *p, int *r) {
     return true;
 }
 
-/* [N, spatial..., C] -> [N, C, spatial...] (to_first) and back, for rank r. */
-static void nhwc_perms(int r, int64_t *to_first, int64_t *to_last) {
-    to_first[0] = to_last[0] = 0;
-    for (int d = 1; d < r; d++) {
-        to_first[d] = d == 1 ? r - 1 : d - 1;
-        to_last[d] = d == r - 1 ? 1 : d + 1;
-    }
-}
-
 /* dst = Transpose(src, p[r]), appended (the graph is sorted after the sweep). */
 static ox_status append_transpose(struct opt *o, int src, int dst, const int64_t *p, int r) {
     struct ox_graph *g = o->g;
@@ -1934,7 +1925,7 @@ static ox_status lower_nhwc(struct opt *o, int i, bool *changed) {
     n->attrs = attrs;
     n->n_attrs = na;
     int64_t to_first[OX_MAX_RANK], to_last[OX_MAX_RANK];
-    nhwc_perms(r, to_first, to_last);
+    ox_nhwc_perms(r, to_first, to_last);
     *changed = true;
     ox_status st = wrap_transposes(o, i, to_first, to_last, r);
     return st ? st : count_uses(o);
@@ -2038,7 +2029,7 @@ static bool meets_inverse(struct opt *o, int v, const int64_t *p, int r, int dep
         if (!reads) continue;
         int64_t q[OX_MAX_RANK], to_first[OX_MAX_RANK], to_last[OX_MAX_RANK];
         int rq;
-        nhwc_perms(r, to_first, to_last);
+        ox_nhwc_perms(r, to_first, to_last);
         if (transpose_perm(n, q, &rq)) {
             bool inverse = rq == r;
             for (int d = 0; d < r && inverse; d++) inverse = p[q[d]] == d;

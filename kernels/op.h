@@ -338,6 +338,10 @@ double ox_mt_gauss(struct ox_mt19937 *m);
 bool ox_tail_broadcasts(const ox_tensor *p, const ox_tensor *x, int axis);
 int64_t ox_tail_index(const ox_tensor *p, const ox_tensor *x, int axis, int64_t j);
 
+/* The perms of rank r taking [N, spatial..., C] to [N, C, spatial...] (to_first) and back
+ * (to_last). */
+void ox_nhwc_perms(int r, int64_t *to_first, int64_t *to_last);
+
 /* dst (its dims and data set) = src transposed by perm, through the Transpose kernel (no
  * scratch); errors name node n. */
 ox_status ox_transpose_run(struct ox_kernel_ctx *ctx, const struct ox_node *n, const ox_tensor *src,

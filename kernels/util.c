@@ -578,6 +578,16 @@ void ox_tensor_set(ox_tensor *t, int64_t i, double v) {
     ox_set_f64(t, i, v);
 }
 
+/* ---- channels-last and channels-first ------------------------------------------------- */
+
+void ox_nhwc_perms(int r, int64_t *to_first, int64_t *to_last) {
+    to_first[0] = to_last[0] = 0;
+    for (int d = 1; d < r; d++) {
+        to_first[d] = d == 1 ? r - 1 : d - 1;
+        to_last[d] = d == r - 1 ? 1 : d + 1;
+    }
+}
+
 /* ---- a transpose for kernels that permute an operand ----------------------------------- */
 
 ox_status ox_transpose_run(struct ox_kernel_ctx *ctx, const struct ox_node *n, const ox_tensor *src,

@@ -201,17 +201,6 @@ ox_status ox_ms_cpu_fused_gemm(struct ox_kernel_ctx *ctx, const struct ox_node *
 
 /* ---- the NHWC operators ------------------------------------------------------------------ */
 
-/* perm taking [N, spatial..., C] to [N, C, spatial...] (to_first) or back. */
-static void nhwc_perm(int rank, bool to_first, int64_t *perm) {
-    perm[0] = 0;
-    for (int d = 1; d < rank; d++) {
-        if (to_first)
-            perm[d] = d == 1 ? rank - 1 : d - 1;
-        else
-            perm[d] = d == rank - 1 ? 1 : d + 1;
-    }
-}
-
 static void permuted(const ox_tensor *t, const int64_t *perm, ox_tensor *p) {
     *p = *t;
     p->data = NULL;
@@ -252,8 +241,7 @@ static ox_status nhwc_exec(struct ox_infer_ctx *ictx, struct ox_kernel_ctx *kctx
     const struct ox_op *row = ox_op_find("", type, b.opset);
     if (!row) return ox_node_err(n, OX_E_INTERNAL, "no row for %s", type);
     int64_t to_first[OX_MAX_RANK], to_last[OX_MAX_RANK];
-    nhwc_perm(x->rank, true, to_first);
-    nhwc_perm(x->rank, false, to_last);
+    ox_nhwc_perms(x->rank, to_first, to_last);
     ox_tensor xf, yf;
     permuted(x, to_first, &xf);
     const ox_tensor *bin[NHWC_MAX_IN];
