@@ -1759,32 +1759,15 @@ static ox_status adopt_ms_fused(struct opt *o, int i, bool *added) {
     struct ox_attr *attrs = ox_graph_alloc(g, sizeof *attrs * (size_t)(n->n_attrs + 2));
     float *clamp = ox_graph_alloc(g, sizeof(float) * 2);
     if (!attrs || !clamp) return ox_err(OX_E_NOMEM, "out of memory adopting a fused node");
-    int na = 0;
-    for (int k = 0; k < n->n_attrs; k++)
-        if (strncmp(n->attrs[k].name, "activation", 10) != 0) attrs[na++] = n->attrs[k];
-    bool clamps = act.lo > -INFINITY || act.hi < INFINITY;
-    const char *name = !clamps ? "" : act.lo == 0 && act.hi == INFINITY ? "Relu" : "Clip";
-    clamp[0] = act.lo, clamp[1] = act.hi;
-    attrs[na++] = (struct ox_attr){
-        .name = "activation", .type = OX_ATTR_STRING, .s = name, .s_len = strlen(name)};
-    attrs[na++] = (struct ox_attr){
-        .name = "activation_params", .type = OX_ATTR_FLOATS, .n = 2, .floats = clamp};
+    int na = ox_ms_fused_attrs(n, &act, clamp, attrs);
     if (act.post) { /* y = post(y'), y' the fused op's output */
-        int y = n->outputs[0], y2 = -1;
+        int y = n->outputs[0], y2 = ox_graph_add_value_like(g, y, "_preactivation");
         char vname[256];
-        for (int k = 0; k < 1000 && y2 < 0; k++) {
-            snprintf(vname, sizeof vname, k ? "%s_preactivation_%d" : "%s_preactivation",
-                     g->values[y].name, k);
-            if (ox_graph_find_value(g, vname) < 0) y2 = ox_graph_add_value(g, vname);
-        }
         bool *dead = realloc(o->dead, sizeof(bool) * (size_t)(g->n_nodes + 1));
         struct ox_attr *pa = ox_graph_alloc(g, sizeof *pa * 2);
         if (y2 < 0 || !dead || !pa) return ox_err(OX_E_NOMEM, "out of memory adopting a node");
         o->dead = dead;
         dead[g->n_nodes] = false;
-        g->values[y2].kind = g->values[y].kind;
-        g->values[y2].dtype = g->values[y].dtype;
-        g->values[y2].rank = -1; /* left to the plan */
         memcpy(pa, act.attrs, sizeof *pa * (size_t)act.n_attrs);
         snprintf(vname, sizeof vname, "%s/%s", n->name ? n->name : "", act.post);
         struct ox_node *pn = ox_graph_add_node(g, vname, "", act.post, 1, &y2, 1, &y);

@@ -358,6 +358,11 @@ struct ox_ms_activation {
     struct ox_attr attrs[2];
 };
 ox_status ox_ms_activation(const struct ox_node *n, struct ox_ms_activation *a);
+/* The attributes of onnxexec's fused op for n into attrs (room for n's count + 2): n's own but
+ * the activation ones, then "activation" (Relu, Clip or "") and "activation_params" pointing at
+ * clamp (2 floats, set here to [lo, hi]); their count. */
+int ox_ms_fused_attrs(const struct ox_node *n, const struct ox_ms_activation *a, float *clamp,
+                      struct ox_attr *attrs);
 
 /* Vectorized float rows (kernels/cpu/vecmath.c): y = softmax(x) over n floats; y = f(x) for
  * exp, the sigmoid, GELU (erf and tanh forms), tanh and erf. y may be x. */

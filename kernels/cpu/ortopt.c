@@ -100,6 +100,25 @@ ox_status ox_ms_activation(const struct ox_node *n, struct ox_ms_activation *a) 
                               "Softsign, ThresholdedRelu");
 }
 
+static bool is_act_attr(const char *name) {
+    return strncmp(name, "activation", 10) == 0;
+}
+
+int ox_ms_fused_attrs(const struct ox_node *n, const struct ox_ms_activation *a, float *clamp,
+                      struct ox_attr *attrs) {
+    int na = 0;
+    for (int k = 0; k < n->n_attrs; k++)
+        if (!is_act_attr(n->attrs[k].name)) attrs[na++] = n->attrs[k];
+    bool clamps = a->lo > -INFINITY || a->hi < INFINITY;
+    const char *name = !clamps ? "" : a->lo == 0 && a->hi == INFINITY ? "Relu" : "Clip";
+    clamp[0] = a->lo, clamp[1] = a->hi;
+    attrs[na++] = (struct ox_attr){
+        .name = "activation", .type = OX_ATTR_STRING, .s = name, .s_len = strlen(name)};
+    attrs[na++] = (struct ox_attr){
+        .name = "activation_params", .type = OX_ATTR_FLOATS, .n = 2, .floats = clamp};
+    return na;
+}
+
 /* The node onnxexec's fused op runs for n: n's attributes without the activation ones, then
  * "activation" (Relu, Clip or none) and "activation_params" [lo, hi]; post_node the
  * default-domain op to run after it in place (act.post NULL: none). */
@@ -111,33 +130,19 @@ struct ms_fused {
     struct ox_node post_node;
 };
 
-static bool is_act_attr(const char *name) {
-    return strncmp(name, "activation", 10) == 0;
-}
-
 static ox_status ms_fused_make(const struct ox_node *n, bool conv, struct ms_fused *f) {
     memset(f, 0, sizeof *f);
     ox_status st = ox_ms_activation(n, &f->act);
     if (st) return st;
-    f->clamp[0] = f->act.lo, f->clamp[1] = f->act.hi;
     f->base = *n;
     f->base.domain = OX_DOMAIN_ONNXEXEC;
     f->base.op_type = conv ? "FusedConv" : "FusedGemm";
     f->base.opset = 1;
-    int na = 0;
-    for (int k = 0; k < n->n_attrs; k++) {
-        if (is_act_attr(n->attrs[k].name)) continue;
-        if (na == MAX_ATTRS) return ox_node_err(n, OX_E_INVALID, "too many attributes");
-        f->attrs[na++] = n->attrs[k];
-    }
-    bool clamp = f->act.lo > -INFINITY || f->act.hi < INFINITY;
-    const char *name = !clamp ? "" : f->act.lo == 0 && f->act.hi == INFINITY ? "Relu" : "Clip";
-    f->attrs[na++] = (struct ox_attr){
-        .name = "activation", .type = OX_ATTR_STRING, .s = name, .s_len = strlen(name)};
-    f->attrs[na++] = (struct ox_attr){
-        .name = "activation_params", .type = OX_ATTR_FLOATS, .n = 2, .floats = f->clamp};
+    int keep = 0;
+    for (int k = 0; k < n->n_attrs; k++) keep += !is_act_attr(n->attrs[k].name);
+    if (keep > MAX_ATTRS) return ox_node_err(n, OX_E_INVALID, "too many attributes");
     f->base.attrs = f->attrs;
-    f->base.n_attrs = na;
+    f->base.n_attrs = ox_ms_fused_attrs(n, &f->act, f->clamp, f->attrs);
     if (f->act.post)
         f->post_node = (struct ox_node){.name = n->name,
                                         .domain = "",
